@@ -1,0 +1,229 @@
+package acl
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The fuzz targets check the hand-written, allocation-free code against a
+// plain reference written with strings.Split and a regexp, straight from
+// the contract's wording.
+
+var levelRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+func FuzzValidateLevel(f *testing.F) {
+	for _, s := range []string{"", "a", "p1", "_", "-x_Y9", strings.Repeat("a", 128), strings.Repeat("a", 129),
+		"a/b", "+", "#", "$SYS", "a\x00", "ü", "a b", "\xff", "a.b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		err := ValidateLevel(s)
+		want := levelRE.MatchString(s)
+		if (err == nil) != want {
+			t.Fatalf("ValidateLevel(%q) = %v, regexp says valid=%v", s, err, want)
+		}
+		if err != nil && !errors.Is(err, ErrInvalidLevel) {
+			t.Fatalf("ValidateLevel(%q) = %v, does not wrap ErrInvalidLevel", s, err)
+		}
+		if ValidLevel(s) != want {
+			t.Fatalf("ValidLevel(%q) = %v, want %v", s, !want, want)
+		}
+		if want && (strings.ContainsAny(s, "/+#\x00$") || len(s) > MaxLevelLen) {
+			t.Fatalf("ValidateLevel accepted %q", s)
+		}
+	})
+}
+
+func FuzzPolicyAllow(f *testing.F) {
+	seeds := []struct {
+		role             uint8
+		disabled         bool
+		username, client string
+		subscribe        bool
+		topic            string
+	}{
+		{0, false, "gw1", "gw1-x", false, req},
+		{0, false, "gw1", "gw1-x", true, res},
+		{0, false, "gw1", "gw1-x", true, "ff/v1/mcp/agents/+/status"},
+		{0, false, "gw1", "gw1-x", true, "$share/g/" + res},
+		{1, false, "agent1", "agent1-a", true, "$share/agent1/ff/v1/mcp/+/+/+/+/+/req"},
+		{1, false, "agent1", "agent1-a", false, "ff/v1/mcp/agents/agent1-a/status"},
+		{1, false, "agent1", "agent1-a", false, "ff/v1/mcp/agents/agent1-b/status"},
+		{1, true, "agent1", "agent1-a", false, res},
+		{2, false, "c1", "c1", false, "sensors/x/temp"},
+		{2, false, "c1", "c1", true, "public/+/x"},
+		{2, false, "c1", "c1", true, "#"},
+		{2, false, "c1", "c1", true, "$SYS/#"},
+		{2, false, "c1", "c1", true, "+/v1/#"},
+		{0, false, "gw1", "gw1-x", false, "ff/v1/mcp/p1/u1/s1/e1/i1/req/"},
+	}
+	for _, s := range seeds {
+		f.Add(s.role, s.disabled, s.username, s.client, s.subscribe, s.topic)
+	}
+	p := NewPolicy(testRules())
+	roles := [...]Role{RolePlatform, RoleExpertAgent, RoleClient, Role("other")}
+	f.Fuzz(func(t *testing.T, role uint8, dis bool, username, clientID string, subscribe bool, topic string) {
+		id := Identity{Username: username, Role: roles[int(role)%len(roles)], Disabled: dis}
+		action := Publish
+		if subscribe {
+			action = Subscribe
+		}
+		got := p.Allow(id, clientID, action, topic)
+		want := refAllow(testRules(), id, clientID, subscribe, topic)
+		if got != want {
+			t.Fatalf("Allow(%+v, %q, %s, %q) = %v, reference says %v", id, clientID, action, topic, got, want)
+		}
+		if got && refReachesReserved(stripShare(topic)) && !refBuiltin(id.Role, clientID, subscribe, topic) {
+			t.Fatalf("Allow granted %q under %s outside the built-in rules", topic, ReservedPrefix)
+		}
+	})
+}
+
+// refAllow is the contract's Policy, written plainly.
+func refAllow(rules []Rule, id Identity, clientID string, subscribe bool, topic string) bool {
+	if id.Disabled || id.Username == "" || topic == "" || strings.ContainsRune(topic, 0) || len(topic) > maxTopicLength {
+		return false
+	}
+	if strings.HasPrefix(topic, "$") {
+		return strings.HasPrefix(topic, "$share/") && refBuiltin(id.Role, clientID, subscribe, topic)
+	}
+	if !refWellFormed(topic, subscribe) {
+		return false
+	}
+	if refReachesReserved(topic) {
+		return refBuiltin(id.Role, clientID, subscribe, topic)
+	}
+	for _, r := range rules {
+		if r.Validate() != nil || (r.Username != "" && r.Username != id.Username) {
+			continue
+		}
+		if subscribe && r.Access&AccessRead != 0 && refCovers(r.Filter, topic) {
+			return true
+		}
+		if !subscribe && r.Access&AccessWrite != 0 && refMatches(strings.Split(r.Filter, "/"), strings.Split(topic, "/")) {
+			return true
+		}
+	}
+	return false
+}
+
+func refWellFormed(topic string, filter bool) bool {
+	levels := strings.Split(topic, "/")
+	for i, l := range levels {
+		if !filter && strings.ContainsAny(l, "+#") {
+			return false
+		}
+		if filter && l != "+" && l != "#" && strings.ContainsAny(l, "+#") {
+			return false
+		}
+		if filter && l == "#" && i != len(levels)-1 {
+			return false
+		}
+	}
+	return true
+}
+
+func stripShare(topic string) string {
+	if parts := strings.SplitN(topic, "/", 3); len(parts) == 3 && parts[0] == "$share" {
+		return parts[2]
+	}
+	return topic
+}
+
+func refReachesReserved(filter string) bool {
+	levels := strings.Split(filter, "/")
+	for i, want := range []string{"ff", "v1", "mcp"} {
+		if i >= len(levels) {
+			return false
+		}
+		if levels[i] == "#" {
+			return true
+		}
+		if levels[i] != "+" && levels[i] != want {
+			return false
+		}
+	}
+	return true
+}
+
+// refBuiltin is the contract's list of built-in rules.
+func refBuiltin(role Role, clientID string, subscribe bool, topic string) bool {
+	share := false
+	if strings.HasPrefix(topic, "$share/") {
+		parts := strings.SplitN(topic, "/", 3)
+		if len(parts) != 3 || !levelRE.MatchString(parts[1]) {
+			return false
+		}
+		share, topic = true, parts[2]
+	}
+	lv := strings.Split(topic, "/")
+	if len(lv) < 3 || lv[0] != "ff" || lv[1] != "v1" || lv[2] != "mcp" {
+		return false
+	}
+	context := func(kind string, wild bool) bool {
+		if len(lv) != 9 || lv[8] != kind {
+			return false
+		}
+		for _, l := range lv[3:8] {
+			if !levelRE.MatchString(l) && !(wild && l == "+") {
+				return false
+			}
+		}
+		return true
+	}
+	presence := len(lv) == 6 && lv[3] == "agents" && lv[5] == "status"
+	switch {
+	case role == RolePlatform && !subscribe && !share:
+		return context("req", false)
+	case role == RolePlatform && subscribe && !share:
+		return context("res", false) || presence && (lv[4] == "+" || levelRE.MatchString(lv[4]))
+	case role == RoleExpertAgent && subscribe:
+		return context("req", true)
+	case role == RoleExpertAgent && !subscribe && !share:
+		return context("res", false) || presence && lv[4] == clientID && levelRE.MatchString(clientID)
+	}
+	return false
+}
+
+// refMatches is MQTT topic matching on split levels.
+func refMatches(filter, topic []string) bool {
+	if len(filter) == 0 {
+		return len(topic) == 0
+	}
+	if filter[0] == "#" {
+		return true
+	}
+	if len(topic) == 0 {
+		return false
+	}
+	if filter[0] != "+" && filter[0] != topic[0] {
+		return false
+	}
+	if len(filter) == 2 && filter[1] == "#" && len(topic) == 1 {
+		return true // "a/#" matches "a"
+	}
+	return refMatches(filter[1:], topic[1:])
+}
+
+// refCovers reports whether every topic req matches, rule matches: it
+// matches req's levels as a topic where req's wildcards must meet the same
+// wildcard (or a '#') in rule.
+func refCovers(rule, req string) bool {
+	r, q := strings.Split(rule, "/"), strings.Split(req, "/")
+	for i := 0; ; i++ {
+		if i < len(r) && r[i] == "#" {
+			return true
+		}
+		if i == len(q) {
+			return i == len(r) || (i == len(r)-1 && r[i] == "#")
+		}
+		if i == len(r) || q[i] == "#" {
+			return false
+		}
+		if r[i] != "+" && (q[i] == "+" || r[i] != q[i]) {
+			return false
+		}
+	}
+}

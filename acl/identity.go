@@ -1,0 +1,61 @@
+package acl
+
+import (
+	"fmt"
+	"time"
+)
+
+// Role is what an MQTT identity is for. The built-in topic rules of the
+// ff/v1/mcp/ tree are granted by role.
+type Role string
+
+const (
+	// RolePlatform is a gateway: it publishes requests on .../req and
+	// subscribes to exact .../res topics and to agent presence.
+	RolePlatform Role = "platform"
+	// RoleExpertAgent is an expert agent: it subscribes to every request
+	// (plain or through $share), publishes responses on .../res and its own
+	// presence topic.
+	RoleExpertAgent Role = "expert-agent"
+	// RoleClient is any other MQTT client. It has no access to ff/v1/mcp/ and
+	// only what operator rules grant elsewhere.
+	RoleClient Role = "client"
+)
+
+// ParseRole returns the Role named s.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case RolePlatform, RoleExpertAgent, RoleClient:
+		return r, nil
+	}
+	return "", fmt.Errorf("unknown role %q (want %s, %s or %s)", s, RolePlatform, RoleExpertAgent, RoleClient)
+}
+
+// Identity is an MQTT login known to the store. The password hash never
+// leaves the store.
+type Identity struct {
+	Username string
+	Role     Role
+	Disabled bool
+	Created  time.Time
+}
+
+// Action is what a client wants to do with a topic.
+type Action int
+
+const (
+	// Publish a message to a topic name.
+	Publish Action = iota + 1
+	// Subscribe to a topic filter (which may hold wildcards or a $share prefix).
+	Subscribe
+)
+
+func (a Action) String() string {
+	switch a {
+	case Publish:
+		return "publish"
+	case Subscribe:
+		return "subscribe"
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}

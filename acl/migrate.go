@@ -1,0 +1,111 @@
+package acl
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// migration is one step of the schema. Steps run in order of version, each
+// in its own transaction together with its row in schema_migrations, so a
+// crash leaves the schema at a known version. Never edit a released step:
+// append a new one.
+type migration struct {
+	version int
+	name    string
+	stmts   []string
+}
+
+// migrations is the schema, oldest first. Versions are 1, 2, 3... without
+// gaps. The DDL is SQLite's; on PostgreSQL "INTEGER PRIMARY KEY
+// AUTOINCREMENT" becomes "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY".
+//
+// The personal access tokens table (tokens) comes as a later step appended
+// here; nothing in version 1 claims that name.
+var migrations = []migration{
+	{
+		version: 1,
+		name:    "identities and rules",
+		stmts: []string{
+			`CREATE TABLE identities (
+	username      TEXT PRIMARY KEY,
+	role          TEXT NOT NULL,
+	password_hash TEXT NOT NULL,
+	disabled      INTEGER NOT NULL DEFAULT 0,
+	created_ms    BIGINT NOT NULL
+)`,
+			// AUTOINCREMENT: a removed rule's ID is never handed out again, so
+			// an operator's "remove rule 7" cannot hit a newer rule.
+			`CREATE TABLE rules (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	username   TEXT NOT NULL DEFAULT '',
+	access     INTEGER NOT NULL,
+	filter     TEXT NOT NULL,
+	created_ms BIGINT NOT NULL,
+	UNIQUE (username, access, filter)
+)`,
+		},
+	},
+}
+
+// migrate brings db to the newest schema version. It refuses a database
+// written by a newer toolbus (a version it does not know).
+func migrate(ctx context.Context, db *sql.DB, log *logrus.Entry) error {
+	if _, err := db.ExecContext(ctx, qCreateMigrations); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	for _, m := range migrations {
+		if err := applyMigration(ctx, db, m, log); err != nil {
+			return err
+		}
+	}
+	var v int
+	if err := db.QueryRowContext(ctx, qSchemaVersion).Scan(&v); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if latest := migrations[len(migrations)-1].version; v > latest {
+		return fmt.Errorf("database schema version %d is newer than this toolbus knows (%d): upgrade toolbus", v, latest)
+	}
+	return nil
+}
+
+// applyMigration runs m unless the database already has it. The version is
+// read inside the write transaction, so two processes opening the same
+// database at once (serve and a CLI command) apply each step once.
+func applyMigration(ctx context.Context, db *sql.DB, m migration, log *logrus.Entry) (err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migration %d: begin: %w", m.version, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	var current int
+	if err := tx.QueryRowContext(ctx, qSchemaVersion).Scan(&current); err != nil {
+		return fmt.Errorf("migration %d: read schema version: %w", m.version, err)
+	}
+	if current >= m.version {
+		return tx.Rollback()
+	}
+	if current != m.version-1 {
+		return fmt.Errorf("migration %d: schema is at version %d, want %d", m.version, current, m.version-1)
+	}
+	for i, stmt := range m.stmts {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("migration %d (%s), statement %d: %w", m.version, m.name, i+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, qInsertMigration, m.version, m.name, time.Now().UnixMilli()); err != nil {
+		return fmt.Errorf("migration %d: record: %w", m.version, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migration %d: commit: %w", m.version, err)
+	}
+	log.WithFields(logrus.Fields{"version": m.version, "name": m.name}).Info("applied schema migration")
+	return nil
+}

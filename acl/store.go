@@ -1,0 +1,197 @@
+package acl
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/sirupsen/logrus"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// DBFileName is the store's file inside the data directory.
+const DBFileName = "toolbus.db"
+
+// StoreOptions configures Open. The zero value is ready to use.
+type StoreOptions struct {
+	// HashIterations for new password hashes; 0 means DefaultHashIterations (210000).
+	HashIterations int
+	// AuthCacheSize bounds the cache of recent successful logins that spares
+	// reconnecting clients the KDF. 0 means 1024 entries; negative disables it.
+	AuthCacheSize int
+	// BusyTimeout is how long a statement waits for another connection's
+	// write lock before failing. 0 means 5s.
+	BusyTimeout time.Duration
+	// Logger receives the store's logs; nil discards them.
+	Logger *logrus.Entry
+}
+
+// Store keeps MQTT identities (with their password hashes) and operator
+// topic rules in SQLite. It is safe for concurrent use.
+type Store struct {
+	db    *sql.DB
+	log   *logrus.Entry
+	iters int
+
+	// kdf bounds how many password hashes run at once, so a burst of logins
+	// (or of guesses) cannot take every core; waiting honours the context.
+	kdf     chan struct{}
+	kdfRuns atomic.Int64 // password verifications run; tests read it to see cache hits
+	// dummyHash is verified against for unknown usernames so that they cost
+	// the same KDF work as a wrong password.
+	dummyHash string
+
+	authMu    sync.Mutex
+	authCache *simplelru.LRU[string, authEntry] // nil when disabled
+	authKey   []byte                            // per-process HMAC key of cached passwords
+}
+
+// Open opens (creating if needed) the store in dataDir/toolbus.db and brings
+// its schema up to date. The directory is created with mode 0700 and the
+// database file with 0600: it holds password hashes.
+func Open(ctx context.Context, dataDir string, opts StoreOptions) (*Store, error) {
+	if opts.HashIterations == 0 {
+		opts.HashIterations = DefaultHashIterations
+	}
+	if opts.HashIterations < 1 || opts.HashIterations > MaxHashIterations {
+		return nil, fmt.Errorf("acl: HashIterations %d: want 1..%d", opts.HashIterations, MaxHashIterations)
+	}
+	if opts.AuthCacheSize == 0 {
+		opts.AuthCacheSize = 1024
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = 5 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		log = logrus.NewEntry(l)
+	}
+	log = log.WithField("component", "acl")
+
+	if dataDir == "" {
+		return nil, errors.New("acl: empty data directory")
+	}
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("acl: data directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("acl: create data directory: %w", err)
+	}
+	path := filepath.Join(dir, DBFileName)
+	// SQLite would create the file with the umask's mode; the -wal and -shm
+	// files copy the database file's mode, so creating it first covers them.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("acl: create database file: %w", err)
+	}
+	_ = f.Close()
+
+	db, err := sql.Open("sqlite", dsn(path, opts.BusyTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("acl: open %s: %w", path, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("acl: open %s: %w", path, err)
+	}
+	if err := migrate(ctx, db, log); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("acl: %s: %w", path, err)
+	}
+
+	s := &Store{
+		db:    db,
+		log:   log,
+		iters: opts.HashIterations,
+		kdf:   make(chan struct{}, runtime.GOMAXPROCS(0)),
+	}
+	if s.dummyHash, err = newDummyHash(opts.HashIterations); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("acl: %w", err)
+	}
+	if opts.AuthCacheSize > 0 {
+		s.authCache, _ = simplelru.NewLRU[string, authEntry](opts.AuthCacheSize, nil) // size > 0 cannot fail
+		s.authKey = make([]byte, 32)
+		if _, err := rand.Read(s.authKey); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("acl: auth cache key: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// dsn builds a modernc.org/sqlite data source name. The "file:" URI form lets
+// any path through (SQLite decodes the escapes); the query sets the pragmas
+// on every pooled connection. Immediate transactions take the write lock at
+// BEGIN, so read-then-write transactions cannot deadlock on lock upgrades.
+func dsn(path string, busy time.Duration) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// newDummyHash makes a well-formed hash that no password matches (random
+// salt and random "derived key").
+func newDummyHash(iterations int) (string, error) {
+	b := make([]byte, saltLen+hashLen)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("dummy hash: %w", err)
+	}
+	return encodeHash(iterations, b[:saltLen], b[saltLen:]), nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	return s.db.Close()
+}
+
+// acquireKDF takes a slot of the KDF limiter, or fails when ctx ends first.
+func (s *Store) acquireKDF(ctx context.Context) error {
+	select {
+	case s.kdf <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Store) releaseKDF() { <-s.kdf }
+
+// hashNew hashes a new password under the KDF limiter.
+func (s *Store) hashNew(ctx context.Context, password []byte) (string, error) {
+	if err := checkNewPassword(password); err != nil {
+		return "", err
+	}
+	if err := s.acquireKDF(ctx); err != nil {
+		return "", err
+	}
+	defer s.releaseKDF()
+	return HashPassword(password, s.iters)
+}
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// now is the creation time of new rows, at the precision they are stored with.
+func now() (time.Time, int64) {
+	ms := time.Now().UnixMilli()
+	return fromMillis(ms), ms
+}

@@ -1,0 +1,410 @@
+package acl
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+)
+
+// testIterations keeps the KDF fast in tests; one test runs the default.
+const testIterations = 1000
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func openTestStoreIn(t *testing.T, dir string, opts StoreOptions) *Store {
+	t.Helper()
+	if opts.HashIterations == 0 {
+		opts.HashIterations = testIterations
+	}
+	s, err := Open(testContext(t), dir, opts)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func openTestStore(t *testing.T, opts StoreOptions) *Store {
+	t.Helper()
+	return openTestStoreIn(t, t.TempDir(), opts)
+}
+
+func addTestIdentity(t *testing.T, s *Store, username string, role Role, password string) Identity {
+	t.Helper()
+	id, err := s.AddIdentity(testContext(t), username, role, []byte(password))
+	if err != nil {
+		t.Fatalf("AddIdentity(%s): %v", username, err)
+	}
+	return id
+}
+
+func TestOpenCreatesPrivateFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data dir?#x", "nested")
+	s := openTestStoreIn(t, dir, StoreOptions{})
+	addTestIdentity(t, s, "alice", RolePlatform, "password-1")
+
+	st, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		t.Errorf("data directory mode %v: want no group/other access", st.Mode().Perm())
+	}
+	for _, name := range []string{DBFileName, DBFileName + "-wal"} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s mode %v: want no group/other access", name, st.Mode().Perm())
+		}
+	}
+	var mode string
+	if err := s.db.QueryRowContext(testContext(t), "PRAGMA journal_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" {
+		t.Errorf("journal_mode = %q, want wal", mode)
+	}
+}
+
+func TestOpenMigratesOnce(t *testing.T) {
+	dir := t.TempDir()
+	ctx := testContext(t)
+	logger, hook := test.NewNullLogger()
+	log := logrus.NewEntry(logger)
+
+	s, err := Open(ctx, dir, StoreOptions{HashIterations: testIterations, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddIdentity(ctx, "alice", RoleClient, []byte("pw-alice-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	applied := 0
+	for _, e := range hook.AllEntries() {
+		if e.Message == "applied schema migration" {
+			applied++
+			if e.Data["component"] != "acl" {
+				t.Errorf("log entry without component=acl: %v", e.Data)
+			}
+		}
+	}
+	if applied != len(migrations) {
+		t.Fatalf("first Open applied %d migrations, want %d", applied, len(migrations))
+	}
+
+	hook.Reset()
+	s2 := openTestStoreIn(t, dir, StoreOptions{Logger: log})
+	if len(hook.AllEntries()) != 0 {
+		t.Errorf("second Open logged %d entries, want none (nothing to migrate)", len(hook.AllEntries()))
+	}
+	if _, err := s2.Identity(ctx, "alice"); err != nil {
+		t.Fatalf("identity lost across reopen: %v", err)
+	}
+	var version int
+	if err := s2.db.QueryRowContext(ctx, qSchemaVersion).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if want := migrations[len(migrations)-1].version; version != want {
+		t.Fatalf("schema version %d, want %d", version, want)
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	dir := t.TempDir()
+	ctx := testContext(t)
+	s, err := Open(ctx, dir, StoreOptions{HashIterations: testIterations})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, qInsertMigration, 999, "from the future", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(ctx, dir, StoreOptions{HashIterations: testIterations})
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("Open of a database with a newer schema succeeded")
+	}
+	if !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("Open error %q does not say the schema is newer", err)
+	}
+}
+
+func TestOpenBadOptions(t *testing.T) {
+	ctx := testContext(t)
+	if _, err := Open(ctx, "", StoreOptions{}); err == nil {
+		t.Error("Open with an empty data directory succeeded")
+	}
+	if _, err := Open(ctx, t.TempDir(), StoreOptions{HashIterations: -1}); err == nil {
+		t.Error("Open with negative HashIterations succeeded")
+	}
+}
+
+// TestNumberedPlaceholders pins what queries.go relies on: modernc binds $N
+// by ordinal, including a placeholder used twice.
+func TestNumberedPlaceholders(t *testing.T) {
+	s := openTestStore(t, StoreOptions{})
+	var a, b string
+	var c int64
+	err := s.db.QueryRowContext(testContext(t), `SELECT $2, $1, $2 + 0`, "first", int64(7)).Scan(&a, &b, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != "7" || b != "first" || c != 7 {
+		t.Fatalf("got %q %q %d; want \"7\" \"first\" 7", a, b, c)
+	}
+}
+
+func TestIdentityCRUD(t *testing.T) {
+	s := openTestStore(t, StoreOptions{})
+	ctx := testContext(t)
+
+	before := time.Now().Add(-time.Second)
+	alice := addTestIdentity(t, s, "alice", RolePlatform, "password-a")
+	if alice.Username != "alice" || alice.Role != RolePlatform || alice.Disabled || alice.Created.Before(before) {
+		t.Fatalf("AddIdentity = %+v", alice)
+	}
+	addTestIdentity(t, s, "bob_2", RoleExpertAgent, "password-b")
+	addTestIdentity(t, s, "Carol-3", RoleClient, "password-c")
+
+	got, err := s.Identity(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Created.Equal(alice.Created) || got != alice {
+		t.Fatalf("Identity = %+v, want %+v", got, alice)
+	}
+
+	t.Run("add errors", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, username string
+			role           Role
+			password       string
+			want           error
+		}{
+			{"duplicate", "alice", RoleClient, "other-pass", ErrExists},
+			{"empty username", "", RoleClient, "pw", ErrInvalidLevel},
+			{"slash in username", "a/b", RoleClient, "pw", ErrInvalidLevel},
+			{"wildcard username", "+", RoleClient, "pw", ErrInvalidLevel},
+			{"empty password", "dave", RoleClient, "", ErrInvalidPassword},
+			{"NUL in password", "dave", RoleClient, "a\x00b", ErrInvalidPassword},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				_, err := s.AddIdentity(ctx, tc.username, tc.role, []byte(tc.password))
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("AddIdentity = %v, want %v", err, tc.want)
+				}
+			})
+		}
+		if _, err := s.AddIdentity(ctx, "dave", Role("root"), []byte("pw")); err == nil {
+			t.Error("AddIdentity with an unknown role succeeded")
+		}
+	})
+
+	ids, err := s.ListIdentities(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, id := range ids {
+		names = append(names, id.Username)
+	}
+	if strings.Join(names, ",") != "Carol-3,alice,bob_2" {
+		t.Fatalf("ListIdentities = %v, want Carol-3, alice, bob_2", names)
+	}
+
+	if err := s.SetDisabled(ctx, "alice", true); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Identity(ctx, "alice"); !got.Disabled {
+		t.Fatal("SetDisabled(true) did not stick")
+	}
+	if err := s.SetDisabled(ctx, "alice", true); err != nil {
+		t.Fatalf("SetDisabled twice: %v", err)
+	}
+	if err := s.SetDisabled(ctx, "alice", false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Identity(ctx, "alice"); got.Disabled {
+		t.Fatal("SetDisabled(false) did not stick")
+	}
+
+	if err := s.RemoveIdentity(ctx, "bob_2"); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{
+		"Identity":       func() error { _, err := s.Identity(ctx, "bob_2"); return err }(),
+		"RemoveIdentity": s.RemoveIdentity(ctx, "bob_2"),
+		"SetDisabled":    s.SetDisabled(ctx, "bob_2", true),
+		"SetPassword":    s.SetPassword(ctx, "bob_2", []byte("new-password")),
+	} {
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s of a removed identity = %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+func TestPasswordHashes(t *testing.T) {
+	s := openTestStore(t, StoreOptions{})
+	ctx := testContext(t)
+	addTestIdentity(t, s, "alice", RolePlatform, "password-a")
+	addTestIdentity(t, s, "bob", RoleExpertAgent, "password-b")
+	addTestIdentity(t, s, "eve", RoleClient, "password-e")
+	if err := s.SetDisabled(ctx, "eve", true); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.PasswordHashes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 2 {
+		t.Fatalf("PasswordHashes = %v, want alice and bob (eve is disabled)", m)
+	}
+	for user, pw := range map[string]string{"alice": "password-a", "bob": "password-b"} {
+		if ok, err := VerifyPassword(m[user], []byte(pw)); err != nil || !ok {
+			t.Errorf("hash of %s does not verify: %v, %v", user, ok, err)
+		}
+		if !strings.HasPrefix(m[user], "$7$1000$") {
+			t.Errorf("hash of %s = %q: want $7$ with the store's iterations", user, m[user])
+		}
+	}
+}
+
+func TestRuleCRUD(t *testing.T) {
+	s := openTestStore(t, StoreOptions{})
+	ctx := testContext(t)
+	addTestIdentity(t, s, "c1", RoleClient, "password-1")
+
+	global, err := s.AddRule(ctx, Rule{ID: 99, Access: AccessRead, Filter: "public/#"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if global.ID == 0 || global.ID == 99 || global.Created.IsZero() {
+		t.Fatalf("AddRule = %+v: want a store-assigned ID and creation time", global)
+	}
+	own, err := s.AddRule(ctx, Rule{Username: "c1", Access: AccessWrite, Filter: "sensors/+/temp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same filter, other access: a distinct rule.
+	if _, err := s.AddRule(ctx, Rule{Username: "c1", Access: AccessRead, Filter: "sensors/+/temp"}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("add errors", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			r    Rule
+			want error
+		}{
+			{"duplicate", Rule{Username: "c1", Access: AccessWrite, Filter: "sensors/+/temp"}, ErrExists},
+			{"duplicate global", Rule{Access: AccessRead, Filter: "public/#"}, ErrExists},
+			{"unknown user", Rule{Username: "nobody", Access: AccessRead, Filter: "x/#"}, ErrNotFound},
+			{"bad username", Rule{Username: "a/b", Access: AccessRead, Filter: "x/#"}, ErrInvalidRule},
+			{"no access", Rule{Access: 0, Filter: "x/#"}, ErrInvalidRule},
+			{"unknown access", Rule{Access: 4, Filter: "x/#"}, ErrInvalidRule},
+			{"everything", Rule{Access: AccessRead, Filter: "#"}, ErrInvalidRule},
+			{"reserved tree", Rule{Access: AccessRead, Filter: "ff/v1/mcp/agents/+/status"}, ErrInvalidRule},
+			{"reaches reserved", Rule{Access: AccessWrite, Filter: "+/v1/#"}, ErrInvalidRule},
+			{"$SYS", Rule{Access: AccessRead, Filter: "$SYS/#"}, ErrInvalidRule},
+			{"$share", Rule{Access: AccessRead, Filter: "$share/g/public/#"}, ErrInvalidRule},
+			{"malformed filter", Rule{Access: AccessRead, Filter: "a/#/b"}, ErrInvalidRule},
+			{"empty filter", Rule{Access: AccessRead}, ErrInvalidRule},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				if _, err := s.AddRule(ctx, tc.r); !errors.Is(err, tc.want) {
+					t.Fatalf("AddRule(%+v) = %v, want %v", tc.r, err, tc.want)
+				}
+			})
+		}
+	})
+
+	rules, err := s.ListRules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != 3 || rules[0] != global || rules[1] != own {
+		t.Fatalf("ListRules = %+v", rules)
+	}
+
+	if err := s.RemoveRule(ctx, global.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveRule(ctx, global.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("RemoveRule twice = %v, want ErrNotFound", err)
+	}
+	// IDs are never reused.
+	again, err := s.AddRule(ctx, Rule{Access: AccessRead, Filter: "public/#"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ID <= global.ID {
+		t.Fatalf("re-added rule got ID %d, want more than %d", again.ID, global.ID)
+	}
+
+	// Removing an identity removes its rules; global rules stay.
+	if err := s.RemoveIdentity(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	rules, err = s.ListRules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != 1 || rules[0].ID != again.ID {
+		t.Fatalf("after RemoveIdentity, ListRules = %+v; want only the global rule", rules)
+	}
+}
+
+func TestListRulesFeedsPolicy(t *testing.T) {
+	s := openTestStore(t, StoreOptions{})
+	ctx := testContext(t)
+	addTestIdentity(t, s, "c1", RoleClient, "password-1")
+	if _, err := s.AddRule(ctx, Rule{Username: "c1", Access: AccessReadWrite, Filter: "devices/c1/#"}); err != nil {
+		t.Fatal(err)
+	}
+	// A hand-edited row that AddRule would refuse.
+	if _, err := s.db.ExecContext(ctx, qInsertRule, "", int64(AccessReadWrite), "#", int64(0)); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := s.ListRules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != 2 {
+		t.Fatalf("ListRules returned %d rules, want 2", len(rules))
+	}
+	p := NewPolicy(rules)
+	id, err := s.Identity(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Allow(id, "c1", Publish, "devices/c1/led") {
+		t.Error("stored rule not in effect")
+	}
+	if p.Allow(id, "c1", Subscribe, "#") || p.Allow(id, "c1", Publish, "elsewhere") {
+		t.Error("hand-edited # rule took effect")
+	}
+}

@@ -1,0 +1,376 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/sirupsen/logrus"
+	"go.uber.org/goleak"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/broker"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// Topics of one context of the MQTT contract, and the filters around it.
+const (
+	ctxReq         = "ff/v1/mcp/plat1/user1/sess1/_/_/req"
+	ctxRes         = "ff/v1/mcp/plat1/user1/sess1/_/_/res"
+	otherRes       = "ff/v1/mcp/plat1/user2/sess9/_/_/res"
+	requestFilter  = "ff/v1/mcp/+/+/+/+/+/req"
+	sharedRequests = "$share/agents/" + requestFilter
+	presenceFilter = "ff/v1/mcp/agents/+/status"
+)
+
+func presence(clientID string) string { return "ff/v1/mcp/agents/" + clientID + "/status" }
+
+// testIterations keeps the KDF cheap: the tests are about the broker.
+const testIterations = 1000
+
+// waitFor bounds every single wait of a test.
+const waitFor = 10 * time.Second
+
+type testEnv struct {
+	store  *acl.Store
+	policy *acl.Policy
+	broker *broker.Broker
+	url    string // tcp://127.0.0.1:port
+}
+
+// newEnv starts a broker on 127.0.0.1:0 over a fresh store in t.TempDir(),
+// closed by t.Cleanup (before the store, after the clients).
+func newEnv(t testing.TB, mods ...func(*broker.Options)) *testEnv {
+	t.Helper()
+	ctx := testContext(t)
+	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{HashIterations: testIterations, Logger: testLogger(t, "store")})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := store.Close(); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	e := &testEnv{store: store, policy: acl.NewPolicy(nil)}
+	opts := broker.Options{
+		Addr:          "127.0.0.1:0",
+		Authenticator: store,
+		Authorizer:    e.policy,
+		Logger:        testLogger(t, "broker"),
+	}
+	for _, m := range mods {
+		m(&opts)
+	}
+	e.broker, err = broker.New(opts)
+	if err != nil {
+		t.Fatalf("new broker: %v", err)
+	}
+	if err := e.broker.Start(ctx); err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.broker.Close(); err != nil {
+			t.Errorf("close broker: %v", err)
+		}
+	})
+	if a := e.broker.Addr(); a != nil {
+		e.url = "tcp://" + a.String()
+	}
+	return e
+}
+
+func testContext(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// testLogger logs to t.Log while the test runs (visible with -v or on
+// failure) and drops whatever a straggling goroutine logs after it.
+func testLogger(t testing.TB, component string) *logrus.Entry {
+	t.Helper()
+	if _, bench := t.(*testing.B); bench {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		return l.WithField("component", component)
+	}
+	w := &testWriter{t: t}
+	t.Cleanup(w.stop)
+	l := logrus.New()
+	l.SetOutput(w)
+	l.SetLevel(logrus.DebugLevel)
+	return l.WithField("component", component)
+}
+
+type testWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
+
+// addIdentity stores an identity and returns its password.
+func (e *testEnv) addIdentity(t testing.TB, username string, role acl.Role) string {
+	t.Helper()
+	password := "pw-" + username
+	if _, err := e.store.AddIdentity(testContext(t), username, role, []byte(password)); err != nil {
+		t.Fatalf("add identity %s: %v", username, err)
+	}
+	return password
+}
+
+// message is what a paho handler saw.
+type message struct {
+	topic    string
+	payload  string
+	retained bool
+}
+
+// inbox collects the messages of one paho client in arrival order.
+type inbox chan message
+
+func newInbox() inbox { return make(inbox, 256) }
+
+func (in inbox) handler(_ paho.Client, m paho.Message) {
+	select {
+	case in <- message{topic: m.Topic(), payload: string(m.Payload()), retained: m.Retained()}:
+	default: // a test that floods its inbox fails on the messages it does get
+	}
+}
+
+// next returns the next message, failing the test after waitFor.
+func (in inbox) next(t testing.TB) message {
+	t.Helper()
+	select {
+	case m := <-in:
+		return m
+	case <-time.After(waitFor):
+		t.Fatal("no message within", waitFor)
+		return message{}
+	}
+}
+
+// expectNext fails unless the next message is on topic with payload: the
+// "sentinel" that proves an earlier message, routed to this client before
+// it, never arrived (mochi writes to one client in routing order).
+func (in inbox) expectNext(t testing.TB, topic, payload string) message {
+	t.Helper()
+	m := in.next(t)
+	if m.topic != topic || m.payload != payload {
+		t.Fatalf("next message = %q %q (retained %t), want %q %q", m.topic, m.payload, m.retained, topic, payload)
+	}
+	return m
+}
+
+type clientOption func(*paho.ClientOptions)
+
+func withWill(topic, payload string, retained bool) clientOption {
+	return func(o *paho.ClientOptions) { o.SetWill(topic, payload, 1, retained) }
+}
+
+func withBroker(url string) clientOption {
+	return func(o *paho.ClientOptions) { o.Servers = nil; o.AddBroker(url) }
+}
+
+// connect logs a paho (MQTT 3.1.1) client in, without reconnects, and
+// returns the CONNECT outcome. Messages no subscription handler takes go to
+// in (if not nil). A connected client is disconnected by t.Cleanup.
+func (e *testEnv) connect(t testing.TB, clientID, username, password string, in inbox, opts ...clientOption) (paho.Client, error) {
+	t.Helper()
+	o := paho.NewClientOptions().
+		AddBroker(e.url).
+		SetClientID(clientID).
+		SetUsername(username).
+		SetPassword(password).
+		SetProtocolVersion(4).
+		SetCleanSession(true).
+		SetAutoReconnect(false).
+		SetConnectRetry(false).
+		SetConnectTimeout(5 * time.Second).
+		SetWriteTimeout(5 * time.Second).
+		SetKeepAlive(30 * time.Second)
+	if in != nil {
+		o.SetDefaultPublishHandler(in.handler)
+	}
+	for _, f := range opts {
+		f(o)
+	}
+	c := paho.NewClient(o)
+	tok := c.Connect()
+	if !tok.WaitTimeout(waitFor) {
+		c.Disconnect(0)
+		return nil, errors.New("connect: timeout")
+	}
+	if err := tok.Error(); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { c.Disconnect(50) })
+	return c, nil
+}
+
+func (e *testEnv) mustConnect(t testing.TB, clientID, username, password string, in inbox, opts ...clientOption) paho.Client {
+	t.Helper()
+	c, err := e.connect(t, clientID, username, password, in, opts...)
+	if err != nil {
+		t.Fatalf("connect %s as %s: %v", clientID, username, err)
+	}
+	return c
+}
+
+// wait waits for tok and returns its error.
+func wait(t testing.TB, tok paho.Token) error {
+	t.Helper()
+	if !tok.WaitTimeout(waitFor) {
+		t.Fatal("token not done within", waitFor)
+	}
+	return tok.Error()
+}
+
+// subscribe subscribes at QoS 1 with the default handler and returns the
+// SUBACK code of each filter.
+func subscribe(t testing.TB, c paho.Client, filters ...string) []byte {
+	t.Helper()
+	m := make(map[string]byte, len(filters))
+	for _, f := range filters {
+		m[f] = 1
+	}
+	tok := c.SubscribeMultiple(m, nil)
+	if err := wait(t, tok); err != nil {
+		t.Fatalf("subscribe %q: %v", filters, err)
+	}
+	res := tok.(*paho.SubscribeToken).Result()
+	codes := make([]byte, len(filters))
+	for i, f := range filters {
+		codes[i] = res[f]
+	}
+	return codes
+}
+
+// mustSubscribe subscribes and fails unless every filter was granted.
+func mustSubscribe(t testing.TB, c paho.Client, filters ...string) {
+	t.Helper()
+	for i, code := range subscribe(t, c, filters...) {
+		if code >= 0x80 {
+			t.Fatalf("subscribe %q: refused (%#x)", filters[i], code)
+		}
+	}
+}
+
+func publish(t testing.TB, c paho.Client, topic string, qos byte, retained bool, payload string) error {
+	t.Helper()
+	return wait(t, c.Publish(topic, qos, retained, payload))
+}
+
+func mustPublish(t testing.TB, c paho.Client, topic string, qos byte, retained bool, payload string) {
+	t.Helper()
+	if err := publish(t, c, topic, qos, retained, payload); err != nil {
+		t.Fatalf("publish %s: %v", topic, err)
+	}
+}
+
+// killable returns a client option whose connection the test can cut
+// without a DISCONNECT, as a crash or a network failure would, and the
+// function that cuts it.
+func killable() (clientOption, func()) {
+	var (
+		mu   sync.Mutex
+		conn net.Conn
+	)
+	opt := func(o *paho.ClientOptions) {
+		o.SetCustomOpenConnectionFn(func(u *url.URL, _ paho.ClientOptions) (net.Conn, error) {
+			c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			conn = c
+			mu.Unlock()
+			return c, nil
+		})
+	}
+	kill := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}
+	return opt, kill
+}
+
+// eventually polls cond until it holds or waitFor passes.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, waitFor)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// responder answers every request on the matching response topic with
+// "re:"+payload, from a goroutine of its own (never from inside the paho
+// handler). It stops when the test ends.
+func startResponder(t testing.TB, c paho.Client, filter string, qos byte) {
+	t.Helper()
+	jobs := make(chan message, 1024)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	tok := c.Subscribe(filter, qos, func(_ paho.Client, m paho.Message) {
+		select {
+		case jobs <- message{topic: m.Topic(), payload: string(m.Payload())}:
+		case <-done:
+		}
+	})
+	if err := wait(t, tok); err != nil {
+		t.Fatalf("responder subscribe: %v", err)
+	}
+	if code := tok.(*paho.SubscribeToken).Result()[filter]; code >= 0x80 {
+		t.Fatalf("responder subscribe %q refused: %#x", filter, code)
+	}
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case m := <-jobs:
+				c.Publish(strings.TrimSuffix(m.topic, "req")+"res", qos, false, "re:"+m.payload)
+			case <-done:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(done)
+		<-stopped
+	})
+}
+
+func timeAfter() <-chan time.Time { return time.After(waitFor) }

@@ -1,0 +1,289 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/acl"
+)
+
+// aclHook is the mochi hook that decides who may log in and what each client
+// may do. It denies whatever the Authorizer does not allow, and any client
+// it has no identity for.
+//
+// How mochi v2.7.9 consults it (read from its source, the tests pin it):
+//   - SUBSCRIBE: OnACLCheck(client, filter, false) once per filter, with the
+//     filter as sent, "$share/<group>/" prefix included (mochi recognises
+//     the prefix case-insensitively). A refused filter gets SUBACK 0x80
+//     (v3) / 0x87 (v5).
+//   - Every delivery, to every receiving client, including retained
+//     messages sent after a SUBSCRIBE and messages picked for one member of
+//     a share group: OnACLCheck(receiver, topic name, false). So "may
+//     subscribe" is also asked with plain topic names.
+//   - PUBLISH: OnACLCheck(client, topic, true) before OnPublish; a refusal
+//     drops QoS 0 silently, answers PUBACK/PUBREC 0x87 to v5 QoS 1/2 and
+//     disconnects a v3 client that published at QoS 1/2.
+//   - Last Will: never checked. mochi publishes (and retains) it from
+//     sendLWT without OnACLCheck or OnPublish, so the Will is checked here
+//     at login, and a client whose Will it may not publish is refused.
+//   - Retained messages: stored after the publish check and OnPublish;
+//     OnPublish is where retained request/response messages are refused.
+//   - The inline client is never checked.
+type aclHook struct {
+	mqtt.HookBase
+
+	srv            *mqtt.Server
+	authn          Authenticator
+	authz          Authorizer
+	ctx            context.Context // cancelled by Broker.Close: aborts logins in progress
+	connectTimeout time.Duration
+	maxKeepAlive   uint16        // seconds
+	logins         chan struct{} // bounds concurrent Authenticator calls (each may run a KDF)
+	ids            identities
+	log            *logrus.Entry
+}
+
+func newACLHook(ctx context.Context, srv *mqtt.Server, o Options, maxLogins int) *aclHook {
+	return &aclHook{
+		srv:            srv,
+		authn:          o.Authenticator,
+		authz:          o.Authorizer,
+		ctx:            ctx,
+		connectTimeout: o.ConnectTimeout,
+		maxKeepAlive:   uint16(seconds(o.MaxKeepAlive, math.MaxUint16)),
+		logins:         make(chan struct{}, maxLogins),
+		log:            o.Logger,
+	}
+}
+
+func (h *aclHook) ID() string { return "toolbus-acl" }
+
+func (h *aclHook) Provides(b byte) bool {
+	switch b {
+	case mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnSessionEstablish,
+		mqtt.OnDisconnect, mqtt.OnClientExpired, mqtt.OnPublish, mqtt.OnSubscribed:
+		return true
+	}
+	return false
+}
+
+// OnConnect bounds the keepalive of MQTT 5 clients: one that asks for none,
+// or for more than MaxKeepAlive, is told to use MaxKeepAlive, so that a dead
+// connection is noticed. (mochi sets the read deadline from it right after
+// this hook.)
+func (h *aclHook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	if cl.Properties.ProtocolVersion >= 5 && (pk.Connect.Keepalive == 0 || pk.Connect.Keepalive > h.maxKeepAlive) {
+		cl.State.ServerKeepalive = true
+		cl.State.Keepalive = h.maxKeepAlive
+	}
+	return nil
+}
+
+// OnConnectAuthenticate logs a client in: username and password through the
+// Authenticator (anonymous logins are refused), then the client ID and the
+// Will. A refusal answers CONNACK "bad username or password" whatever the
+// reason, so that a client cannot probe which identities exist or are
+// disabled; the reason is logged.
+func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
+	username := string(pk.Connect.Username)
+	log := h.log.WithFields(logrus.Fields{
+		"client": cl.ID, "username": username, "remote": cl.Net.Remote, "listener": cl.Net.Listener,
+	})
+	refuse := func(reason string, err error) bool {
+		if err != nil {
+			log = log.WithError(err)
+		}
+		log.WithField("reason", reason).Info("login refused")
+		return false
+	}
+
+	if !pk.Connect.UsernameFlag || username == "" {
+		return refuse("anonymous", nil)
+	}
+	if cl.ID == mqtt.InlineClientId {
+		// Taking over this ID would disconnect the gateway's own client.
+		return refuse("reserved client ID", nil)
+	}
+	if !acl.ValidLevel(username) {
+		// No stored identity can have this name; spare the KDF.
+		return refuse("bad credentials", acl.ErrInvalidLevel)
+	}
+
+	ctx, cancel := context.WithTimeout(h.ctx, h.connectTimeout)
+	defer cancel()
+	select {
+	case h.logins <- struct{}{}:
+	case <-ctx.Done():
+		return refuse("login queue timeout", ctx.Err())
+	}
+	id, err := h.authn.Authenticate(ctx, username, pk.Connect.Password)
+	<-h.logins
+	switch {
+	case errors.Is(err, acl.ErrBadCredentials):
+		return refuse("bad credentials", nil)
+	case errors.Is(err, acl.ErrDisabled):
+		return refuse("identity disabled", nil)
+	case err != nil:
+		return refuse("authentication failed", err)
+	case id.Disabled:
+		return refuse("identity disabled", nil)
+	}
+
+	// A client ID names a session. Another identity taking it over would
+	// cut the owner off (and, with clean session off, inherit its
+	// subscriptions), so only the same username may.
+	if old, ok := h.srv.Clients.Get(cl.ID); ok && old != cl && string(old.Properties.Username) != username {
+		log.WithField("owner", string(old.Properties.Username)).Warn("client ID held by another identity")
+		return refuse("client ID in use", nil)
+	}
+	if pk.Connect.WillFlag {
+		if reason := h.willRefused(cl, id, pk); reason != "" {
+			log.WithFields(logrus.Fields{"will": pk.Connect.WillTopic, "retain": pk.Connect.WillRetain}).Warn(reason)
+			return refuse("will not allowed", nil)
+		}
+	}
+
+	h.ids.put(cl, id)
+	log.WithField("role", id.Role).Debug("login")
+	return true
+}
+
+// willRefused checks the Will at login, since mochi publishes it unchecked.
+// Under ff/v1/mcp/ the only Will there is, is an agent's own presence; other
+// Wills need the publish right on their topic. It returns the reason for a
+// refusal, or "".
+func (h *aclHook) willRefused(cl *mqtt.Client, id acl.Identity, pk packets.Packet) string {
+	topic := pk.Connect.WillTopic
+	switch {
+	case topic == "" || !mqtt.IsValidFilter(topic, true):
+		return "invalid will topic"
+	case strings.HasPrefix(topic, acl.ReservedPrefix) && topic != presenceTopic(cl.ID):
+		return "a will under " + acl.ReservedPrefix + " must be the client's own presence topic"
+	case pk.Connect.WillRetain && isContextTopic(topic):
+		return "retained will on a request/response topic"
+	case !h.authz.Allow(id, cl.ID, acl.Publish, topic):
+		return "will topic not allowed"
+	}
+	return ""
+}
+
+// OnSessionEstablish runs after a successful login, before the session is
+// set up. If the client ID is taken over, the old client is about to be
+// disconnected and its session handed over: forget its identity now.
+func (h *aclHook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
+	if old, ok := h.srv.Clients.Get(cl.ID); ok && old != cl {
+		h.ids.forget(old)
+	}
+	h.ids.maybePrune(h.staleClient)
+}
+
+// staleClient reports whether cl's connection is gone and mochi no longer
+// holds it as the session of its client ID.
+func (h *aclHook) staleClient(cl *mqtt.Client) bool {
+	if !cl.Closed() {
+		return false
+	}
+	cur, ok := h.srv.Clients.Get(cl.ID)
+	return !ok || cur != cl
+}
+
+// OnDisconnect forgets the identity when the session ends with the
+// connection. A session that outlives it keeps the identity until
+// OnClientExpired or a takeover, so that messages queued for it are
+// still checked against, and allowed for, the identity that subscribed.
+func (h *aclHook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
+	if expire || cl.IsTakenOver() {
+		h.ids.forget(cl)
+	}
+}
+
+// OnClientExpired forgets the identity of an expired session.
+func (h *aclHook) OnClientExpired(cl *mqtt.Client) { h.ids.forget(cl) }
+
+// OnACLCheck asks the Authorizer with the identity cl logged in as; an
+// unknown client is denied. write is a publish; otherwise topic is a
+// subscription filter or, on delivery, the topic name of the message.
+func (h *aclHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	id, ok := h.ids.get(cl)
+	if !ok {
+		if h.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+			h.log.WithFields(logrus.Fields{"client": cl.ID, "topic": topic}).Debug("acl: no identity for client")
+		}
+		return false
+	}
+	action := acl.Subscribe
+	if write {
+		action = acl.Publish
+	}
+	if h.authz.Allow(*id, cl.ID, action, topic) {
+		return true
+	}
+	// Refused subscriptions are logged by OnSubscribed; a refused delivery
+	// is routine (a filter that also matches topics the client may not
+	// read), so only refused publishes are worth Info.
+	level := logrus.DebugLevel
+	if write {
+		level = logrus.InfoLevel
+	}
+	if h.log.Logger.IsLevelEnabled(level) {
+		h.log.WithFields(logrus.Fields{
+			"client": cl.ID, "username": id.Username, "action": action.String(), "topic": topic,
+		}).Log(level, "acl: denied")
+	}
+	return false
+}
+
+// OnSubscribed logs the filters mochi refused.
+func (h *aclHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
+	if cl.Net.Inline {
+		return
+	}
+	for i, f := range pk.Filters {
+		if i < len(reasonCodes) && reasonCodes[i] >= packets.ErrUnspecifiedError.Code {
+			h.log.WithFields(logrus.Fields{
+				"client": cl.ID, "username": string(cl.Properties.Username), "filter": f.Filter, "code": reasonCodes[i],
+			}).Info("subscription refused")
+		}
+	}
+}
+
+// errRetainedContext is the reason given to MQTT 5 clients.
+var errRetainedContext = packets.Code{Code: packets.ErrNotAuthorized.Code, Reason: "retained messages are not allowed on request/response topics"}
+
+// OnPublish refuses retained messages on request/response topics: the broker
+// would replay them to every later subscriber (an agent would run the
+// request again, a gateway would see a stale reply). The message is dropped,
+// not delivered unretained. A v5 client publishing at QoS 1/2 gets the
+// refusal in its PUBACK/PUBREC; a v3 client has no way to hear it, so it
+// gets a normal acknowledgement (rather than a hanging QoS flow).
+func (h *aclHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if !pk.FixedHeader.Retain || !isContextTopic(pk.TopicName) {
+		return pk, nil
+	}
+	h.log.WithFields(logrus.Fields{
+		"client": cl.ID, "username": string(cl.Properties.Username), "topic": pk.TopicName,
+	}).Info("retained publish refused")
+	if cl.Net.Inline || cl.Properties.ProtocolVersion < 5 || pk.FixedHeader.Qos == 0 {
+		return pk, packets.CodeSuccessIgnore // acknowledged as usual, neither retained nor delivered
+	}
+	ack := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Puback},
+		PacketID:    pk.PacketID,
+		ReasonCode:  errRetainedContext.Code,
+		Properties:  packets.Properties{ReasonString: errRetainedContext.Reason},
+	}
+	if pk.FixedHeader.Qos == 2 {
+		ack.FixedHeader.Type = packets.Pubrec // a failing PUBREC ends the QoS 2 flow
+	}
+	if err := cl.WritePacket(ack); err != nil {
+		h.log.WithError(err).WithField("client", cl.ID).Debug("write refusal ack")
+	}
+	return pk, packets.ErrRejectPacket
+}

@@ -1,0 +1,151 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/broker"
+)
+
+type inlineMsg struct{ topic, payload string }
+
+// chanHandler hands inline messages to a channel without blocking the
+// publisher.
+func chanHandler(ch chan inlineMsg) broker.MessageHandler {
+	return func(topic string, payload []byte) {
+		select {
+		case ch <- inlineMsg{topic, string(payload)}:
+		default:
+		}
+	}
+}
+
+func nextInline(t *testing.T, ch chan inlineMsg) inlineMsg {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(waitFor):
+		t.Fatal("no inline message within", waitFor)
+		return inlineMsg{}
+	}
+}
+
+// The gateway's path: inline requester, paho agent answering through a
+// shared subscription.
+func TestInlineBusRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	agent := e.mustConnect(t, "agent1-a", "agent1", pwa, nil)
+	startResponder(t, agent, sharedRequests, 1)
+	mustPublish(t, agent, presence("agent1-a"), 1, true, "online")
+
+	bus := e.broker.Bus()
+	ctx := testContext(t)
+
+	// Retained presence is delivered before Subscribe returns.
+	pres := make(chan inlineMsg, 8)
+	if err := bus.Subscribe(ctx, presenceFilter, chanHandler(pres)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-pres:
+		if m.topic != presence("agent1-a") || m.payload != "online" {
+			t.Fatalf("presence = %+v", m)
+		}
+	default:
+		t.Fatal("retained presence not delivered during Subscribe")
+	}
+
+	res := make(chan inlineMsg, 8)
+	if err := bus.Subscribe(ctx, ctxRes, chanHandler(res)); err != nil {
+		t.Fatal(err)
+	}
+	if !e.broker.InlineSubscribed(ctxRes) {
+		t.Fatal("InlineSubscribed = false after Subscribe")
+	}
+	payload := []byte("ping")
+	if err := bus.Publish(ctx, ctxReq, payload); err != nil {
+		t.Fatal(err)
+	}
+	copy(payload, "XXXX") // the bus must not have kept it
+	if m := nextInline(t, res); m.topic != ctxRes || m.payload != "re:ping" {
+		t.Fatalf("response = %+v", m)
+	}
+
+	// Two subscriptions matching one topic both get it, each its own copy.
+	wild := make(chan inlineMsg, 8)
+	if err := bus.Subscribe(ctx, "ff/v1/mcp/plat1/+/+/+/+/res", chanHandler(wild)); err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.Publish(ctx, ctxReq, []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	if m := nextInline(t, res); m.payload != "re:two" {
+		t.Fatalf("exact subscription got %+v", m)
+	}
+	if m := nextInline(t, wild); m.payload != "re:two" {
+		t.Fatalf("wildcard subscription got %+v", m)
+	}
+
+	if err := bus.Unsubscribe(ctx, ctxRes); err != nil {
+		t.Fatal(err)
+	}
+	if e.broker.InlineSubscribed(ctxRes) {
+		t.Fatal("InlineSubscribed = true after Unsubscribe")
+	}
+	if err := bus.Unsubscribe(ctx, ctxRes); err != nil {
+		t.Fatalf("second Unsubscribe: %v", err)
+	}
+	if err := bus.Publish(ctx, ctxReq, []byte("three")); err != nil {
+		t.Fatal(err)
+	}
+	if m := nextInline(t, wild); m.payload != "re:three" {
+		t.Fatalf("wildcard subscription got %+v", m)
+	}
+	select {
+	case m := <-res:
+		t.Fatalf("unsubscribed handler got %+v", m)
+	default:
+	}
+}
+
+func TestInlineBusErrors(t *testing.T) {
+	e := newEnv(t)
+	bus := e.broker.Bus()
+	ctx := testContext(t)
+	h := func(string, []byte) {}
+
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"publish wildcard +", func() error { return bus.Publish(ctx, "a/+/b", nil) }, broker.ErrInvalidTopic},
+		{"publish wildcard #", func() error { return bus.Publish(ctx, "a/#", nil) }, broker.ErrInvalidTopic},
+		{"publish empty", func() error { return bus.Publish(ctx, "", nil) }, broker.ErrInvalidTopic},
+		{"publish $SYS", func() error { return bus.Publish(ctx, "$SYS/x", nil) }, broker.ErrInvalidTopic},
+		{"publish $share", func() error { return bus.Publish(ctx, "$share/g/x", nil) }, broker.ErrInvalidTopic},
+		{"subscribe shared", func() error { return bus.Subscribe(ctx, sharedRequests, h) }, broker.ErrInvalidFilter},
+		{"subscribe bad #", func() error { return bus.Subscribe(ctx, "a/#/b", h) }, broker.ErrInvalidFilter},
+		{"subscribe empty", func() error { return bus.Subscribe(ctx, "", h) }, broker.ErrInvalidFilter},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); !errors.Is(err, tc.want) {
+				t.Fatalf("error = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if err := bus.Subscribe(ctx, "a/b", nil); err == nil {
+		t.Error("nil handler accepted")
+	}
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := bus.Publish(done, "a/b", nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("publish on a cancelled context: %v", err)
+	}
+}

@@ -1,0 +1,230 @@
+package broker
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/sirupsen/logrus"
+)
+
+// connTracker owns the goroutines that serve the connections of one
+// listener and the connections themselves.
+//
+// It exists because mochi's own listeners leave three holes this broker
+// cannot have: no deadline for the CONNECT packet (a silent TCP connection
+// holds a goroutine, and mochi's Close, forever), a WaitGroup.Add that races
+// with Close's Wait, and connections accepted during Close that nobody
+// closes. The tracker sets the CONNECT deadline (mochi replaces it with the
+// keepalive deadline once the client is logged in), closes every connection
+// it still holds on Close and waits for all of its goroutines.
+type connTracker struct {
+	id             string
+	connectTimeout time.Duration
+	maxConns       int // open connections, logged in or not; more are closed at once
+	log            *logrus.Entry
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // one per establish goroutine
+}
+
+func newConnTracker(id string, lim connLimits, log *logrus.Entry) *connTracker {
+	return &connTracker{
+		id:             id,
+		connectTimeout: lim.connectTimeout,
+		maxConns:       lim.maxConns,
+		log:            log.WithField("listener", id),
+		conns:          make(map[net.Conn]struct{}),
+	}
+}
+
+// connLimits bound the connections of one listener.
+type connLimits struct {
+	// connectTimeout bounds the wait for CONNECT (and the TLS or WebSocket
+	// handshake).
+	connectTimeout time.Duration
+	// maxConns bounds the open connections. mochi's MaximumClients counts
+	// logged-in clients only, so without this a flood of connections that
+	// never log in would hold goroutines and buffers until connectTimeout.
+	maxConns int
+}
+
+// admit registers c, unless the tracker is closed (it reports false) or full
+// (it reports true but closes c). Either way a refused c is closed.
+func (t *connTracker) admit(c net.Conn) (open, admitted bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.closed:
+		_ = c.Close()
+		return false, false
+	case len(t.conns) >= t.maxConns:
+		_ = c.Close()
+		t.log.WithField("remote", c.RemoteAddr().String()).Debug("connection refused: too many open connections")
+		return true, false
+	}
+	t.conns[c] = struct{}{}
+	t.wg.Add(1) // under mu, so that it cannot race with close's Wait
+	return true, true
+}
+
+// serveConn runs establish for c on a goroutine the tracker owns. It reports
+// false (and closes c) once the tracker is closed.
+func (t *connTracker) serveConn(c net.Conn, establish listeners.EstablishFn) bool {
+	open, admitted := t.admit(c)
+	if !admitted {
+		return open
+	}
+
+	_ = c.SetDeadline(time.Now().Add(t.connectTimeout))
+	go func() {
+		defer t.wg.Done()
+		t.establish(c, establish)
+	}()
+	return true
+}
+
+// run runs establish for c on the calling goroutine (a WebSocket handler's),
+// counted like serveConn's goroutines. It reports false (and closes c) once
+// the tracker is closed.
+func (t *connTracker) run(c net.Conn, establish listeners.EstablishFn) bool {
+	open, admitted := t.admit(c)
+	if !admitted {
+		return open
+	}
+	defer t.wg.Done()
+	_ = c.SetDeadline(time.Now().Add(t.connectTimeout))
+	t.establish(c, establish)
+	return true
+}
+
+// establish runs mochi's handler for c on the calling goroutine and forgets
+// c when it returns.
+func (t *connTracker) establish(c net.Conn, establish listeners.EstablishFn) {
+	defer func() {
+		t.mu.Lock()
+		delete(t.conns, c)
+		t.mu.Unlock()
+		_ = c.Close()
+	}()
+	if err := establish(t.id, c); err != nil {
+		// Most of these are clients going away or being refused; the hook
+		// has already logged refusals with their reason.
+		t.log.WithError(err).WithField("remote", c.RemoteAddr().String()).Debug("client connection ended")
+	}
+}
+
+// close stops new connections, closes the ones still held (those that have
+// not finished logging in, or that mochi failed to close) and waits for
+// every establish goroutine.
+func (t *connTracker) close() {
+	t.mu.Lock()
+	t.closed = true
+	conns := make([]net.Conn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	t.wg.Wait()
+}
+
+// netListener is a mochi listener over a net.Listener the broker has bound
+// itself (TCP or TLS), so that Start returns with the port bound and known.
+type netListener struct {
+	ln       net.Listener
+	protocol string
+	tracker  *connTracker
+
+	mu      sync.Mutex
+	closed  bool
+	serving bool
+	done    chan struct{} // closed by Close
+	served  chan struct{} // closed when Serve returns
+}
+
+var _ listeners.Listener = (*netListener)(nil)
+
+func newNetListener(id, protocol string, ln net.Listener, lim connLimits, log *logrus.Entry) *netListener {
+	return &netListener{
+		ln:       ln,
+		protocol: protocol,
+		tracker:  newConnTracker(id, lim, log),
+		done:     make(chan struct{}),
+		served:   make(chan struct{}),
+	}
+}
+
+func (l *netListener) ID() string                { return l.tracker.id }
+func (l *netListener) Address() string           { return l.ln.Addr().String() }
+func (l *netListener) Protocol() string          { return l.protocol }
+func (l *netListener) Init(_ *slog.Logger) error { return nil }
+
+// Serve accepts connections until the listener is closed. mochi runs it on
+// a goroutine of its own; Close waits for it to return.
+func (l *netListener) Serve(establish listeners.EstablishFn) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.serving = true
+	l.mu.Unlock()
+	defer close(l.served)
+
+	var backoff time.Duration
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: wait and retry, as
+			// net/http does, rather than stop serving for good.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			l.tracker.log.WithError(err).Warn("accept failed; retrying")
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+				continue
+			case <-l.done:
+				t.Stop()
+				return
+			}
+		}
+		backoff = 0
+		if !l.tracker.serveConn(c, establish) {
+			return
+		}
+	}
+}
+
+// Close stops accepting, lets mochi disconnect the logged-in clients of this
+// listener, then closes whatever connection is left and waits for every
+// goroutine of the listener. It is safe to call more than once and before
+// Serve.
+func (l *netListener) Close(closeClients listeners.CloseFn) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	serving := l.serving
+	close(l.done)
+	l.mu.Unlock()
+
+	_ = l.ln.Close()
+	closeClients(l.tracker.id)
+	l.tracker.close()
+	if serving {
+		<-l.served
+	}
+}

@@ -1,0 +1,151 @@
+package broker_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/broker"
+)
+
+// selfSigned returns a server certificate for 127.0.0.1 and a pool that
+// trusts it.
+func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "toolbus test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}, pool
+}
+
+// The TLS and WebSocket listeners serve the same broker, bound by Start.
+func TestTLSAndWebSocketListeners(t *testing.T) {
+	cert, pool := selfSigned(t)
+	e := newEnv(t, func(o *broker.Options) {
+		o.TLSAddr = "127.0.0.1:0"
+		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		o.WSAddr = "127.0.0.1:0"
+	})
+	if e.broker.TLSAddr() == nil || e.broker.WSAddr() == nil {
+		t.Fatalf("TLSAddr %v WSAddr %v after Start", e.broker.TLSAddr(), e.broker.WSAddr())
+	}
+	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+
+	for _, tc := range []struct {
+		name string
+		url  string
+		opt  clientOption
+	}{
+		{"tls", "ssl://" + e.broker.TLSAddr().String(), func(o *paho.ClientOptions) {
+			o.SetTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		}},
+		{"websocket", "ws://" + e.broker.WSAddr().String() + "/mqtt", func(*paho.ClientOptions) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			agent := e.mustConnect(t, "agent1-"+tc.name, "agent1", pwa, nil, withBroker(tc.url), tc.opt)
+			startResponder(t, agent, requestFilter, 1)
+			res := make(chan inlineMsg, 4)
+			ctx := testContext(t)
+			topic := "ff/v1/mcp/plat1/user1/" + tc.name + "/_/_/"
+			if err := e.broker.Bus().Subscribe(ctx, topic+"res", chanHandler(res)); err != nil {
+				t.Fatal(err)
+			}
+			// A large payload spans several WebSocket frames and TLS records.
+			big := make([]byte, 200<<10)
+			for i := range big {
+				big[i] = 'a' + byte(i%26)
+			}
+			if err := e.broker.Bus().Publish(ctx, topic+"req", big); err != nil {
+				t.Fatal(err)
+			}
+			if m := nextInline(t, res); m.payload != "re:"+string(big) {
+				t.Fatalf("response of %d bytes, want %d", len(m.payload), len(big)+3)
+			}
+		})
+	}
+}
+
+// A connection that never sends CONNECT is closed after ConnectTimeout.
+func TestConnectTimeout(t *testing.T) {
+	e := newEnv(t, func(o *broker.Options) { o.ConnectTimeout = 200 * time.Millisecond })
+	c, err := net.DialTimeout("tcp", e.broker.Addr().String(), waitFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(waitFor))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read a byte from a broker that got no CONNECT")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the broker kept a silent connection open")
+	}
+}
+
+// MaxClients bounds the logged-in clients (CONNACK refusal) and, with some
+// room for logins in progress, the open connections of a listener.
+func TestMaxClients(t *testing.T) {
+	e := newEnv(t, func(o *broker.Options) {
+		o.MaxClients = 1
+		o.ConnectTimeout = time.Minute // so that only the limit can close a silent connection
+	})
+	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	e.mustConnect(t, "agent1-a", "agent1", pwa, nil)
+	if c, err := e.connect(t, "agent1-b", "agent1", pwa, nil); err == nil {
+		c.Disconnect(0)
+		t.Fatal("second client logged in with MaxClients 1")
+	} else if !errors.Is(err, packets.ErrorRefusedServerUnavailable) {
+		t.Fatalf("error = %v, want %v", err, packets.ErrorRefusedServerUnavailable)
+	}
+
+	// One connection is logged in; 64 more may wait for their login.
+	for range 64 {
+		c, err := net.DialTimeout("tcp", e.broker.Addr().String(), waitFor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	over, err := net.DialTimeout("tcp", e.broker.Addr().String(), waitFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	_ = over.SetReadDeadline(time.Now().Add(waitFor))
+	if _, err := over.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read a byte")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("a connection over the limit was kept open")
+	}
+}

@@ -1,0 +1,76 @@
+package broker_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/toolbus/toolbus/acl"
+)
+
+// An agent's Will on its own presence topic is published (and retained)
+// when its connection dies without a DISCONNECT.
+func TestWillOnPresenceDelivered(t *testing.T) {
+	e := newEnv(t)
+	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	pwp := e.addIdentity(t, "gw", acl.RolePlatform)
+
+	in := newInbox()
+	gw := e.mustConnect(t, "gw-1", "gw", pwp, in)
+	mustSubscribe(t, gw, presenceFilter)
+
+	kill, cut := killable()
+	agent := e.mustConnect(t, "agent1-a", "agent1", pwa, nil, kill, withWill(presence("agent1-a"), "offline", true))
+	mustPublish(t, agent, presence("agent1-a"), 1, true, "online")
+	in.expectNext(t, presence("agent1-a"), "online")
+
+	cut()
+	in.expectNext(t, presence("agent1-a"), "offline")
+
+	late := newInbox()
+	gw2 := e.mustConnect(t, "gw-2", "gw", pwp, late)
+	mustSubscribe(t, gw2, presenceFilter)
+	if m := late.expectNext(t, presence("agent1-a"), "offline"); !m.retained {
+		t.Error("the Will was not retained")
+	}
+}
+
+// mochi publishes Wills without asking the ACL, so a client whose Will it
+// could not publish is refused at login.
+func TestWillRefused(t *testing.T) {
+	e := newEnv(t)
+	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	pwp := e.addIdentity(t, "gw", acl.RolePlatform)
+	pwc := e.addIdentity(t, "device", acl.RoleClient)
+	e.policy.SetRules([]acl.Rule{{ID: 1, Username: "device", Access: acl.AccessWrite, Filter: "devices/device/#"}})
+
+	for _, tc := range []struct {
+		name, clientID, username, password, will string
+		retained, ok                             bool
+	}{
+		{"agent on own presence", "agent1-a", "agent1", pwa, presence("agent1-a"), true, true},
+		{"agent on another agent's presence", "agent1-b", "agent1", pwa, presence("agent1-c"), true, false},
+		{"agent on a response topic", "agent1-d", "agent1", pwa, ctxRes, false, false},
+		{"agent on a request topic", "agent1-e", "agent1", pwa, ctxReq, false, false},
+		{"agent elsewhere under ff/v1/mcp/", "agent1-f", "agent1", pwa, "ff/v1/mcp/agents/agent1-f", false, false},
+		{"platform on a request topic", "gw-a", "gw", pwp, ctxReq, false, false},
+		{"platform on its presence", "gw-b", "gw", pwp, presence("gw-b"), true, false},
+		{"client without a rule", "device-a", "device", pwc, "alarms/device", false, false},
+		{"client under its rule", "device-b", "device", pwc, "devices/device/state", true, true},
+		{"client on $SYS", "device-c", "device", pwc, "$SYS/broker/x", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := e.connect(t, tc.clientID, tc.username, tc.password, nil, withWill(tc.will, "gone", tc.retained))
+			switch {
+			case tc.ok && err != nil:
+				t.Fatalf("refused: %v", err)
+			case !tc.ok && err == nil:
+				c.Disconnect(0)
+				t.Fatal("connected with a Will it may not publish")
+			case !tc.ok && !errors.Is(err, packets.ErrorRefusedNotAuthorised):
+				t.Fatalf("error = %v, want %v", err, packets.ErrorRefusedNotAuthorised)
+			}
+		})
+	}
+}

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/sirupsen/logrus"
+)
+
+func newLogger(level, format string, out io.Writer) (*logrus.Entry, error) {
+	l := logrus.New()
+	l.Out = out
+	lv, err := logrus.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	l.SetLevel(lv)
+	switch format {
+	case "json":
+		l.SetFormatter(&logrus.JSONFormatter{})
+	case "text":
+		l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	default:
+		return nil, fmt.Errorf("--log-format: %q is neither json nor text", format)
+	}
+	return logrus.NewEntry(l).WithField("app", "toolbus"), nil
+}

@@ -1,0 +1,64 @@
+// Command toolbus runs the toolbus gateway and manages its data directory.
+//
+//	toolbus serve      [flags]   run the gateway with its embedded broker
+//	toolbus mqtt-user  add|list|remove [flags]
+//
+// Every flag can also be set through an environment variable TOOLBUS_<FLAG>,
+// e.g. --http-addr through TOOLBUS_HTTP_ADDR; a flag on the command line wins.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: toolbus <command> [flags]
+
+commands:
+  serve                  run the gateway, the embedded MQTT broker and the store
+  mqtt-user add          add an MQTT identity (password on stdin, or generated and printed)
+  mqtt-user list         list MQTT identities
+  mqtt-user remove       remove an MQTT identity
+
+Run 'toolbus <command> -h' for the flags of a command. Every flag also reads
+the environment variable TOOLBUS_<FLAG> (e.g. TOOLBUS_DATA_DIR).
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "toolbus:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+// run dispatches one command line. It is main without the process around it,
+// so tests can drive the CLI.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		return runServe(ctx, rest, stdout, stderr)
+	case "mqtt-user":
+		return runMQTTUser(ctx, rest, stdin, stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}

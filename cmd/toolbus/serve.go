@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/toolbus/toolbus/server"
+)
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", stderr)
+	var cfg server.Config
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address of the gateway")
+	fs.StringVar(&cfg.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "TCP listen address of the embedded MQTT broker")
+	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory of the store")
+	fs.StringVar(&cfg.PlatformID, "platform-id", "", "this gateway's name on the bus (default: random per start)")
+	fs.DurationVar(&cfg.CallTimeout, "call-timeout", 30*time.Second, "deadline of an expert-agent tool call")
+	fs.DurationVar(&cfg.ListTimeout, "list-timeout", 5*time.Second, "deadline of an expert-agent tool list")
+	fs.IntVar(&cfg.MaxContexts, "max-contexts", 10000, "most per-context response subscriptions kept (LRU)")
+	fs.DurationVar(&cfg.ContextTTL, "context-ttl", 24*time.Hour, "idle time after which a context's subscription is dropped")
+	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	logFormat := fs.String("log-format", "json", "log format: json or text")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	log, err := newLogger(*logLevel, *logFormat, stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
+
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "toolbus: http://%s  mqtt://%s  platform-id %s\n", srv.HTTPAddr(), srv.MQTTAddr(), srv.PlatformID())
+	<-ctx.Done()
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *shutdownTimeout)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}

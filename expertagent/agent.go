@@ -1,0 +1,431 @@
+package expertagent
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/acl"
+)
+
+// Defaults of AgentOptions.
+const (
+	DefaultAgentName            = "expert-agent"
+	DefaultAgentVersion         = "dev"
+	DefaultAgentConcurrency     = 64
+	DefaultAgentConnectTimeout  = 10 * time.Second
+	DefaultAgentShutdownTimeout = 10 * time.Second
+)
+
+// agentOpTimeout bounds each wait for a broker acknowledgement (PUBACK,
+// SUBACK, UNSUBACK) that no caller's context bounds.
+const agentOpTimeout = 10 * time.Second
+
+// agentResubscribeDelay is how long the Agent waits before it tries again
+// to subscribe after a reconnect whose subscription failed.
+const agentResubscribeDelay = 2 * time.Second
+
+var (
+	// ErrAgentOptions is returned by Run for options it cannot run with.
+	ErrAgentOptions = errors.New("invalid agent options")
+	// ErrAgentStarted is returned by AddTool after Run started, and by a
+	// second Run.
+	ErrAgentStarted = errors.New("agent already started")
+	// ErrAgentConnect is returned by Run when the first connection to the
+	// broker fails (bad URL, refused login, timeout).
+	ErrAgentConnect = errors.New("cannot connect to the broker")
+	// ErrAgentSubscribe is returned by Run when the broker refuses or does
+	// not confirm the first request subscription (an identity without the
+	// expert-agent role, say).
+	ErrAgentSubscribe = errors.New("cannot subscribe to requests")
+)
+
+// AgentOptions configures an Agent. Every field but BrokerURL has a zero
+// value with a documented default.
+type AgentOptions struct {
+	// BrokerURL is the MQTT broker: tcp://host:port, ssl://host:port or
+	// ws://host:port/path. Required.
+	BrokerURL string
+	// Username and Password log in to the broker (an identity with the
+	// expert-agent role).
+	Username, Password string
+	// TLSConfig is used for ssl:// and wss:// URLs; nil = system defaults.
+	TLSConfig *tls.Config
+	// ClientID is the MQTT client ID, also the level of the presence topic;
+	// "" = Name + "-" + 8 random hex digits. It must pass acl.ValidLevel.
+	ClientID string
+	// Name and Version are reported in presence and in initialize's
+	// serverInfo; "" = DefaultAgentName, DefaultAgentVersion.
+	Name, Version string
+	// Group is the shared-subscription group: instances of one group share
+	// the requests, each served once. "" = Name. It must pass acl.ValidLevel.
+	Group string
+	// Exclusive subscribes to the plain RequestFilter instead, so that every
+	// instance answers every request (the gateway keeps the first answer).
+	Exclusive bool
+	// Concurrency is how many requests run at once; as many more wait in a
+	// queue, and the rest are refused at once with a "busy" error.
+	// 0 = DefaultAgentConcurrency.
+	Concurrency int
+	// ConnectTimeout bounds the first connection and each reconnect
+	// attempt; 0 = DefaultAgentConnectTimeout.
+	ConnectTimeout time.Duration
+	// ShutdownTimeout bounds how long Run waits, once ctx is done, for
+	// requests in flight before it cancels their contexts (and then as long
+	// again for them to return); 0 = DefaultAgentShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Logger receives the agent's logs; nil = discard.
+	Logger *logrus.Entry
+}
+
+// MethodHandler serves a JSON-RPC method registered with Handle. Its result
+// is encoded with encoding/json (a json.RawMessage passes through). An error
+// that is a *jsonrpc.Error is sent as is; any other becomes -32603 with the
+// error's text. For a notification the result is discarded.
+type MethodHandler func(ctx context.Context, req *MethodRequest) (any, error)
+
+// Agent is an expert agent: an MCP server whose transport is MQTT. Add tools
+// with AddTool, then call Run. An Agent runs once.
+type Agent struct {
+	opts AgentOptions
+	log  *logrus.Entry
+
+	mu      sync.Mutex
+	started bool
+	tools   []Tool
+	byName  map[string]int
+	methods map[string]MethodHandler
+
+	ready     chan struct{}
+	readyOnce sync.Once
+	stats     agentCounters
+
+	// Set by Run before the client connects, read-only afterwards.
+	toolList  json.RawMessage
+	serveCtx  context.Context // parent of every request's context; cancelled when shutdown gives up waiting
+	client    mqtt.Client
+	filter    string
+	connected chan struct{} // OnConnect signals (re)connections here; size 1, coalescing
+
+	// inMu guards the hand-off from the MQTT client's delivery goroutine to
+	// the workers: closing is set (and the channels closed) under the write
+	// lock, sends happen under the read lock.
+	inMu     sync.RWMutex
+	closing  bool
+	queue    chan *agentCall
+	rejects  chan *agentInbound
+	inflight map[string]*agentCall // guarded by flightMu
+	flightMu sync.Mutex
+}
+
+// NewAgent returns an Agent with opts (copied, defaults filled in).
+func NewAgent(opts AgentOptions) *Agent {
+	if opts.Name == "" {
+		opts.Name = DefaultAgentName
+	}
+	if opts.Version == "" {
+		opts.Version = DefaultAgentVersion
+	}
+	if opts.ClientID == "" {
+		opts.ClientID = opts.Name + "-" + randomID(4)
+	}
+	if opts.Group == "" {
+		opts.Group = opts.Name
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultAgentConcurrency
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultAgentConnectTimeout
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultAgentShutdownTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		log = logrus.NewEntry(l)
+	}
+	opts.Logger = nil
+	return &Agent{
+		opts:     opts,
+		log:      log.WithField("component", "expertagent.agent").WithField("clientId", opts.ClientID),
+		byName:   make(map[string]int),
+		methods:  make(map[string]MethodHandler),
+		ready:    make(chan struct{}),
+		inflight: make(map[string]*agentCall),
+	}
+}
+
+// ClientID is the MQTT client ID the agent connects with (and the level of
+// its presence topic).
+func (a *Agent) ClientID() string { return a.opts.ClientID }
+
+// AddTool adds a tool. It must be called before Run; a second tool with the
+// same name is refused with ErrDuplicateTool, an invalid one with
+// ErrInvalidTool.
+func (a *Agent) AddTool(t Tool) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started {
+		return fmt.Errorf("add tool %q: %w", t.Name, ErrAgentStarted)
+	}
+	if _, dup := a.byName[t.Name]; dup {
+		return fmt.Errorf("%w: %q", ErrDuplicateTool, t.Name)
+	}
+	a.byName[t.Name] = len(a.tools)
+	a.tools = append(a.tools, t)
+	return nil
+}
+
+// Handle serves method with h: the extension point for MCP methods beyond
+// tools (resources/*, prompts/*, completion/complete...). h takes precedence
+// over the built-in initialize, ping, tools/list and tools/call;
+// notifications/cancelled is always the Agent's own. A method named
+// "resources/..." or "prompts/..." adds that capability to initialize's
+// answer. Handle must be called before Run; later calls are ignored (and
+// logged).
+func (a *Agent) Handle(method string, h MethodHandler) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started || method == "" || h == nil || method == agentMethodCancelled {
+		a.log.WithField("method", method).Warn("Handle ignored: after Run, empty method, nil handler or notifications/cancelled")
+		return
+	}
+	a.methods[method] = h
+}
+
+// Ready is closed once the agent is subscribed to requests and has
+// published its online presence for the first time.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// AgentStats are counters since the Agent was created.
+type AgentStats struct {
+	Received      uint64 // messages the broker delivered
+	Requests      uint64 // requests and notifications handed to a handler
+	Responses     uint64 // final responses published
+	Notifications uint64 // progress and log notifications published
+	Cancelled     uint64 // requests cancelled by notifications/cancelled (no response sent)
+	Expired       uint64 // requests whose deadline passed before they were answered (no response sent)
+	Rejected      uint64 // requests refused because the queue was full
+	Dropped       uint64 // bad envelopes, topics or messages, duplicates, and messages after stop
+	Panics        uint64 // handler panics (answered as errors)
+	PublishErrors uint64 // replies the broker did not acknowledge in time
+	InFlight      int    // requests queued or running now
+}
+
+type agentCounters struct {
+	received, requests, responses, notifications, cancelled, expired,
+	rejected, dropped, panics, publishErrors atomic.Uint64
+}
+
+// Stats returns the agent's counters.
+func (a *Agent) Stats() AgentStats {
+	a.flightMu.Lock()
+	n := len(a.inflight)
+	a.flightMu.Unlock()
+	c := &a.stats
+	return AgentStats{
+		Received: c.received.Load(), Requests: c.requests.Load(), Responses: c.responses.Load(),
+		Notifications: c.notifications.Load(), Cancelled: c.cancelled.Load(), Expired: c.expired.Load(),
+		Rejected: c.rejected.Load(), Dropped: c.dropped.Load(), Panics: c.panics.Load(),
+		PublishErrors: c.publishErrors.Load(), InFlight: n,
+	}
+}
+
+// start checks the options, freezes tools and methods, and marks the agent
+// started.
+func (a *Agent) start() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started {
+		return ErrAgentStarted
+	}
+	if a.opts.BrokerURL == "" {
+		return fmt.Errorf("%w: BrokerURL is required", ErrAgentOptions)
+	}
+	if err := acl.ValidateLevel(a.opts.ClientID); err != nil {
+		return fmt.Errorf("%w: ClientID: %w", ErrAgentOptions, err)
+	}
+	if err := acl.ValidateLevel(a.opts.Group); err != nil {
+		return fmt.Errorf("%w: Group: %w", ErrAgentOptions, err)
+	}
+	list, err := agentEncodeToolList(a.tools)
+	if err != nil {
+		return err
+	}
+	a.toolList = list
+	a.filter = SharedRequestFilter(a.opts.Group)
+	if a.opts.Exclusive {
+		a.filter = RequestFilter
+	}
+	a.started = true
+	return nil
+}
+
+// Run connects to the broker and serves requests until ctx is done. It
+// connects with a Last Will that marks the agent offline (retained, on
+// PresenceTopic(ClientID)), subscribes to the request filter (QoS 1),
+// publishes a retained online presence, and closes Ready. After a lost
+// connection it reconnects and subscribes again. When ctx is done it
+// publishes offline presence, unsubscribes, waits for requests in flight
+// (ShutdownTimeout, then cancels them and waits as long again) and
+// disconnects. It returns nil after a clean stop, and an error wrapping
+// ErrAgentOptions, ErrAgentConnect or ErrAgentSubscribe if it could not
+// start serving (also wrapping ctx's error if ctx ended first).
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.start(); err != nil {
+		return err
+	}
+	serveCtx, stopServe := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopServe(nil)
+	a.serveCtx = serveCtx
+	a.queue = make(chan *agentCall, a.opts.Concurrency)
+	a.rejects = make(chan *agentInbound, a.opts.Concurrency)
+	a.connected = make(chan struct{}, 1)
+
+	var workers, rejecter sync.WaitGroup
+	for range a.opts.Concurrency {
+		workers.Go(a.worker)
+	}
+	rejecter.Go(a.rejectLoop)
+
+	a.client = mqtt.NewClient(a.clientOptions())
+	err := a.connect(ctx)
+	if err == nil {
+		err = a.serve(ctx)
+	}
+	a.shutdown(ctx, &workers, &rejecter, stopServe)
+	if err != nil {
+		return err
+	}
+	a.log.Info("expert agent stopped")
+	return nil
+}
+
+// connect makes the first connection, bounded by ConnectTimeout and ctx.
+func (a *Agent) connect(ctx context.Context) error {
+	tok := a.client.Connect()
+	t := time.NewTimer(a.opts.ConnectTimeout + time.Second) // paho enforces ConnectTimeout itself; this is the backstop
+	defer t.Stop()
+	select {
+	case <-tok.Done():
+		if err := tok.Error(); err != nil {
+			return fmt.Errorf("%w %s: %w", ErrAgentConnect, a.opts.BrokerURL, err)
+		}
+		return nil
+	case <-ctx.Done():
+		// Let the attempt finish so that shutdown's Disconnect closes a
+		// connection paho might otherwise open behind our back.
+		tok.WaitTimeout(a.opts.ConnectTimeout)
+		return fmt.Errorf("%w %s: %w", ErrAgentConnect, a.opts.BrokerURL, ctx.Err())
+	case <-t.C:
+		return fmt.Errorf("%w %s: no CONNACK after %s", ErrAgentConnect, a.opts.BrokerURL, a.opts.ConnectTimeout)
+	}
+}
+
+// serve (re)subscribes and announces presence after every connection, until
+// ctx is done. Only a failure of the very first subscription ends it early.
+func (a *Agent) serve(ctx context.Context) error {
+	retry := time.NewTimer(agentResubscribeDelay)
+	retry.Stop() // armed only after a failed resubscribe; since Go 1.23 Stop leaves no stale tick
+	defer retry.Stop()
+	first := true
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.connected:
+		case <-retry.C:
+		}
+		if err := a.announce(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if first {
+				return err
+			}
+			a.log.WithError(err).Warn("subscribe after reconnect failed; retrying")
+			retry.Reset(agentResubscribeDelay)
+			continue
+		}
+		if first {
+			first = false
+			a.readyOnce.Do(func() { close(a.ready) })
+			a.log.WithFields(logrus.Fields{"filter": a.filter, "tools": len(a.tools)}).Info("expert agent serving")
+		}
+	}
+}
+
+// announce subscribes to requests, then marks the agent online: in that
+// order, so that no gateway sends a request before the agent can receive it.
+func (a *Agent) announce(ctx context.Context) error {
+	if err := a.subscribe(ctx); err != nil {
+		return err
+	}
+	return a.publishPresence(ctx, StatusOnline)
+}
+
+// shutdown stops serving: offline presence, unsubscribe, drain the queue,
+// wait for handlers (bounded), disconnect.
+func (a *Agent) shutdown(ctx context.Context, workers, rejecter *sync.WaitGroup, stopServe context.CancelCauseFunc) {
+	base := context.WithoutCancel(ctx)
+	if a.client.IsConnectionOpen() {
+		if err := a.publishPresence(base, StatusOffline); err != nil {
+			a.log.WithError(err).Warn("publish offline presence")
+		}
+		if err := a.unsubscribe(base); err != nil {
+			a.log.WithError(err).Warn("unsubscribe")
+		}
+	}
+	a.inMu.Lock()
+	a.closing = true
+	close(a.queue)
+	close(a.rejects)
+	a.inMu.Unlock()
+
+	if !agentWaitGroup(workers, a.opts.ShutdownTimeout) {
+		a.log.WithField("inFlight", a.Stats().InFlight).Warn("requests still running at shutdown; cancelling them")
+		stopServe(errAgentStopping)
+		if !agentWaitGroup(workers, a.opts.ShutdownTimeout) {
+			a.log.WithField("inFlight", a.Stats().InFlight).Error("handlers ignore cancellation; leaving them behind")
+		}
+	}
+	stopServe(errAgentStopping)
+	if !agentWaitGroup(rejecter, agentOpTimeout) {
+		a.log.Warn("busy replies still pending at shutdown")
+	}
+	a.client.Disconnect(250)
+}
+
+// errAgentStopping is the cause of a request context the Agent cancels
+// because it is stopping.
+var errAgentStopping = errors.New("expert agent is stopping")
+
+// agentWaitGroup waits for wg at most d; it reports whether wg finished.
+// When it gives up, the helper goroutine stays until wg is done.
+func agentWaitGroup(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}

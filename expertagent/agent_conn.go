@@ -1,0 +1,136 @@
+package expertagent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+)
+
+// agentSubackFailure is the SUBACK return code of a refused subscription (MQTT 3.1.1).
+const agentSubackFailure = 0x80
+
+// clientOptions configures the paho client. paho does not re-subscribe after
+// a reconnect, so OnConnect signals serve, which subscribes again; messages
+// are dispatched by the default handler (subscriptions carry no handler of
+// their own).
+func (a *Agent) clientOptions() *mqtt.ClientOptions {
+	o := mqtt.NewClientOptions().
+		AddBroker(a.opts.BrokerURL).
+		SetClientID(a.opts.ClientID).
+		SetUsername(a.opts.Username).
+		SetPassword(a.opts.Password).
+		SetCleanSession(true).
+		SetAutoReconnect(true).
+		SetConnectRetry(false).
+		SetResumeSubs(false).
+		SetConnectTimeout(a.opts.ConnectTimeout).
+		SetWriteTimeout(agentOpTimeout).
+		SetKeepAlive(30 * time.Second).
+		SetPingTimeout(10 * time.Second).
+		SetMaxReconnectInterval(30 * time.Second).
+		SetOrderMatters(true). // our handler never blocks; order keeps a cancel behind its call
+		SetDefaultPublishHandler(a.onMessage).
+		SetOnConnectHandler(func(mqtt.Client) {
+			select {
+			case a.connected <- struct{}{}:
+			default: // a signal is already pending: one subscribe serves both
+			}
+		}).
+		SetConnectionLostHandler(func(_ mqtt.Client, err error) {
+			a.log.WithError(err).Warn("connection to the broker lost; reconnecting")
+		})
+	if a.opts.TLSConfig != nil {
+		o.SetTLSConfig(a.opts.TLSConfig)
+	}
+	will, _ := a.presencePayload(StatusOffline)
+	o.SetBinaryWill(PresenceTopic(a.opts.ClientID), will, 1, true)
+	return o
+}
+
+// presencePayload is the retained presence message for status.
+func (a *Agent) presencePayload(status string) ([]byte, error) {
+	return json.Marshal(Presence{
+		Status: status, ClientID: a.opts.ClientID, Name: a.opts.Name, Version: a.opts.Version,
+		Since: unixMilli(time.Now()),
+	})
+}
+
+func (a *Agent) publishPresence(ctx context.Context, status string) error {
+	p, err := a.presencePayload(status)
+	if err != nil {
+		return fmt.Errorf("presence: %w", err)
+	}
+	if err := a.publish(ctx, PresenceTopic(a.opts.ClientID), p, true); err != nil {
+		return fmt.Errorf("publish %s presence: %w", status, err)
+	}
+	return nil
+}
+
+// subscribe subscribes to the request filter and checks the SUBACK: a
+// broker that refuses the filter answers 0x80 rather than an error.
+func (a *Agent) subscribe(ctx context.Context) error {
+	tok := a.client.Subscribe(a.filter, 1, nil)
+	if err := agentWaitToken(ctx, tok); err != nil {
+		return fmt.Errorf("%w %s: %w", ErrAgentSubscribe, a.filter, err)
+	}
+	st, ok := tok.(*mqtt.SubscribeToken)
+	if !ok {
+		return nil
+	}
+	for _, code := range st.Result() {
+		if code == agentSubackFailure {
+			return fmt.Errorf("%w %s: refused by the broker", ErrAgentSubscribe, a.filter)
+		}
+	}
+	return nil
+}
+
+func (a *Agent) unsubscribe(ctx context.Context) error {
+	if err := agentWaitToken(ctx, a.client.Unsubscribe(a.filter)); err != nil {
+		return fmt.Errorf("unsubscribe %s: %w", a.filter, err)
+	}
+	return nil
+}
+
+// reply publishes one JSON-RPC message for correlation ID corrID on topic.
+func (a *Agent) reply(ctx context.Context, topic, corrID string, msg json.RawMessage) error {
+	env := Envelope{CorrelationID: corrID, Message: msg}
+	payload, err := env.Encode()
+	if err != nil {
+		return fmt.Errorf("encode envelope: %w", err)
+	}
+	if err := a.publish(ctx, topic, payload, false); err != nil {
+		a.stats.publishErrors.Add(1)
+		return err
+	}
+	return nil
+}
+
+// publish sends at QoS 1 and waits for the PUBACK, at most agentOpTimeout.
+// It is never called from the client's delivery goroutine.
+func (a *Agent) publish(ctx context.Context, topic string, payload []byte, retained bool) error {
+	ctx, cancel := context.WithTimeout(ctx, agentOpTimeout)
+	defer cancel()
+	if err := agentWaitToken(ctx, a.client.Publish(topic, 1, retained, payload)); err != nil {
+		return fmt.Errorf("publish %s: %w", topic, err)
+	}
+	return nil
+}
+
+// agentWaitToken waits for tok, at most until ctx is done and never longer
+// than agentOpTimeout.
+func agentWaitToken(ctx context.Context, tok mqtt.Token) error {
+	t := time.NewTimer(agentOpTimeout)
+	defer t.Stop()
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("no acknowledgement from the broker after %s", agentOpTimeout)
+	}
+}

@@ -1,0 +1,463 @@
+package expertagent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/toolbus/toolbus/jsonrpc"
+)
+
+// agentProtocolVersions are the MCP versions initialize accepts, newest first.
+var agentProtocolVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// errAgentCancelled is the cause of a request context cancelled by
+// notifications/cancelled.
+var errAgentCancelled = errors.New("cancelled by the caller")
+
+// agentInbound is one decoded message from a request topic.
+type agentInbound struct {
+	topic string // request topic
+	ctx   Context
+	env   Envelope
+	msg   jsonrpc.Message
+}
+
+// onMessage runs on paho's delivery goroutine: it decodes, handles
+// cancellation at once (a cancel must not wait behind the calls it cancels),
+// and hands everything else to the workers without blocking.
+func (a *Agent) onMessage(_ mqtt.Client, m mqtt.Message) {
+	a.stats.received.Add(1)
+	in, err := a.decode(m.Topic(), m.Payload())
+	if err != nil {
+		a.stats.dropped.Add(1)
+		a.log.WithError(err).WithField("topic", m.Topic()).Debug("dropped message")
+		return
+	}
+	switch {
+	case in.msg.Method == agentMethodCancelled:
+		a.cancelCall(in)
+		return
+	case in.msg.IsRequest():
+	case in.msg.IsNotification():
+		if a.methods[in.msg.Method] == nil {
+			return // notifications/initialized and the like need nothing
+		}
+	default:
+		// A response: the agent sends no requests to the client yet.
+		a.stats.dropped.Add(1)
+		a.log.WithField("correlationId", in.env.CorrelationID).Debug("dropped response message")
+		return
+	}
+	a.enqueue(in)
+}
+
+func (a *Agent) decode(topic string, payload []byte) (*agentInbound, error) {
+	c, kind, err := ParseTopic(topic)
+	if err != nil {
+		return nil, err
+	}
+	if kind != "req" {
+		return nil, fmt.Errorf("topic %q: not a request topic", topic)
+	}
+	env, err := DecodeEnvelope(payload)
+	if err != nil {
+		return nil, err
+	}
+	if env.Agent != "" && env.Agent != a.opts.Name {
+		return nil, fmt.Errorf("envelope for agent %q, not %q", env.Agent, a.opts.Name)
+	}
+	in := &agentInbound{topic: topic, ctx: c, env: env}
+	if err := json.Unmarshal(env.Message, &in.msg); err != nil {
+		return nil, fmt.Errorf("%w: message: %v", ErrBadEnvelope, err)
+	}
+	if in.msg.JSONRPC != jsonrpc.Version {
+		return nil, fmt.Errorf("%w: jsonrpc %q", ErrBadEnvelope, in.msg.JSONRPC)
+	}
+	return in, nil
+}
+
+// enqueue registers a request as in flight (so that it can be cancelled
+// while it waits) and queues it; a full queue refuses it with a busy reply.
+func (a *Agent) enqueue(in *agentInbound) {
+	if in.env.Deadline > 0 && time.Now().UnixMilli() >= in.env.Deadline {
+		a.stats.expired.Add(1)
+		a.log.WithField("correlationId", in.env.CorrelationID).Debug("request arrived after its deadline")
+		return
+	}
+	call := a.newCall(in)
+	if in.msg.IsRequest() {
+		a.flightMu.Lock()
+		if _, dup := a.inflight[call.key]; dup {
+			a.flightMu.Unlock()
+			call.cancel(nil)
+			a.stats.dropped.Add(1)
+			a.log.WithField("correlationId", in.env.CorrelationID).Debug("dropped duplicate request")
+			return
+		}
+		a.inflight[call.key] = call
+		a.flightMu.Unlock()
+	}
+	a.inMu.RLock()
+	defer a.inMu.RUnlock()
+	if a.closing {
+		a.forget(call)
+		a.stats.dropped.Add(1)
+		return
+	}
+	select {
+	case a.queue <- call:
+		return
+	default:
+	}
+	a.forget(call)
+	if !in.msg.IsRequest() {
+		a.stats.dropped.Add(1)
+		return
+	}
+	select {
+	case a.rejects <- in:
+		a.stats.rejected.Add(1)
+	default:
+		a.stats.dropped.Add(1)
+		a.log.WithField("correlationId", in.env.CorrelationID).Warn("queue and busy replies full; request dropped")
+	}
+}
+
+// newCall gives a request its context: the envelope's deadline, cancellable
+// by notifications/cancelled and by a shutdown that gives up waiting.
+func (a *Agent) newCall(in *agentInbound) *agentCall {
+	parent := a.serveCtx
+	stopDeadline := context.CancelFunc(func() {})
+	if in.env.Deadline > 0 {
+		parent, stopDeadline = context.WithDeadline(parent, time.UnixMilli(in.env.Deadline))
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	return &agentCall{
+		agent: a, key: agentCallKey(in.topic, in.env.CorrelationID),
+		topic: in.ctx.ResponseTopic(), corrID: in.env.CorrelationID, in: in,
+		ctx: ctx, cancel: func(cause error) { cancel(cause); stopDeadline() },
+	}
+}
+
+func agentCallKey(topic, corrID string) string { return topic + "\x00" + corrID }
+
+// forget removes call from the in-flight table and releases its context.
+func (a *Agent) forget(call *agentCall) {
+	a.flightMu.Lock()
+	if a.inflight[call.key] == call {
+		delete(a.inflight, call.key)
+	}
+	a.flightMu.Unlock()
+	call.cancel(context.Canceled)
+}
+
+// cancelCall handles notifications/cancelled: it cancels the call of the
+// same context whose request ID (the gateway uses the correlation ID) is
+// params.requestId, or else the envelope's correlation ID.
+func (a *Agent) cancelCall(in *agentInbound) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+		Reason    string          `json:"reason"`
+	}
+	_ = json.Unmarshal(in.msg.Params, &p) // no usable requestId: fall back to the correlation ID
+	keys := []string{agentCallKey(in.topic, in.env.CorrelationID)}
+	if id := agentIDString(p.RequestID); id != "" && id != in.env.CorrelationID {
+		keys = append([]string{agentCallKey(in.topic, id)}, keys...)
+	}
+	a.flightMu.Lock()
+	var call *agentCall
+	for _, k := range keys {
+		if call = a.inflight[k]; call != nil {
+			break
+		}
+	}
+	a.flightMu.Unlock()
+	if call == nil {
+		a.log.WithField("correlationId", in.env.CorrelationID).Debug("cancel for no call in flight")
+		return
+	}
+	reason := p.Reason
+	if reason == "" {
+		reason = "no reason given"
+	}
+	call.cancel(fmt.Errorf("%w: %s", errAgentCancelled, reason))
+}
+
+// agentIDString turns a JSON-RPC id (string or number) into its string form.
+func agentIDString(id json.RawMessage) string {
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 || bytes.Equal(id, []byte("null")) {
+		return ""
+	}
+	if id[0] == '"' {
+		var s string
+		if json.Unmarshal(id, &s) != nil {
+			return ""
+		}
+		return s
+	}
+	return string(id)
+}
+
+// worker serves queued requests until the queue is closed.
+func (a *Agent) worker() {
+	for call := range a.queue {
+		a.handle(call)
+	}
+}
+
+// rejectLoop answers the requests the queue had no room for.
+func (a *Agent) rejectLoop() {
+	for in := range a.rejects {
+		msg := fmt.Sprintf("expert agent %s is busy (%d requests in progress); retry shortly", a.opts.ClientID, 2*a.opts.Concurrency)
+		var out []byte
+		if in.msg.Method == agentMethodToolsCall {
+			res, _ := Errorf("%s", msg).encode()
+			out = agentResponse(in.msg.ID, res, nil)
+		} else {
+			out = agentResponse(in.msg.ID, nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s", msg))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), agentOpTimeout)
+		if err := a.reply(ctx, in.ctx.ResponseTopic(), in.env.CorrelationID, out); err != nil {
+			a.log.WithError(err).Warn("busy reply")
+		}
+		cancel()
+	}
+}
+
+// handle runs one request and sends its response, unless the caller
+// cancelled it or its deadline passed (nobody waits for it then).
+func (a *Agent) handle(call *agentCall) {
+	defer a.forget(call)
+	in := call.in
+	var result json.RawMessage
+	var rpcErr *jsonrpc.Error
+	if call.ctx.Err() == nil {
+		result, rpcErr = a.dispatch(call)
+	} else if errors.Is(context.Cause(call.ctx), errAgentStopping) {
+		rpcErr = jsonrpc.NewError(jsonrpc.CodeInternalError, "%s before the request ran; retry", errAgentStopping)
+	}
+	if !in.msg.IsRequest() {
+		return
+	}
+	cause := context.Cause(call.ctx)
+	switch {
+	case errors.Is(cause, errAgentCancelled):
+		a.stats.cancelled.Add(1)
+		_ = call.finish(call.ctx, nil)
+		a.log.WithField("correlationId", call.corrID).Debug("call cancelled by the caller; no response")
+		return
+	case errors.Is(cause, context.DeadlineExceeded):
+		a.stats.expired.Add(1)
+		_ = call.finish(call.ctx, nil)
+		a.log.WithField("correlationId", call.corrID).Debug("call passed its deadline; no response")
+		return
+	}
+	out := agentResponse(in.msg.ID, result, rpcErr)
+	if err := call.finish(context.WithoutCancel(call.ctx), out); err != nil {
+		a.log.WithError(err).WithField("correlationId", call.corrID).Warn("response not delivered")
+		return
+	}
+	a.stats.responses.Add(1)
+}
+
+// agentResponse encodes a JSON-RPC response.
+func agentResponse(id json.RawMessage, result json.RawMessage, rpcErr *jsonrpc.Error) []byte {
+	m := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id}
+	if rpcErr != nil {
+		m.Error = rpcErr
+	} else {
+		if result == nil {
+			result = json.RawMessage("{}")
+		}
+		m.Result = result
+	}
+	b, err := json.Marshal(&m)
+	if err != nil { // only a malformed raw result gets here
+		m.Result, m.Error = nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "encode response: %v", err)
+		b, _ = json.Marshal(&m)
+	}
+	return b
+}
+
+// agentParams is what the built-in methods read from params.
+type agentParams struct {
+	Name            string          `json:"name"`
+	Arguments       json.RawMessage `json:"arguments"`
+	ProtocolVersion string          `json:"protocolVersion"`
+	Meta            struct {
+		ProgressToken json.RawMessage `json:"progressToken"`
+	} `json:"_meta"`
+}
+
+// dispatch runs the handler of the request's method.
+func (a *Agent) dispatch(call *agentCall) (json.RawMessage, *jsonrpc.Error) {
+	in := call.in
+	a.stats.requests.Add(1)
+	var p agentParams
+	var paramsErr error
+	if len(bytes.TrimSpace(in.msg.Params)) > 0 {
+		paramsErr = json.Unmarshal(in.msg.Params, &p)
+	}
+	req := &MethodRequest{
+		Context: in.ctx, Caller: in.env.Caller, CorrelationID: in.env.CorrelationID,
+		Method: in.msg.Method, Params: in.msg.Params, call: call,
+	}
+	if in.env.Deadline > 0 {
+		req.Deadline = time.UnixMilli(in.env.Deadline)
+	}
+	if t := bytes.TrimSpace(p.Meta.ProgressToken); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		req.ProgressToken = t
+	}
+	if h := a.methods[in.msg.Method]; h != nil {
+		return a.runMethod(call.ctx, h, req)
+	}
+	switch in.msg.Method {
+	case agentMethodInitialize, agentMethodPing, agentMethodToolsList, agentMethodToolsCall:
+		if paramsErr != nil {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "%s: params must be an object: %v", in.msg.Method, paramsErr)
+		}
+	}
+	switch in.msg.Method {
+	case agentMethodInitialize:
+		return a.initialize(p.ProtocolVersion)
+	case agentMethodPing:
+		return json.RawMessage("{}"), nil
+	case agentMethodToolsList:
+		return a.toolList, nil
+	case agentMethodToolsCall:
+		return a.callTool(call.ctx, req, &p)
+	}
+	return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "method not found: %s", in.msg.Method)
+}
+
+// initialize answers MCP's initialize: the client's protocol version if
+// supported (else the newest), capabilities, and serverInfo.
+func (a *Agent) initialize(requested string) (json.RawMessage, *jsonrpc.Error) {
+	version := agentProtocolVersions[0]
+	if slices.Contains(agentProtocolVersions, requested) {
+		version = requested
+	}
+	caps := map[string]any{"tools": map[string]bool{"listChanged": false}}
+	for m := range a.methods {
+		switch {
+		case strings.HasPrefix(m, "resources/"):
+			caps["resources"] = struct{}{}
+		case strings.HasPrefix(m, "prompts/"):
+			caps["prompts"] = struct{}{}
+		case m == "completion/complete":
+			caps["completions"] = struct{}{}
+		case m == "logging/setLevel":
+			caps["logging"] = struct{}{}
+		}
+	}
+	b, err := json.Marshal(map[string]any{
+		"protocolVersion": version,
+		"capabilities":    caps,
+		"serverInfo":      map[string]string{"name": a.opts.Name, "version": a.opts.Version},
+	})
+	if err != nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "initialize: %v", err)
+	}
+	return b, nil
+}
+
+// callTool serves tools/call: an unknown tool or malformed params are
+// JSON-RPC errors (-32602); whatever the tool does is a result.
+func (a *Agent) callTool(ctx context.Context, base *MethodRequest, p *agentParams) (json.RawMessage, *jsonrpc.Error) {
+	if p.Name == "" {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "tools/call: params.name is required")
+	}
+	idx, ok := a.byName[p.Name]
+	if !ok {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool: %q", p.Name)
+	}
+	args := bytes.TrimSpace(p.Arguments)
+	if bytes.Equal(args, []byte("null")) {
+		args = nil
+	}
+	if len(args) > 0 && args[0] != '{' {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "tools/call %s: arguments must be a JSON object", p.Name)
+	}
+	tool := &a.tools[idx]
+	var res *CallResult
+	if base.Caller != nil && base.Caller.ReadOnly && !tool.readOnly() {
+		// The gateway checks this first; an agent never widens what a caller may do.
+		res = Errorf("tool %q changes state and the caller's token is read-only; use a token without --read-only", tool.Name)
+	} else {
+		var rpcErr *jsonrpc.Error
+		res, rpcErr = a.runTool(ctx, tool, &CallRequest{MethodRequest: *base, Name: p.Name, Arguments: args})
+		if rpcErr != nil {
+			return nil, rpcErr
+		}
+	}
+	b, err := res.encode()
+	if err != nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "tool %q: %v", tool.Name, err)
+	}
+	return b, nil
+}
+
+// runTool calls the tool's handler; an error or a panic becomes an isError
+// result, a *jsonrpc.Error a JSON-RPC error.
+func (a *Agent) runTool(ctx context.Context, tool *Tool, req *CallRequest) (res *CallResult, rpcErr *jsonrpc.Error) {
+	defer func() {
+		if v := recover(); v != nil {
+			a.stats.panics.Add(1)
+			a.log.WithFields(map[string]any{"tool": tool.Name, "panic": fmt.Sprint(v), "stack": string(debug.Stack())}).Error("tool handler panicked")
+			res, rpcErr = Errorf("tool %q failed with an internal error", tool.Name), nil
+		}
+	}()
+	res, err := tool.Handler(ctx, req)
+	if err != nil {
+		if errors.As(err, &rpcErr) {
+			return nil, rpcErr
+		}
+		if errors.Is(context.Cause(ctx), errAgentStopping) {
+			return Errorf("tool %q was stopped because the %s; retry the call", tool.Name, errAgentStopping), nil
+		}
+		return Errorf("%s", err.Error()), nil
+	}
+	if res == nil {
+		res = &CallResult{}
+	}
+	return res, nil
+}
+
+// runMethod calls a handler registered with Handle.
+func (a *Agent) runMethod(ctx context.Context, h MethodHandler, req *MethodRequest) (result json.RawMessage, rpcErr *jsonrpc.Error) {
+	defer func() {
+		if v := recover(); v != nil {
+			a.stats.panics.Add(1)
+			a.log.WithFields(map[string]any{"method": req.Method, "panic": fmt.Sprint(v), "stack": string(debug.Stack())}).Error("method handler panicked")
+			result, rpcErr = nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s failed with an internal error", req.Method)
+		}
+	}()
+	v, err := h(ctx, req)
+	if err != nil {
+		if errors.As(err, &rpcErr) {
+			return nil, rpcErr
+		}
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s: %v", req.Method, err)
+	}
+	if raw, ok := v.(json.RawMessage); ok && len(raw) > 0 {
+		return raw, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s: encode result: %v", req.Method, err)
+	}
+	if bytes.Equal(b, []byte("null")) {
+		b = []byte("{}") // JSON-RPC needs a result; MCP results are objects
+	}
+	return b, nil
+}

@@ -1,0 +1,210 @@
+package expertagent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolbus/toolbus/jsonrpc"
+)
+
+// ErrInvalidArguments is wrapped by the errors of CallRequest.Bind.
+var ErrInvalidArguments = errors.New("invalid arguments")
+
+// ErrCallDone is returned by Progress and Log once the final response of the
+// call has been sent: nothing may follow it for the same correlation ID.
+var ErrCallDone = errors.New("call already answered")
+
+// ErrInvalidLogLevel is returned by Log for a level MCP does not define.
+var ErrInvalidLogLevel = errors.New("invalid log level")
+
+// MCP method names the Agent sends or serves itself.
+const (
+	agentMethodInitialize  = "initialize"
+	agentMethodPing        = "ping"
+	agentMethodToolsList   = "tools/list"
+	agentMethodToolsCall   = "tools/call"
+	agentMethodCancelled   = "notifications/cancelled"
+	agentMethodInitialized = "notifications/initialized"
+	agentMethodProgress    = "notifications/progress"
+	agentMethodLogMessage  = "notifications/message"
+)
+
+// MethodRequest is one JSON-RPC request or notification from the gateway,
+// with the context it came in and the caller it is made for.
+type MethodRequest struct {
+	// Context is the conversation the request belongs to (from its topic).
+	Context Context
+	// Caller is who the gateway authenticated; nil if the envelope has none.
+	Caller *Caller
+	// CorrelationID ties every reply to this request.
+	CorrelationID string
+	// Method and Params are the JSON-RPC method and its raw params.
+	Method string
+	Params json.RawMessage
+	// Deadline is when the gateway stops waiting; zero if it set none.
+	Deadline time.Time
+	// ProgressToken is params._meta.progressToken, raw; nil if the caller
+	// asked for no progress.
+	ProgressToken json.RawMessage
+
+	call *agentCall // nil for a request built by hand (tests): Progress and Log do nothing
+}
+
+// CallRequest is a tools/call request.
+type CallRequest struct {
+	MethodRequest
+	// Name is the tool called.
+	Name string
+	// Arguments are the call's arguments, a raw JSON object (nil if none).
+	Arguments json.RawMessage
+}
+
+// Bind decodes the arguments into v (a pointer), refusing fields v does not
+// have. Absent arguments leave v untouched. The error wraps
+// ErrInvalidArguments and names the offending field; returned from a
+// ToolHandler it becomes an isError result the model can act on.
+func (r *CallRequest) Bind(v any) error {
+	args := bytes.TrimSpace(r.Arguments)
+	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return agentBindError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: trailing data after the arguments object", ErrInvalidArguments)
+	}
+	return nil
+}
+
+func agentBindError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			return fmt.Errorf("%w: arguments must be %s, got %s", ErrInvalidArguments, typeErr.Type, typeErr.Value)
+		}
+		return fmt.Errorf("%w: field %q: want %s, got %s", ErrInvalidArguments, field, typeErr.Type, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return fmt.Errorf("%w: not valid JSON at offset %d: %v", ErrInvalidArguments, syntaxErr.Offset, err)
+	}
+	// encoding/json reports an unknown field only by text: `json: unknown field "x"`.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return fmt.Errorf("%w: unknown field %s", ErrInvalidArguments, name)
+	}
+	return fmt.Errorf("%w: %v", ErrInvalidArguments, err)
+}
+
+// Progress sends notifications/progress for this request with the caller's
+// progress token: progress so far, total if known (0 = unknown) and an
+// optional message. progress must increase from one call to the next. It
+// does nothing (and returns nil) if the caller sent no progress token. It
+// returns ErrCallDone after the response was sent, and ctx's error once ctx
+// is done.
+func (r *MethodRequest) Progress(ctx context.Context, progress, total float64, message string) error {
+	if r.call == nil || len(r.ProgressToken) == 0 {
+		return nil
+	}
+	return r.call.notify(ctx, agentMethodProgress, agentProgressParams{
+		ProgressToken: r.ProgressToken, Progress: progress, Total: total, Message: message,
+	})
+}
+
+type agentProgressParams struct {
+	ProgressToken json.RawMessage `json:"progressToken"`
+	Progress      float64         `json:"progress"`
+	Total         float64         `json:"total,omitempty"`
+	Message       string          `json:"message,omitempty"`
+}
+
+// agentLogLevels are MCP's logging levels (RFC 5424 severities).
+var agentLogLevels = map[string]bool{
+	"debug": true, "info": true, "notice": true, "warning": true,
+	"error": true, "critical": true, "alert": true, "emergency": true,
+}
+
+// Log sends notifications/message for this request: a log entry the gateway
+// relays to the MCP client while the call is open. level is one of MCP's
+// levels (debug, info, notice, warning, error, critical, alert, emergency);
+// data is any JSON-encodable value. Errors as for Progress.
+func (r *MethodRequest) Log(ctx context.Context, level string, data any) error {
+	if !agentLogLevels[level] {
+		return fmt.Errorf("%w: %q", ErrInvalidLogLevel, level)
+	}
+	if r.call == nil {
+		return nil
+	}
+	return r.call.notify(ctx, agentMethodLogMessage, struct {
+		Level  string `json:"level"`
+		Logger string `json:"logger,omitempty"`
+		Data   any    `json:"data"`
+	}{level, r.call.agent.opts.Name, data})
+}
+
+// agentCall is the state of one request from its arrival to its response:
+// its context (cancelled by notifications/cancelled), and the lock that keeps
+// notifications before the final response.
+type agentCall struct {
+	agent  *Agent
+	key    string // inflight map key: topic + NUL + correlation ID
+	topic  string // response topic
+	corrID string
+	in     *agentInbound
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu   sync.Mutex
+	done bool // final response sent (or abandoned): no more notifications
+}
+
+// notify publishes a notification tied to this call, unless the call is over.
+func (c *agentCall) notify(ctx context.Context, method string, params any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("%s: encode params: %w", method, err)
+	}
+	msg, err := json.Marshal(&jsonrpc.Message{JSONRPC: jsonrpc.Version, Method: method, Params: p})
+	if err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return fmt.Errorf("%s: %w", method, ErrCallDone)
+	}
+	if err := c.agent.reply(ctx, c.topic, c.corrID, msg); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	c.agent.stats.notifications.Add(1)
+	return nil
+}
+
+// finish sends the final message (nil: none) and closes the call to
+// notifications. It waits for a notification being published to finish
+// first, so that the response is the last message of the call.
+func (c *agentCall) finish(ctx context.Context, msg []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return ErrCallDone
+	}
+	c.done = true
+	if msg == nil {
+		return nil
+	}
+	return c.agent.reply(ctx, c.topic, c.corrID, msg)
+}

@@ -1,0 +1,75 @@
+package expertagent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// EnvelopeVersion is the "v" of every envelope of contract v1.
+const EnvelopeVersion = 1
+
+// MaxEnvelopeSize bounds an envelope the decoder accepts. The broker's
+// maximum packet size is the real limit; this is the decoder's own guard.
+const MaxEnvelopeSize = 16 << 20
+
+var (
+	// ErrBadEnvelope is returned for a payload that is not a well-formed
+	// envelope: not JSON, no correlationId, or no message object.
+	ErrBadEnvelope = errors.New("malformed envelope")
+	// ErrEnvelopeVersion is returned for an envelope of a version this
+	// build does not speak.
+	ErrEnvelopeVersion = errors.New("unsupported envelope version")
+	// ErrEnvelopeTooLarge is returned for a payload over MaxEnvelopeSize.
+	ErrEnvelopeTooLarge = errors.New("envelope too large")
+)
+
+// Caller is who a request is made for, as the gateway authenticated them.
+// Agents may use it to narrow what they do; they must not widen it.
+type Caller struct {
+	UserID   string   `json:"userId"`
+	Scopes   []string `json:"scopes,omitempty"`
+	ReadOnly bool     `json:"readOnly"`
+}
+
+// Envelope is the payload of every message on a request or response topic:
+// one JSON-RPC 2.0 message with the correlation ID of the call it belongs to.
+type Envelope struct {
+	V             int    `json:"v"`
+	CorrelationID string `json:"correlationId"`
+	// Deadline is when the gateway stops waiting, in Unix milliseconds; 0 if none.
+	Deadline int64 `json:"deadline,omitempty"`
+	// Caller is set on requests from the gateway.
+	Caller *Caller `json:"caller,omitempty"`
+	// Agent is reserved for buses that carry several distinct agents.
+	Agent   string          `json:"agent,omitempty"`
+	Message json.RawMessage `json:"message"`
+}
+
+// Encode returns the envelope as JSON, with V set to EnvelopeVersion.
+func (e *Envelope) Encode() ([]byte, error) {
+	e.V = EnvelopeVersion
+	return json.Marshal(e)
+}
+
+// DecodeEnvelope parses and checks one payload. Every error wraps
+// ErrBadEnvelope, ErrEnvelopeVersion or ErrEnvelopeTooLarge.
+func DecodeEnvelope(payload []byte) (Envelope, error) {
+	var e Envelope
+	if len(payload) > MaxEnvelopeSize {
+		return e, fmt.Errorf("%w: %d bytes", ErrEnvelopeTooLarge, len(payload))
+	}
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return Envelope{}, fmt.Errorf("%w: %v", ErrBadEnvelope, err)
+	}
+	if e.V != EnvelopeVersion {
+		return Envelope{}, fmt.Errorf("%w: %d", ErrEnvelopeVersion, e.V)
+	}
+	if e.CorrelationID == "" {
+		return Envelope{}, fmt.Errorf("%w: no correlationId", ErrBadEnvelope)
+	}
+	if len(e.Message) == 0 || e.Message[0] != '{' {
+		return Envelope{}, fmt.Errorf("%w: message is not a JSON object", ErrBadEnvelope)
+	}
+	return e, nil
+}

@@ -1,0 +1,368 @@
+package expertagent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/sirupsen/logrus"
+)
+
+// Defaults of PahoBusOptions.
+const (
+	DefaultPahoConnectTimeout       = 10 * time.Second
+	DefaultPahoMaxReconnectInterval = 10 * time.Second
+	DefaultPahoKeepAlive            = 30 * time.Second
+)
+
+// pahoResubscribeBatch bounds the filters of one SUBSCRIBE packet sent when
+// the bus subscribes everything again after a reconnect.
+const pahoResubscribeBatch = 500
+
+var _ Bus = (*PahoBus)(nil)
+
+// ErrBusClosed is returned by a PahoBus after Close.
+var ErrBusClosed = errors.New("bus closed")
+
+// PahoBusOptions configures a PahoBus.
+type PahoBusOptions struct {
+	// BrokerURL is the external broker: tcp://host:port, ssl://host:port,
+	// ws://host:port/path. Required.
+	BrokerURL string
+	// Username and Password log in (an identity with the platform role).
+	Username, Password string
+	// TLSConfig is used for ssl:// and wss:// URLs; nil = system defaults.
+	TLSConfig *tls.Config
+	// ClientID is the MQTT client ID; "" = "toolbus-" + 16 random hex digits.
+	ClientID string
+	// ConnectTimeout bounds the first connection and each reconnect
+	// attempt; 0 = DefaultPahoConnectTimeout (10s).
+	ConnectTimeout time.Duration
+	// MaxReconnectInterval caps the back-off between reconnect attempts;
+	// 0 = DefaultPahoMaxReconnectInterval (10s).
+	MaxReconnectInterval time.Duration
+	// KeepAlive is the MQTT keepalive; 0 = DefaultPahoKeepAlive (30s).
+	KeepAlive time.Duration
+	// Logger receives the bus's logs (component "expertagent.pahobus");
+	// nil discards them.
+	Logger *logrus.Entry
+}
+
+// PahoBus is a Bus over a paho MQTT 3.1.1 client, for a gateway that talks
+// to an external broker. Subscriptions are QoS 1. paho's router scans every
+// route for every message and never subscribes again after a reconnect, so
+// PahoBus subscribes with no per-subscription handler, dispatches from its
+// own table (a map of exact topics and a short list of wildcard filters),
+// and subscribes everything again each time the connection comes back.
+type PahoBus struct {
+	client paho.Client
+	log    *logrus.Entry
+
+	mu     sync.RWMutex
+	exact  map[string]MessageHandler
+	wild   []pahoWildRoute
+	closed bool
+	// connected is set by the first onConnect: only later ones are
+	// reconnects that need the subscriptions again.
+	connected bool
+
+	done chan struct{} // closed by Close: stops resubscribe waits
+	wg   sync.WaitGroup
+}
+
+type pahoWildRoute struct {
+	filter  string // as subscribed
+	pattern string // filter without a $share/<group>/ prefix
+	h       MessageHandler
+}
+
+// DialPahoBus connects to the broker and returns the bus once connected.
+// After that paho reconnects by itself; Close stops it.
+func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
+	if opts.BrokerURL == "" {
+		return nil, errors.New("expertagent: paho bus: BrokerURL is required")
+	}
+	if opts.ClientID == "" {
+		opts.ClientID = "toolbus-" + randomID(8)
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultPahoConnectTimeout
+	}
+	if opts.MaxReconnectInterval <= 0 {
+		opts.MaxReconnectInterval = DefaultPahoMaxReconnectInterval
+	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = DefaultPahoKeepAlive
+	}
+	b := &PahoBus{
+		log:   requesterLogger(opts.Logger, "expertagent.pahobus").WithField("clientId", opts.ClientID),
+		exact: make(map[string]MessageHandler),
+		done:  make(chan struct{}),
+	}
+	co := paho.NewClientOptions().
+		AddBroker(opts.BrokerURL).
+		SetClientID(opts.ClientID).
+		SetUsername(opts.Username).
+		SetPassword(opts.Password).
+		SetCleanSession(true). // subscriptions are ours to restore, not the broker's session
+		SetResumeSubs(false).
+		SetOrderMatters(true). // one delivery goroutine: interim messages keep their order
+		SetAutoReconnect(true).
+		SetConnectRetry(false).
+		SetConnectTimeout(opts.ConnectTimeout).
+		SetMaxReconnectInterval(opts.MaxReconnectInterval).
+		SetKeepAlive(opts.KeepAlive).
+		SetWriteTimeout(opts.ConnectTimeout).
+		SetDefaultPublishHandler(b.dispatch).
+		SetOnConnectHandler(b.onConnect).
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			b.log.WithError(err).Warn("connection to the broker lost; reconnecting")
+		})
+	if opts.TLSConfig != nil {
+		co.SetTLSConfig(opts.TLSConfig)
+	}
+	b.client = paho.NewClient(co)
+	tok := b.client.Connect()
+	if err := pahoWait(ctx, tok); err != nil {
+		b.client.Disconnect(0)
+		return nil, fmt.Errorf("expertagent: paho bus: connect %s: %w", opts.BrokerURL, err)
+	}
+	return b, nil
+}
+
+// pahoWait waits for tok, bounded by ctx.
+func pahoWait(ctx context.Context, tok paho.Token) error {
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func pahoIsWildcard(filter string) bool {
+	return strings.HasPrefix(filter, "$share/") || strings.ContainsAny(filter, "+#")
+}
+
+// pahoPattern strips a shared-subscription prefix: messages arrive with the
+// plain topic.
+func pahoPattern(filter string) string {
+	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
+		if _, f, ok := strings.Cut(rest, "/"); ok {
+			return f
+		}
+	}
+	return filter
+}
+
+// pahoMatch reports whether an MQTT topic filter matches a topic name.
+func pahoMatch(filter, topic string) bool {
+	// [MQTT-4.7.2-1]: wildcards at the first level do not match $ topics.
+	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
+		return false
+	}
+	for {
+		f, frest, fmore := strings.Cut(filter, "/")
+		if f == "#" {
+			return true
+		}
+		t, trest, tmore := strings.Cut(topic, "/")
+		if f != "+" && f != t {
+			return false
+		}
+		if !fmore || !tmore {
+			// "a/#" also matches "a".
+			return fmore == tmore || (fmore && frest == "#")
+		}
+		filter, topic = frest, trest
+	}
+}
+
+// dispatch is paho's default publish handler, the only one: it runs on
+// paho's delivery goroutine and hands the message to the handler of its
+// exact topic, or else to every matching wildcard filter's.
+func (b *PahoBus) dispatch(_ paho.Client, m paho.Message) {
+	topic := m.Topic()
+	b.mu.RLock()
+	if h, ok := b.exact[topic]; ok {
+		b.mu.RUnlock()
+		h(topic, m.Payload())
+		return
+	}
+	var hs []MessageHandler
+	for _, w := range b.wild {
+		if pahoMatch(w.pattern, topic) {
+			hs = append(hs, w.h)
+		}
+	}
+	b.mu.RUnlock()
+	for _, h := range hs {
+		h(topic, m.Payload())
+	}
+}
+
+// onConnect runs (on its own goroutine, from paho) after every successful
+// connection; after a reconnect the clean session has no subscriptions, so
+// it subscribes every filter again. It must not block paho: the wait for
+// the SUBACKs runs on a goroutine the bus owns.
+func (b *PahoBus) onConnect(c paho.Client) {
+	b.mu.Lock()
+	if b.closed || !b.connected {
+		b.connected = true
+		b.mu.Unlock()
+		return
+	}
+	filters := make([]string, 0, len(b.exact)+len(b.wild))
+	for f := range b.exact {
+		filters = append(filters, f)
+	}
+	for _, w := range b.wild {
+		filters = append(filters, w.filter)
+	}
+	// Add under the lock Close takes before Wait: no Add after Wait starts.
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		for i := 0; i < len(filters); i += pahoResubscribeBatch {
+			batch := make(map[string]byte, pahoResubscribeBatch)
+			for _, f := range filters[i:min(i+pahoResubscribeBatch, len(filters))] {
+				batch[f] = 1
+			}
+			tok := c.SubscribeMultiple(batch, nil)
+			select {
+			case <-tok.Done():
+				if err := tok.Error(); err != nil {
+					b.log.WithError(err).WithField("filters", len(batch)).Error("subscribing again after reconnect failed")
+				}
+			case <-b.done:
+				return
+			case <-time.After(time.Minute):
+				b.log.WithField("filters", len(batch)).Error("subscribing again after reconnect: no SUBACK in time")
+			}
+		}
+		if len(filters) > 0 {
+			b.log.WithField("filters", len(filters)).Info("subscribed again after reconnect")
+		}
+	}()
+}
+
+// Subscribe subscribes to filter at QoS 1 and returns once the broker has
+// acknowledged it. h gets the messages of filter: an exact topic's handler
+// replaces any wildcard one for that topic.
+func (b *PahoBus) Subscribe(ctx context.Context, filter string, h MessageHandler) error {
+	if h == nil {
+		return fmt.Errorf("paho subscribe %q: nil handler", filter)
+	}
+	// The route goes in first, so a message right after the SUBACK (a
+	// retained one) finds it.
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("paho subscribe %q: %w", filter, ErrBusClosed)
+	}
+	b.addRoute(filter, h)
+	b.mu.Unlock()
+	tok := b.client.Subscribe(filter, 1, nil)
+	err := pahoWait(ctx, tok)
+	if err == nil {
+		if st, ok := tok.(*paho.SubscribeToken); ok {
+			if code, ok := st.Result()[pahoPattern(filter)]; ok && code == 0x80 {
+				err = errors.New("refused by the broker")
+			}
+		}
+	}
+	if err != nil {
+		b.mu.Lock()
+		b.removeRoute(filter)
+		b.mu.Unlock()
+		return fmt.Errorf("paho subscribe %q: %w", filter, err)
+	}
+	return nil
+}
+
+func (b *PahoBus) addRoute(filter string, h MessageHandler) {
+	if !pahoIsWildcard(filter) {
+		b.exact[filter] = h
+		return
+	}
+	for i, w := range b.wild {
+		if w.filter == filter {
+			b.wild[i].h = h
+			return
+		}
+	}
+	b.wild = append(b.wild, pahoWildRoute{filter: filter, pattern: pahoPattern(filter), h: h})
+}
+
+func (b *PahoBus) removeRoute(filter string) {
+	if !pahoIsWildcard(filter) {
+		delete(b.exact, filter)
+		return
+	}
+	for i, w := range b.wild {
+		if w.filter == filter {
+			b.wild = append(b.wild[:i], b.wild[i+1:]...)
+			return
+		}
+	}
+}
+
+// Unsubscribe removes the subscription to filter. The route goes even if
+// the broker does not answer: after a reconnect the clean session would
+// not have it anyway.
+func (b *PahoBus) Unsubscribe(ctx context.Context, filter string) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("paho unsubscribe %q: %w", filter, ErrBusClosed)
+	}
+	b.mu.Unlock()
+	err := pahoWait(ctx, b.client.Unsubscribe(filter))
+	b.mu.Lock()
+	b.removeRoute(filter)
+	b.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("paho unsubscribe %q: %w", filter, err)
+	}
+	return nil
+}
+
+// Publish sends payload to topic at QoS 1, not retained, and returns once
+// the broker has acknowledged it.
+func (b *PahoBus) Publish(ctx context.Context, topic string, payload []byte) error {
+	b.mu.RLock()
+	closed := b.closed
+	b.mu.RUnlock()
+	if closed {
+		return fmt.Errorf("paho publish %q: %w", topic, ErrBusClosed)
+	}
+	if err := pahoWait(ctx, b.client.Publish(topic, 1, false, payload)); err != nil {
+		return fmt.Errorf("paho publish %q: %w", topic, err)
+	}
+	return nil
+}
+
+// IsConnected reports whether the connection to the broker is up now.
+func (b *PahoBus) IsConnected() bool { return b.client.IsConnectionOpen() }
+
+// Close disconnects (waiting up to 250 ms for work in progress) and stops
+// reconnecting. It is idempotent.
+func (b *PahoBus) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	close(b.done)
+	b.mu.Unlock()
+	b.client.Disconnect(250)
+	b.wg.Wait()
+	return nil
+}

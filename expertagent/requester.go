@@ -1,0 +1,579 @@
+package expertagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/jsonrpc"
+)
+
+var (
+	// ErrNoAgent is returned when no expert agent is online to take a
+	// request, and to calls still waiting when the last one goes offline.
+	ErrNoAgent = errors.New("no expert agent online")
+	// ErrTimeout is returned when a request's deadline passes before the
+	// agent's final answer arrives. Such errors also match
+	// context.DeadlineExceeded.
+	ErrTimeout = errors.New("expert agent did not answer in time")
+	// ErrClosed is returned by a closed Requester, and to calls still
+	// waiting when it closes.
+	ErrClosed = errors.New("requester closed")
+	// ErrNoCall is returned by Send when no call with that correlation ID
+	// is open in that context.
+	ErrNoCall = errors.New("no open call with this correlation id in this context")
+	// ErrNotStarted is returned by Request before Start.
+	ErrNotStarted = errors.New("requester not started")
+)
+
+// Defaults of RequesterOptions.
+const (
+	DefaultCallTimeout = 30 * time.Second
+	DefaultListTimeout = 5 * time.Second
+	DefaultMaxContexts = 10000
+	DefaultContextTTL  = 24 * time.Hour
+)
+
+// presenceGrace is how long after Start a request with no agent in sight
+// waits for retained presence to arrive: over an external broker the
+// retained statuses come after the SUBACK, not with it.
+const presenceGrace = 500 * time.Millisecond
+
+// cancelPublishTimeout bounds the notifications/cancelled publish that
+// follows a timeout or a cancellation.
+const cancelPublishTimeout = 2 * time.Second
+
+// RequesterOptions configures a Requester. The zero value is usable.
+type RequesterOptions struct {
+	// CallTimeout is the deadline of a request unless ctx has an earlier
+	// one; 0 means DefaultCallTimeout (30s).
+	CallTimeout time.Duration
+	// ListTimeout is the deadline of tools/list; 0 means DefaultListTimeout (5s).
+	ListTimeout time.Duration
+	// MaxContexts bounds the subscription LRU; 0 means DefaultMaxContexts
+	// (10000). Contexts with calls in flight are kept beyond the bound
+	// until their calls end.
+	MaxContexts int
+	// ContextTTL is the idle time after which a context's subscription is
+	// dropped; every use extends it. 0 means DefaultContextTTL (24h).
+	ContextTTL time.Duration
+	// IgnorePresence: when false, a call with no agent online fails at once
+	// with ErrNoAgent, and waiting calls fail when the last agent goes.
+	IgnorePresence bool
+	// Logger gets the requester's logs (component "expertagent.requester");
+	// nil discards them.
+	Logger *logrus.Entry
+
+	// now replaces time.Now in the subscription cache (tests).
+	now func() time.Time
+}
+
+// InterimFunc receives, in order, the messages an agent sends for an open
+// call before its final response: notifications/progress,
+// notifications/message, and agent-to-client requests.
+type InterimFunc func(correlationID string, msg *jsonrpc.Message)
+
+// Stats are the Requester's counters since it was made.
+type Stats struct {
+	// Subscription cache.
+	Hits, Misses      uint64 // lookups that found / did not find a context's subscription
+	Subscribes        uint64 // successful bus subscribes of response topics
+	SubscribeErrors   uint64
+	Unsubscribes      uint64 // bus unsubscribes of response topics (failed ones included)
+	UnsubscribeErrors uint64
+	Evictions         uint64 // contexts dropped because the LRU was full
+	Expired           uint64 // contexts dropped after ContextTTL idle
+	Contexts          int    // contexts subscribed now
+	Pinned            int    // of which: over the bound because calls are in flight
+
+	// Calls and replies.
+	Pending        int    // calls waiting for their answer now
+	Dropped        uint64 // replies that were not a well-formed envelope or JSON-RPC message
+	Late           uint64 // replies for no open call (caller gone, or never ours)
+	Duplicates     uint64 // replies for a call that already had its final answer
+	Mismatched     uint64 // replies whose correlationId is open but belongs to another context's topic
+	InterimDropped uint64 // interim messages over the per-call queue bound
+	BadPresence    uint64 // presence messages that could not be understood
+}
+
+// Requester sends MCP requests to the expert agents of a context and waits
+// for their answers. It keeps one exact subscription per context's response
+// topic in an LRU, matches replies to calls by correlation ID, enforces
+// deadlines, and watches agent presence. Safe for concurrent use.
+type Requester struct {
+	bus        Bus
+	opts       RequesterOptions
+	log        *logrus.Entry
+	cache      *subCache
+	pending    *pendingTable
+	presence   *presenceWatch
+	idPrefix   string
+	seq        atomic.Uint64
+	onReply    MessageHandler
+	onPresence MessageHandler
+
+	dropped, late, duplicates, mismatched, interimDropped, badPresence atomic.Uint64
+
+	mu         sync.Mutex
+	started    bool
+	startedAt  time.Time
+	closed     bool
+	active     int           // Request calls running
+	idle       chan struct{} // closed once closed and active == 0
+	idleClosed bool
+}
+
+// requesterLogger returns l (or a discard logger) with a component field.
+func requesterLogger(l *logrus.Entry, component string) *logrus.Entry {
+	if l == nil {
+		lg := logrus.New()
+		lg.SetOutput(io.Discard)
+		lg.SetLevel(logrus.PanicLevel)
+		l = logrus.NewEntry(lg)
+	}
+	return l.WithField("component", component)
+}
+
+// NewRequester makes a Requester over bus. Call Start before Request.
+func NewRequester(bus Bus, opts RequesterOptions) *Requester {
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.ListTimeout <= 0 {
+		opts.ListTimeout = DefaultListTimeout
+	}
+	if opts.MaxContexts <= 0 {
+		opts.MaxContexts = DefaultMaxContexts
+	}
+	if opts.ContextTTL <= 0 {
+		opts.ContextTTL = DefaultContextTTL
+	}
+	r := &Requester{
+		bus:      bus,
+		opts:     opts,
+		log:      requesterLogger(opts.Logger, "expertagent.requester"),
+		pending:  newPendingTable(),
+		presence: newPresenceWatch(),
+		// The prefix makes IDs unguessable to other callers on the bus, the
+		// counter makes them unique within this requester.
+		idPrefix: "c-" + randomID(9) + "-",
+		idle:     make(chan struct{}),
+	}
+	r.onReply = r.handleReply
+	r.onPresence = r.handlePresence
+	r.cache = newSubCache(r, subCacheOptions{
+		maxEntries: opts.MaxContexts,
+		ttl:        opts.ContextTTL,
+		now:        opts.now,
+		logger:     requesterLogger(opts.Logger, "expertagent.subcache"),
+	})
+	return r
+}
+
+// subscribe and unsubscribe make the Requester the subscription cache's
+// subscriber: every response topic goes to the same handler.
+func (r *Requester) subscribe(ctx context.Context, topic string) error {
+	return r.bus.Subscribe(ctx, topic, r.onReply)
+}
+
+func (r *Requester) unsubscribe(ctx context.Context, topic string) error {
+	return r.bus.Unsubscribe(ctx, topic)
+}
+
+// reapInterval is how often expired contexts are looked for: often enough
+// that a context outlives its TTL by a small fraction of it.
+func reapInterval(ttl time.Duration) time.Duration {
+	return min(max(ttl/8, 10*time.Millisecond), time.Minute)
+}
+
+// Start subscribes to agent presence and starts the unsubscribe worker and
+// the TTL reaper. Those stop in Close.
+func (r *Requester) Start(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	if r.started {
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	if err := r.bus.Subscribe(ctx, PresenceFilter, r.onPresence); err != nil {
+		return fmt.Errorf("expertagent: subscribe to presence: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	r.started = true
+	r.startedAt = time.Now()
+	r.cache.start(reapInterval(r.opts.ContextTTL))
+	return nil
+}
+
+// enter registers a running Request; it fails once Close has begun.
+func (r *Requester) enter() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	if !r.started {
+		return ErrNotStarted
+	}
+	r.active++
+	return nil
+}
+
+func (r *Requester) leave() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.active--
+	if r.closed && r.active == 0 && !r.idleClosed {
+		r.idleClosed = true
+		close(r.idle)
+	}
+}
+
+func (r *Requester) nextID() string {
+	return r.idPrefix + strconv.FormatUint(r.seq.Add(1), 36)
+}
+
+// requestMessage is the JSON-RPC request the gateway sends.
+type requestMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      string          `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+// Request sends one JSON-RPC request (method, params) to the agents of
+// context c and waits for the final response: the JSON-RPC response whose
+// id is the call's correlation ID. A JSON-RPC error response is returned as
+// the message (its Error set) with a nil error: the caller decides how to
+// relay it. Messages the agent sends first for the same call go to
+// interim, in order (nil interim: dropped).
+//
+// The deadline is the earlier of ctx's and CallTimeout. When it passes, or
+// ctx is cancelled, Request sends notifications/cancelled for the call on
+// the request topic and returns an error wrapping ErrTimeout (deadline) or
+// ctx.Err() (cancellation). With presence on, it fails with ErrNoAgent when
+// no agent is online, at once or as soon as the last one goes.
+func (r *Requester) Request(ctx context.Context, c Context, caller *Caller, method string, params json.RawMessage, interim InterimFunc) (*jsonrpc.Message, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("expertagent: %w", err)
+	}
+	if method == "" {
+		return nil, errors.New("expertagent: empty method")
+	}
+	if len(params) > 0 && !json.Valid(params) {
+		return nil, fmt.Errorf("expertagent: %s: params are not valid JSON", method)
+	}
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
+	defer r.leave()
+
+	ctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+	defer cancel()
+	if err := r.waitForAgent(ctx); err != nil {
+		return nil, r.callErr(ctx, method, err)
+	}
+
+	topic := c.ResponseTopic()
+	sub, err := r.cache.acquire(ctx, topic)
+	if err != nil {
+		return nil, r.callErr(ctx, method, err)
+	}
+	defer r.cache.release(sub)
+
+	id := r.nextID()
+	p := newPendingCall(id, topic)
+	r.pending.add(p)
+	answered := false
+	defer func() { r.pending.remove(id, answered) }()
+	// Checked after add: a presence change that fails pending calls either
+	// sees this call or happened before this check.
+	if !r.opts.IgnorePresence {
+		if online, _ := r.presence.anyOnline(); !online {
+			return nil, fmt.Errorf("expertagent: %s: %w", method, ErrNoAgent)
+		}
+	}
+
+	msg, err := json.Marshal(requestMessage{JSONRPC: jsonrpc.Version, ID: id, Method: method, Params: params})
+	if err != nil {
+		return nil, fmt.Errorf("expertagent: %s: encode: %w", method, err)
+	}
+	env := Envelope{CorrelationID: id, Caller: caller, Message: msg}
+	if dl, ok := ctx.Deadline(); ok {
+		env.Deadline = unixMilli(dl)
+	}
+	payload, err := env.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("expertagent: %s: encode: %w", method, err)
+	}
+	if err := r.bus.Publish(ctx, c.RequestTopic(), payload); err != nil {
+		if ctx.Err() != nil {
+			return nil, r.callErr(ctx, method, ctx.Err())
+		}
+		return nil, fmt.Errorf("expertagent: %s: publish: %w", method, err)
+	}
+
+	for {
+		select {
+		case <-p.notify:
+			ims, final, ferr := p.take()
+			if interim != nil {
+				for _, m := range ims {
+					interim(id, m)
+				}
+			}
+			if final != nil {
+				answered = true
+				return final, nil
+			}
+			if ferr != nil {
+				return nil, fmt.Errorf("expertagent: %s: %w", method, ferr)
+			}
+		case <-ctx.Done():
+			// An answer that raced the deadline still counts.
+			if ims, final, _ := p.take(); final != nil {
+				if interim != nil {
+					for _, m := range ims {
+						interim(id, m)
+					}
+				}
+				answered = true
+				return final, nil
+			}
+			r.sendCancelled(ctx, c, id)
+			return nil, r.callErr(ctx, method, ctx.Err())
+		}
+	}
+}
+
+// callErr turns a failure into the error Request returns: a passed deadline
+// becomes ErrTimeout (still matching context.DeadlineExceeded).
+func (r *Requester) callErr(ctx context.Context, method string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("expertagent: %s: %w: %w", method, ErrTimeout, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("expertagent: %s: %w", method, err)
+}
+
+// waitForAgent returns nil when an agent is online (or presence is
+// ignored), ErrNoAgent otherwise. Just after Start it gives the retained
+// presence statuses a moment to arrive.
+func (r *Requester) waitForAgent(ctx context.Context) error {
+	if r.opts.IgnorePresence {
+		return nil
+	}
+	r.mu.Lock()
+	graceEnd := r.startedAt.Add(presenceGrace)
+	r.mu.Unlock()
+	for {
+		online, changed := r.presence.anyOnline()
+		if online {
+			return nil
+		}
+		wait := time.Until(graceEnd)
+		if wait <= 0 {
+			return ErrNoAgent
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-changed:
+			t.Stop()
+		case <-t.C:
+			return ErrNoAgent
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// cancelledParams are the params of notifications/cancelled.
+type cancelledParams struct {
+	RequestID string `json:"requestId"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+type notificationMessage struct {
+	JSONRPC string `json:"jsonrpc"`
+	Method  string `json:"method"`
+	Params  any    `json:"params,omitempty"`
+}
+
+// sendCancelled tells the agents that the call id is abandoned, so they can
+// stop working on it. ctx is the call's own, already done: the publish gets
+// a short deadline of its own.
+func (r *Requester) sendCancelled(ctx context.Context, c Context, id string) {
+	reason := "cancelled by the client"
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		reason = "deadline exceeded"
+	}
+	msg, err := json.Marshal(notificationMessage{JSONRPC: jsonrpc.Version, Method: "notifications/cancelled", Params: cancelledParams{RequestID: id, Reason: reason}})
+	if err != nil {
+		return
+	}
+	env := Envelope{CorrelationID: id, Message: msg}
+	payload, err := env.Encode()
+	if err != nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelPublishTimeout)
+	defer cancel()
+	if err := r.bus.Publish(pctx, c.RequestTopic(), payload); err != nil {
+		r.log.WithError(err).WithField("correlationId", id).Debug("could not send notifications/cancelled")
+	}
+}
+
+// ListTools asks the agents of c for their tools and returns the result
+// object of tools/list, raw. Its deadline is ListTimeout (or ctx's, if
+// earlier). A JSON-RPC error from the agent is returned as a *jsonrpc.Error.
+func (r *Requester) ListTools(ctx context.Context, c Context, caller *Caller) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.ListTimeout)
+	defer cancel()
+	m, err := r.Request(ctx, c, caller, "tools/list", nil, nil)
+	return resultOf(m, err)
+}
+
+type callToolParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// CallTool calls tool name with args (a JSON object, or nil) in context c
+// and returns the result object of tools/call, raw. A JSON-RPC error from
+// the agent is returned as a *jsonrpc.Error; a tool's own failure is a
+// result with isError true, returned as a result.
+func (r *Requester) CallTool(ctx context.Context, c Context, caller *Caller, name string, args json.RawMessage, interim InterimFunc) (json.RawMessage, error) {
+	if len(args) > 0 && !json.Valid(args) {
+		return nil, fmt.Errorf("expertagent: tools/call %s: arguments are not valid JSON", name)
+	}
+	params, err := json.Marshal(callToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return nil, fmt.Errorf("expertagent: tools/call %s: %w", name, err)
+	}
+	m, err := r.Request(ctx, c, caller, "tools/call", params, interim)
+	return resultOf(m, err)
+}
+
+func resultOf(m *jsonrpc.Message, err error) (json.RawMessage, error) {
+	if err != nil {
+		return nil, err
+	}
+	if m.Error != nil {
+		return nil, m.Error
+	}
+	return m.Result, nil
+}
+
+// Send publishes msg, tied to the open call correlationID of context c, on
+// c's request topic: the client's answers to the agent's own requests
+// (sampling, elicitation). It fails with ErrNoCall if no such call is open.
+func (r *Requester) Send(ctx context.Context, c Context, correlationID string, msg *jsonrpc.Message) error {
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("expertagent: %w", err)
+	}
+	if msg == nil {
+		return errors.New("expertagent: send: nil message")
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	p, kind := r.pending.lookup(correlationID)
+	if kind != replyPending || p.topic != c.ResponseTopic() {
+		return fmt.Errorf("expertagent: send %q: %w", correlationID, ErrNoCall)
+	}
+	raw, err := json.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("expertagent: send: encode: %w", err)
+	}
+	env := Envelope{CorrelationID: correlationID, Message: raw}
+	payload, err := env.Encode()
+	if err != nil {
+		return fmt.Errorf("expertagent: send: encode: %w", err)
+	}
+	if err := r.bus.Publish(ctx, c.RequestTopic(), payload); err != nil {
+		return fmt.Errorf("expertagent: send: %w", err)
+	}
+	return nil
+}
+
+// Agents returns what presence says of every agent instance heard of,
+// online ones first.
+func (r *Requester) Agents() []AgentStatus { return r.presence.list() }
+
+// Stats returns the counters.
+func (r *Requester) Stats() Stats {
+	cs := r.cache.snapshot()
+	return Stats{
+		Hits:              cs.hits,
+		Misses:            cs.misses,
+		Subscribes:        cs.subscribes,
+		SubscribeErrors:   cs.subErrors,
+		Unsubscribes:      cs.unsubscribes,
+		UnsubscribeErrors: cs.unsubErrs,
+		Evictions:         cs.evictions,
+		Expired:           cs.expired,
+		Contexts:          cs.live,
+		Pinned:            cs.pinned,
+		Pending:           r.pending.len(),
+		Dropped:           r.dropped.Load(),
+		Late:              r.late.Load(),
+		Duplicates:        r.duplicates.Load(),
+		Mismatched:        r.mismatched.Load(),
+		InterimDropped:    r.interimDropped.Load(),
+		BadPresence:       r.badPresence.Load(),
+	}
+}
+
+// Close fails waiting calls with ErrClosed, waits for them to return,
+// unsubscribes every context and presence, and stops the goroutines. ctx
+// bounds the wait; Close is idempotent.
+func (r *Requester) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	started := r.started
+	if r.active == 0 && !r.idleClosed {
+		r.idleClosed = true
+		close(r.idle)
+	}
+	r.mu.Unlock()
+
+	r.pending.failAll(ErrClosed)
+	var errs []error
+	select {
+	case <-r.idle:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("expertagent: close: waiting for calls: %w", ctx.Err()))
+	}
+	if err := r.cache.close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("expertagent: close: %w", err))
+	}
+	if started {
+		if err := r.bus.Unsubscribe(ctx, PresenceFilter); err != nil {
+			errs = append(errs, fmt.Errorf("expertagent: close: unsubscribe presence: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Starts a working toolbus demo on this machine: the gateway with its embedded
+# broker, and the reference expert agent connected to it. Ctrl-C stops both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DATA_DIR=${TOOLBUS_DATA_DIR:-./data}
+HTTP_ADDR=${TOOLBUS_HTTP_ADDR:-127.0.0.1:8080}
+MQTT_ADDR=${TOOLBUS_MQTT_ADDR:-127.0.0.1:1883}
+AGENT_USER=demo-agent
+
+mkdir -p "$DATA_DIR"
+# A fresh password for the demo agent on every start: the old one is not kept anywhere.
+./bin/toolbus mqtt-user remove --data-dir "$DATA_DIR" --username "$AGENT_USER" >/dev/null 2>&1 || true
+AGENT_PASSWORD=$(./bin/toolbus mqtt-user add --data-dir "$DATA_DIR" --username "$AGENT_USER" \
+  --role expert-agent --generate-password | tail -n 1)
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  wait || true
+}
+trap cleanup EXIT INT TERM
+
+./bin/toolbus serve --data-dir "$DATA_DIR" --http-addr "$HTTP_ADDR" --mqtt-addr "$MQTT_ADDR" --log-format text &
+pids+=($!)
+
+for _ in $(seq 1 100); do
+  curl -fsS "http://$HTTP_ADDR/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -fsS "http://$HTTP_ADDR/readyz" >/dev/null || { echo "toolbus did not become ready" >&2; exit 1; }
+
+./bin/expert-agent --broker-url "tcp://$MQTT_ADDR" --username "$AGENT_USER" --password "$AGENT_PASSWORD" &
+pids+=($!)
+
+cat <<MSG
+
+toolbus is running.
+  health:  curl http://$HTTP_ADDR/readyz
+  MQTT:    tcp://$MQTT_ADDR (expert agent '$AGENT_USER' connected)
+Press Ctrl-C to stop.
+MSG
+wait -n

@@ -1,0 +1,223 @@
+// Package server assembles one toolbus process: the store, the embedded MQTT
+// broker (or a link to an external one), the expert-agent requester and the
+// HTTP gateway, started in that order and shut down in reverse.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/broker"
+	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/gateway"
+)
+
+// Config is what a toolbus process needs. The zero value of each field is a
+// usable default unless the field says otherwise.
+type Config struct {
+	// HTTPAddr is the gateway's listen address; "" means 127.0.0.1:8080.
+	// Port 0 picks a free port (see Server.HTTPAddr).
+	HTTPAddr string
+	// MQTTAddr is the embedded broker's TCP listen address; "" means
+	// 127.0.0.1:1883. Port 0 picks a free port.
+	MQTTAddr string
+	// DataDir holds the store. Required.
+	DataDir string
+	// PlatformID names this process on the bus; "" means a random one per
+	// start, so each replica receives only the replies to its own requests.
+	PlatformID string
+
+	// CallTimeout bounds an expert-agent call; 0 means 30s.
+	CallTimeout time.Duration
+	// ListTimeout bounds an expert-agent tool list; 0 means 5s.
+	ListTimeout time.Duration
+	// MaxContexts bounds the subscription cache; 0 means 10000.
+	MaxContexts int
+	// ContextTTL is how long an idle context keeps its subscription; 0 means 24h.
+	ContextTTL time.Duration
+
+	// HashIterations is the PBKDF2 iteration count for new MQTT passwords; 0
+	// means acl.DefaultHashIterations.
+	HashIterations int
+
+	// Logger receives the process's logs; nil discards them.
+	Logger *logrus.Entry
+}
+
+// Server is a running toolbus process.
+type Server struct {
+	cfg       Config
+	log       *logrus.Entry
+	store     *acl.Store
+	policy    *acl.Policy
+	broker    *broker.Broker
+	requester *expertagent.Requester
+	http      *http.Server
+	httpLn    net.Listener
+	httpDone  chan error
+}
+
+// New checks cfg and fills in its defaults. It starts nothing.
+func New(cfg Config) (*Server, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("server: DataDir is required")
+	}
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = "127.0.0.1:8080"
+	}
+	if cfg.MQTTAddr == "" {
+		cfg.MQTTAddr = "127.0.0.1:1883"
+	}
+	if cfg.PlatformID == "" {
+		cfg.PlatformID = "gw-" + randomHex(6)
+	}
+	if err := acl.ValidateLevel(cfg.PlatformID); err != nil {
+		return nil, fmt.Errorf("server: platform id: %w", err)
+	}
+	if cfg.Logger == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		cfg.Logger = logrus.NewEntry(l)
+	}
+	return &Server{cfg: cfg, log: cfg.Logger.WithField("component", "server")}, nil
+}
+
+// Start opens the store, starts the broker, the requester and the HTTP
+// listener. When it returns nil every listener is bound. On error, whatever
+// was started is stopped again.
+func (s *Server) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = s.Shutdown(closeCtx)
+		}
+	}()
+	s.store, err = acl.Open(ctx, s.cfg.DataDir, acl.StoreOptions{
+		HashIterations: s.cfg.HashIterations,
+		Logger:         s.cfg.Logger.WithField("component", "store"),
+	})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	rules, err := s.store.ListRules(ctx)
+	if err != nil {
+		return fmt.Errorf("load rules: %w", err)
+	}
+	s.policy = acl.NewPolicy(rules)
+
+	s.broker, err = broker.New(broker.Options{
+		Addr:          s.cfg.MQTTAddr,
+		Authenticator: s.store,
+		Authorizer:    s.policy,
+		Logger:        s.cfg.Logger.WithField("component", "broker"),
+	})
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	if err := s.broker.Start(ctx); err != nil {
+		return fmt.Errorf("start broker: %w", err)
+	}
+
+	s.requester = expertagent.NewRequester(s.broker.Bus(), expertagent.RequesterOptions{
+		CallTimeout: s.cfg.CallTimeout,
+		ListTimeout: s.cfg.ListTimeout,
+		MaxContexts: s.cfg.MaxContexts,
+		ContextTTL:  s.cfg.ContextTTL,
+		Logger:      s.cfg.Logger.WithField("component", "requester"),
+	})
+	if err := s.requester.Start(ctx); err != nil {
+		return fmt.Errorf("start requester: %w", err)
+	}
+
+	gw := gateway.New(gateway.Options{
+		Ready:  s.broker.Ready,
+		Logger: s.cfg.Logger.WithField("component", "gateway"),
+	})
+	s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("http listen: %w", err)
+	}
+	s.http = &http.Server{
+		Handler:           gw,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	s.httpDone = make(chan error, 1)
+	go func() { s.httpDone <- s.http.Serve(s.httpLn) }()
+	s.log.WithFields(logrus.Fields{
+		"http": s.httpLn.Addr().String(), "mqtt": addrString(s.broker.Addr()), "platformId": s.cfg.PlatformID,
+	}).Info("toolbus started")
+	return nil
+}
+
+// HTTPAddr is the bound HTTP address, once started.
+func (s *Server) HTTPAddr() net.Addr { return s.httpLn.Addr() }
+
+// MQTTAddr is the bound address of the embedded broker's TCP listener, once started.
+func (s *Server) MQTTAddr() net.Addr { return s.broker.Addr() }
+
+// PlatformID is this process's name on the bus.
+func (s *Server) PlatformID() string { return s.cfg.PlatformID }
+
+// Store is the process's store.
+func (s *Server) Store() *acl.Store { return s.store }
+
+// Requester is the process's expert-agent requester.
+func (s *Server) Requester() *expertagent.Requester { return s.requester }
+
+// Broker is the embedded broker.
+func (s *Server) Broker() *broker.Broker { return s.broker }
+
+// Shutdown stops accepting HTTP requests and waits for those in flight (until
+// ctx ends), then fails or finishes expert-agent calls, unsubscribes, closes
+// the broker and the store. It is safe to call on a partly started Server.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var errs []error
+	if s.http != nil {
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			_ = s.http.Close()
+		}
+		if err := <-s.httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("http serve: %w", err))
+		}
+		s.http = nil
+	}
+	if s.requester != nil {
+		if err := s.requester.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("requester: %w", err))
+		}
+		s.requester = nil
+	}
+	if s.broker != nil {
+		if err := s.broker.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("broker: %w", err))
+		}
+		s.broker = nil
+	}
+	if s.store != nil {
+		if err := s.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("store: %w", err))
+		}
+		s.store = nil
+	}
+	return errors.Join(errs...)
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
