@@ -3,8 +3,8 @@ package acl
 import "errors"
 
 var (
-	// ErrNotFound is returned when the identity or rule named in a call does
-	// not exist.
+	// ErrNotFound is returned when the identity, rule or token named in a
+	// call does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrExists is returned when an identity with the same username, or a
 	// rule with the same username, access and filter, is already stored.
@@ -26,4 +26,32 @@ var (
 	// access, a malformed MQTT filter, a filter that starts with '$', or one
 	// that could reach the reserved ff/v1/mcp/ tree.
 	ErrInvalidRule = errors.New("invalid rule")
+	// ErrInvalidTokenSpec is returned by CreateToken when the TokenSpec
+	// cannot be stored: a user that is not a valid level, a bad or empty
+	// scope list, a bad entity, a negative TTL or an unprintable name.
+	ErrInvalidTokenSpec = errors.New("invalid token spec")
+	// ErrInvalidScope is returned by ValidateScope for a string that cannot
+	// be a scope.
+	ErrInvalidScope = errors.New("invalid scope")
+
+	// ErrUnauthenticated is wrapped by every refusal of AuthenticateToken, so
+	// that a caller maps them all to 401 with one errors.Is.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrTokenInvalid is returned by AuthenticateToken for a secret that is
+	// malformed, unknown, or wrong for its token ID. It wraps
+	// ErrUnauthenticated.
+	ErrTokenInvalid error = &authError{"invalid token"}
+	// ErrTokenExpired is returned by AuthenticateToken for a token past its
+	// expiry. It wraps ErrUnauthenticated.
+	ErrTokenExpired error = &authError{"token expired"}
+	// ErrTokenRevoked is returned by AuthenticateToken for a revoked token.
+	// It wraps ErrUnauthenticated.
+	ErrTokenRevoked error = &authError{"token revoked"}
 )
+
+// authError is a refusal of a credential: its own message, and
+// ErrUnauthenticated for errors.Is.
+type authError struct{ msg string }
+
+func (e *authError) Error() string { return e.msg }
+func (e *authError) Unwrap() error { return ErrUnauthenticated }

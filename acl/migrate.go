@@ -22,9 +22,6 @@ type migration struct {
 // migrations is the schema, oldest first. Versions are 1, 2, 3... without
 // gaps. The DDL is SQLite's; on PostgreSQL "INTEGER PRIMARY KEY
 // AUTOINCREMENT" becomes "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY".
-//
-// The personal access tokens table (tokens) comes as a later step appended
-// here; nothing in version 1 claims that name.
 var migrations = []migration{
 	{
 		version: 1,
@@ -47,6 +44,29 @@ var migrations = []migration{
 	created_ms BIGINT NOT NULL,
 	UNIQUE (username, access, filter)
 )`,
+		},
+	},
+	{
+		version: 2,
+		name:    "personal access tokens",
+		stmts: []string{
+			// id is the token's visible prefix; secret_hash the hex SHA-256 of
+			// the whole secret (the secret itself is never stored). Lookups go
+			// by id, then the hash is compared in constant time.
+			`CREATE TABLE tokens (
+	id           TEXT PRIMARY KEY,
+	user_id      TEXT NOT NULL,
+	secret_hash  TEXT NOT NULL,
+	scopes       TEXT NOT NULL,
+	read_only    INTEGER NOT NULL DEFAULT 0,
+	entities     TEXT NOT NULL DEFAULT '',
+	name         TEXT NOT NULL DEFAULT '',
+	created_ms   BIGINT NOT NULL,
+	expires_ms   BIGINT NOT NULL DEFAULT 0,
+	last_used_ms BIGINT NOT NULL DEFAULT 0,
+	revoked_ms   BIGINT NOT NULL DEFAULT 0
+)`,
+			`CREATE INDEX tokens_user_id ON tokens (user_id)`,
 		},
 	},
 }

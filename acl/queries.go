@@ -30,6 +30,22 @@ RETURNING id`
 	qDeleteRule        = `DELETE FROM rules WHERE id = $1`
 	qDeleteRulesOfUser = `DELETE FROM rules WHERE username = $1`
 
+	// Tokens: scopes and entities are space-separated lists ("type/id"
+	// entities); times are unix ms with 0 for "not set".
+	qInsertToken = `INSERT INTO tokens (id, user_id, secret_hash, scopes, read_only, entities, name, created_ms, expires_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (id) DO NOTHING`
+	qTokenColumns     = `id, user_id, secret_hash, scopes, read_only, entities, name, created_ms, expires_ms, last_used_ms, revoked_ms`
+	qSelectToken      = `SELECT ` + qTokenColumns + ` FROM tokens WHERE id = $1`
+	qListTokens       = `SELECT ` + qTokenColumns + ` FROM tokens ORDER BY created_ms, id`
+	qListTokensOfUser = `SELECT ` + qTokenColumns + ` FROM tokens WHERE user_id = $1 ORDER BY created_ms, id`
+	// Revoking twice keeps the first time; RETURNING tells the caller which.
+	qRevokeToken = `UPDATE tokens SET revoked_ms = CASE WHEN revoked_ms = 0 THEN $2 ELSE revoked_ms END
+WHERE id = $1
+RETURNING revoked_ms`
+	// Never moves LastUsed back (another process may have written a newer one).
+	qTouchToken = `UPDATE tokens SET last_used_ms = $2 WHERE id = $1 AND last_used_ms < $2`
+
 	qCreateMigrations = `CREATE TABLE IF NOT EXISTS schema_migrations (
 	version    INTEGER PRIMARY KEY,
 	name       TEXT NOT NULL,

@@ -34,6 +34,12 @@ type StoreOptions struct {
 	// BusyTimeout is how long a statement waits for another connection's
 	// write lock before failing. 0 means 5s.
 	BusyTimeout time.Duration
+	// TokenCacheTTL is how long AuthenticateToken trusts a token it has read
+	// from the database, and so how late a revocation by another process
+	// (the CLI on the same data directory) takes effect. 0 means
+	// DefaultTokenCacheTTL (2s); negative disables the cache (every request
+	// reads the database).
+	TokenCacheTTL time.Duration
 	// Logger receives the store's logs; nil discards them.
 	Logger *logrus.Entry
 }
@@ -56,6 +62,8 @@ type Store struct {
 	authMu    sync.Mutex
 	authCache *simplelru.LRU[string, authEntry] // nil when disabled
 	authKey   []byte                            // per-process HMAC key of cached passwords
+
+	tokens tokenAuth // personal access tokens: row cache and LastUsed writer
 }
 
 // Open opens (creating if needed) the store in dataDir/toolbus.db and brings
@@ -132,6 +140,7 @@ func Open(ctx context.Context, dataDir string, opts StoreOptions) (*Store, error
 			return nil, fmt.Errorf("acl: auth cache key: %w", err)
 		}
 	}
+	s.startTokens(opts.TokenCacheTTL)
 	return s, nil
 }
 
@@ -159,8 +168,10 @@ func newDummyHash(iterations int) (string, error) {
 	return encodeHash(iterations, b[:saltLen], b[saltLen:]), nil
 }
 
-// Close closes the database.
+// Close writes the last token uses, stops the store's goroutine and closes
+// the database.
 func (s *Store) Close() error {
+	s.stopTokens()
 	return s.db.Close()
 }
 

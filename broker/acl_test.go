@@ -180,17 +180,17 @@ func TestOperatorRules(t *testing.T) {
 	}
 
 	other := acl.Rule{ID: 2, Username: "", Access: acl.AccessRead, Filter: "other/#"}
-	e.policy.SetRules([]acl.Rule{{ID: 1, Username: "device", Access: acl.AccessReadWrite, Filter: "sensors/#"}, other})
+	e.Policy.SetRules([]acl.Rule{{ID: 1, Username: "device", Access: acl.AccessReadWrite, Filter: "sensors/#"}, other})
 	if codes := subscribe(t, c, "sensors/#", "sensors/+/t", "other/x"); codes[0] != 1 || codes[1] != 1 || codes[2] != 1 {
 		t.Fatalf("subscribe under the rules: codes %#x, want granted", codes)
 	}
 	mustPublish(t, c, "sensors/a/t", 1, false, "21.5")
 	in.expectNext(t, "sensors/a/t", "21.5")
 
-	e.policy.SetRules([]acl.Rule{other})
+	e.Policy.SetRules([]acl.Rule{other})
 	// Inline publishes are routed before Publish returns: the order is
 	// exact.
-	bus := e.broker.Bus()
+	bus := e.Broker.Bus()
 	ctx := testContext(t)
 	if err := bus.Publish(ctx, "sensors/b/t", []byte("not delivered")); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ func TestLoginRefused(t *testing.T) {
 	e := newEnv(t)
 	agentPW := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
 	offPW := e.addIdentity(t, "off", acl.RoleExpertAgent)
-	if err := e.store.SetDisabled(testContext(t), "off", true); err != nil {
+	if err := e.Store.SetDisabled(testContext(t), "off", true); err != nil {
 		t.Fatal(err)
 	}
 
@@ -41,7 +41,7 @@ func TestLoginRefused(t *testing.T) {
 			}
 		})
 	}
-	if n := e.broker.ClientCount(); n != 0 {
+	if n := e.Broker.ClientCount(); n != 0 {
 		t.Errorf("ClientCount = %d after refused logins, want 0", n)
 	}
 }
@@ -52,7 +52,7 @@ func TestLoginAccepted(t *testing.T) {
 	e.mustConnect(t, "agent1-a", "agent1", pw, nil)
 	// The second login of the same identity takes the store's cache path.
 	e.mustConnect(t, "agent1-b", "agent1", pw, nil)
-	eventually(t, "two clients counted", func() bool { return e.broker.ClientCount() == 2 })
+	eventually(t, "two clients counted", func() bool { return e.Broker.ClientCount() == 2 })
 }
 
 // A client ID names a session: only the identity holding it may take it over.

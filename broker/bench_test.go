@@ -62,7 +62,7 @@ func benchTopics() (req, res string) {
 
 func benchInline(b *testing.B, qos byte) {
 	e, _ := benchEnv(b, qos)
-	bus := e.broker.Bus()
+	bus := e.Broker.Bus()
 	ctx := testContext(b)
 	payload := []byte(`{"v":1,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}}`)
 

@@ -3,20 +3,16 @@ package broker_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
-	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/sirupsen/logrus"
 	"go.uber.org/goleak"
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
+	"github.com/toolbus/toolbus/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -35,111 +31,32 @@ const (
 
 func presence(clientID string) string { return "ff/v1/mcp/agents/" + clientID + "/status" }
 
-// testIterations keeps the KDF cheap: the tests are about the broker.
-const testIterations = 1000
-
 // waitFor bounds every single wait of a test.
 const waitFor = 10 * time.Second
 
+// testEnv is a running broker (testenv.Env: Store, Policy, Broker, URL)
+// whose store starts empty: each test adds the identities it needs.
 type testEnv struct {
-	store  *acl.Store
-	policy *acl.Policy
-	broker *broker.Broker
-	url    string // tcp://127.0.0.1:port
+	*testenv.Env
 }
 
 // newEnv starts a broker on 127.0.0.1:0 over a fresh store in t.TempDir(),
 // closed by t.Cleanup (before the store, after the clients).
 func newEnv(t testing.TB, mods ...func(*broker.Options)) *testEnv {
 	t.Helper()
-	ctx := testContext(t)
-	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{HashIterations: testIterations, Logger: testLogger(t, "store")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := store.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	e := &testEnv{store: store, policy: acl.NewPolicy(nil)}
-	opts := broker.Options{
-		Addr:          "127.0.0.1:0",
-		Authenticator: store,
-		Authorizer:    e.policy,
-		Logger:        testLogger(t, "broker"),
-	}
-	for _, m := range mods {
-		m(&opts)
-	}
-	e.broker, err = broker.New(opts)
-	if err != nil {
-		t.Fatalf("new broker: %v", err)
-	}
-	if err := e.broker.Start(ctx); err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := e.broker.Close(); err != nil {
-			t.Errorf("close broker: %v", err)
-		}
-	})
-	if a := e.broker.Addr(); a != nil {
-		e.url = "tcp://" + a.String()
-	}
-	return e
+	return &testEnv{testenv.StartBroker(t, testenv.WithoutIdentities(), testenv.WithOptions(mods...))}
 }
 
 func testContext(t testing.TB) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// testLogger logs to t.Log while the test runs (visible with -v or on
-// failure) and drops whatever a straggling goroutine logs after it.
-func testLogger(t testing.TB, component string) *logrus.Entry {
-	t.Helper()
-	if _, bench := t.(*testing.B); bench {
-		l := logrus.New()
-		l.SetOutput(io.Discard)
-		return l.WithField("component", component)
-	}
-	w := &testWriter{t: t}
-	t.Cleanup(w.stop)
-	l := logrus.New()
-	l.SetOutput(w)
-	l.SetLevel(logrus.DebugLevel)
-	return l.WithField("component", component)
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
+	return testenv.Context(t, 30*time.Second)
 }
 
 // addIdentity stores an identity and returns its password.
 func (e *testEnv) addIdentity(t testing.TB, username string, role acl.Role) string {
 	t.Helper()
 	password := "pw-" + username
-	if _, err := e.store.AddIdentity(testContext(t), username, role, []byte(password)); err != nil {
+	if _, err := e.Store.AddIdentity(testContext(t), username, role, []byte(password)); err != nil {
 		t.Fatalf("add identity %s: %v", username, err)
 	}
 	return password
@@ -204,7 +121,7 @@ func withBroker(url string) clientOption {
 func (e *testEnv) connect(t testing.TB, clientID, username, password string, in inbox, opts ...clientOption) (paho.Client, error) {
 	t.Helper()
 	o := paho.NewClientOptions().
-		AddBroker(e.url).
+		AddBroker(e.URL).
 		SetClientID(clientID).
 		SetUsername(username).
 		SetPassword(password).
@@ -298,42 +215,14 @@ func mustPublish(t testing.TB, c paho.Client, topic string, qos byte, retained b
 // without a DISCONNECT, as a crash or a network failure would, and the
 // function that cuts it.
 func killable() (clientOption, func()) {
-	var (
-		mu   sync.Mutex
-		conn net.Conn
-	)
-	opt := func(o *paho.ClientOptions) {
-		o.SetCustomOpenConnectionFn(func(u *url.URL, _ paho.ClientOptions) (net.Conn, error) {
-			c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
-			if err != nil {
-				return nil, err
-			}
-			mu.Lock()
-			conn = c
-			mu.Unlock()
-			return c, nil
-		})
-	}
-	kill := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if conn != nil {
-			_ = conn.Close()
-		}
-	}
-	return opt, kill
+	open, kill := testenv.KillableConn()
+	return func(o *paho.ClientOptions) { o.SetCustomOpenConnectionFn(open) }, kill
 }
 
 // eventually polls cond until it holds or waitFor passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, waitFor)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Poll(t, waitFor, what, cond)
 }
 
 // responder answers every request on the matching response topic with

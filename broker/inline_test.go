@@ -43,7 +43,7 @@ func TestInlineBusRoundTrip(t *testing.T) {
 	startResponder(t, agent, sharedRequests, 1)
 	mustPublish(t, agent, presence("agent1-a"), 1, true, "online")
 
-	bus := e.broker.Bus()
+	bus := e.Broker.Bus()
 	ctx := testContext(t)
 
 	// Retained presence is delivered before Subscribe returns.
@@ -64,7 +64,7 @@ func TestInlineBusRoundTrip(t *testing.T) {
 	if err := bus.Subscribe(ctx, ctxRes, chanHandler(res)); err != nil {
 		t.Fatal(err)
 	}
-	if !e.broker.InlineSubscribed(ctxRes) {
+	if !e.Broker.InlineSubscribed(ctxRes) {
 		t.Fatal("InlineSubscribed = false after Subscribe")
 	}
 	payload := []byte("ping")
@@ -94,7 +94,7 @@ func TestInlineBusRoundTrip(t *testing.T) {
 	if err := bus.Unsubscribe(ctx, ctxRes); err != nil {
 		t.Fatal(err)
 	}
-	if e.broker.InlineSubscribed(ctxRes) {
+	if e.Broker.InlineSubscribed(ctxRes) {
 		t.Fatal("InlineSubscribed = true after Unsubscribe")
 	}
 	if err := bus.Unsubscribe(ctx, ctxRes); err != nil {
@@ -115,7 +115,7 @@ func TestInlineBusRoundTrip(t *testing.T) {
 
 func TestInlineBusErrors(t *testing.T) {
 	e := newEnv(t)
-	bus := e.broker.Bus()
+	bus := e.Broker.Bus()
 	ctx := testContext(t)
 	h := func(string, []byte) {}
 

@@ -139,22 +139,22 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	mustSubscribe(t, gw, ctxRes)
 	ctx := testContext(t)
 	res := make(chan inlineMsg, 1)
-	if err := e.broker.Bus().Subscribe(ctx, ctxRes, chanHandler(res)); err != nil {
+	if err := e.Broker.Bus().Subscribe(ctx, ctxRes, chanHandler(res)); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.broker.Bus().Publish(ctx, ctxReq, []byte("x")); err != nil {
+	if err := e.Broker.Bus().Publish(ctx, ctxReq, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	nextInline(t, res)
 
 	// A connection that never logs in must not hold Close up.
-	silent, err := net.Dial("tcp", e.broker.Addr().String())
+	silent, err := net.Dial("tcp", e.Broker.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer silent.Close()
 
-	if err := e.broker.Close(); err != nil {
+	if err := e.Broker.Close(); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -164,7 +164,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 			t.Fatal("a client was not disconnected by Close")
 		}
 	}
-	if n := e.broker.ClientCount(); n != 0 {
+	if n := e.Broker.ClientCount(); n != 0 {
 		t.Errorf("ClientCount after Close = %d", n)
 	}
 }

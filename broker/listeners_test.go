@@ -58,8 +58,8 @@ func TestTLSAndWebSocketListeners(t *testing.T) {
 		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		o.WSAddr = "127.0.0.1:0"
 	})
-	if e.broker.TLSAddr() == nil || e.broker.WSAddr() == nil {
-		t.Fatalf("TLSAddr %v WSAddr %v after Start", e.broker.TLSAddr(), e.broker.WSAddr())
+	if e.Broker.TLSAddr() == nil || e.Broker.WSAddr() == nil {
+		t.Fatalf("TLSAddr %v WSAddr %v after Start", e.Broker.TLSAddr(), e.Broker.WSAddr())
 	}
 	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
 
@@ -68,10 +68,10 @@ func TestTLSAndWebSocketListeners(t *testing.T) {
 		url  string
 		opt  clientOption
 	}{
-		{"tls", "ssl://" + e.broker.TLSAddr().String(), func(o *paho.ClientOptions) {
+		{"tls", "ssl://" + e.Broker.TLSAddr().String(), func(o *paho.ClientOptions) {
 			o.SetTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 		}},
-		{"websocket", "ws://" + e.broker.WSAddr().String() + "/mqtt", func(*paho.ClientOptions) {}},
+		{"websocket", "ws://" + e.Broker.WSAddr().String() + "/mqtt", func(*paho.ClientOptions) {}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			agent := e.mustConnect(t, "agent1-"+tc.name, "agent1", pwa, nil, withBroker(tc.url), tc.opt)
@@ -79,7 +79,7 @@ func TestTLSAndWebSocketListeners(t *testing.T) {
 			res := make(chan inlineMsg, 4)
 			ctx := testContext(t)
 			topic := "ff/v1/mcp/plat1/user1/" + tc.name + "/_/_/"
-			if err := e.broker.Bus().Subscribe(ctx, topic+"res", chanHandler(res)); err != nil {
+			if err := e.Broker.Bus().Subscribe(ctx, topic+"res", chanHandler(res)); err != nil {
 				t.Fatal(err)
 			}
 			// A large payload spans several WebSocket frames and TLS records.
@@ -87,7 +87,7 @@ func TestTLSAndWebSocketListeners(t *testing.T) {
 			for i := range big {
 				big[i] = 'a' + byte(i%26)
 			}
-			if err := e.broker.Bus().Publish(ctx, topic+"req", big); err != nil {
+			if err := e.Broker.Bus().Publish(ctx, topic+"req", big); err != nil {
 				t.Fatal(err)
 			}
 			if m := nextInline(t, res); m.payload != "re:"+string(big) {
@@ -100,7 +100,7 @@ func TestTLSAndWebSocketListeners(t *testing.T) {
 // A connection that never sends CONNECT is closed after ConnectTimeout.
 func TestConnectTimeout(t *testing.T) {
 	e := newEnv(t, func(o *broker.Options) { o.ConnectTimeout = 200 * time.Millisecond })
-	c, err := net.DialTimeout("tcp", e.broker.Addr().String(), waitFor)
+	c, err := net.DialTimeout("tcp", e.Broker.Addr().String(), waitFor)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,13 +131,13 @@ func TestMaxClients(t *testing.T) {
 
 	// One connection is logged in; 64 more may wait for their login.
 	for range 64 {
-		c, err := net.DialTimeout("tcp", e.broker.Addr().String(), waitFor)
+		c, err := net.DialTimeout("tcp", e.Broker.Addr().String(), waitFor)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = c.Close() })
 	}
-	over, err := net.DialTimeout("tcp", e.broker.Addr().String(), waitFor)
+	over, err := net.DialTimeout("tcp", e.Broker.Addr().String(), waitFor)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,20 +16,20 @@ func TestMQTT5Client(t *testing.T) {
 	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
 
 	t.Run("bad password", func(t *testing.T) {
-		c := dialRaw(t, e.broker.Addr().String())
+		c := dialRaw(t, e.Broker.Addr().String())
 		if ack := c.connect("agent1-x", "agent1", "wrong", 30); ack.ReasonCode != packets.ErrBadUsernameOrPassword.Code {
 			t.Fatalf("CONNACK reason %#x, want %#x", ack.ReasonCode, packets.ErrBadUsernameOrPassword.Code)
 		}
 	})
 
 	t.Run("anonymous", func(t *testing.T) {
-		c := dialRaw(t, e.broker.Addr().String())
+		c := dialRaw(t, e.Broker.Addr().String())
 		if ack := c.connect("anon", "", "", 30); ack.ReasonCode != packets.ErrBadUsernameOrPassword.Code {
 			t.Fatalf("CONNACK reason %#x, want %#x", ack.ReasonCode, packets.ErrBadUsernameOrPassword.Code)
 		}
 	})
 
-	c := dialRaw(t, e.broker.Addr().String())
+	c := dialRaw(t, e.Broker.Addr().String())
 	ack := c.connect("agent1-a", "agent1", pwa, 0)
 	if ack.ReasonCode != 0 {
 		t.Fatalf("CONNACK reason %#x", ack.ReasonCode)

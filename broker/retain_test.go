@@ -45,7 +45,7 @@ func TestRetainedContextTopicsRejected(t *testing.T) {
 
 	t.Run("inline subscriber", func(t *testing.T) {
 		got := make(chan string, 4)
-		if err := e.broker.Bus().Subscribe(testContext(t), ctxRes, func(topic string, payload []byte) { got <- string(payload) }); err != nil {
+		if err := e.Broker.Bus().Subscribe(testContext(t), ctxRes, func(topic string, payload []byte) { got <- string(payload) }); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -65,7 +65,7 @@ func TestRetainedContextTopicsRejected(t *testing.T) {
 	})
 
 	t.Run("mqtt5 refusal code", func(t *testing.T) {
-		c := dialRaw(t, e.broker.Addr().String())
+		c := dialRaw(t, e.Broker.Addr().String())
 		if ack := c.connect("gw-v5", "gw", pwp, 30); ack.ReasonCode != 0 {
 			t.Fatalf("CONNACK reason %#x", ack.ReasonCode)
 		}

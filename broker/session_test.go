@@ -20,7 +20,7 @@ func TestPersistentSessionQueued(t *testing.T) {
 	agent := e.mustConnect(t, "agent1-p", "agent1", pwa, nil, persistent)
 	mustSubscribe(t, agent, requestFilter)
 	agent.Disconnect(50)
-	eventually(t, "agent disconnected", func() bool { return e.broker.ClientCount() == 0 })
+	eventually(t, "agent disconnected", func() bool { return e.Broker.ClientCount() == 0 })
 
 	gw := e.mustConnect(t, "gw-1", "gw", pwp, nil)
 	mustPublish(t, gw, ctxReq, 1, false, "while you were away")

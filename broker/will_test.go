@@ -43,7 +43,7 @@ func TestWillRefused(t *testing.T) {
 	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
 	pwp := e.addIdentity(t, "gw", acl.RolePlatform)
 	pwc := e.addIdentity(t, "device", acl.RoleClient)
-	e.policy.SetRules([]acl.Rule{{ID: 1, Username: "device", Access: acl.AccessWrite, Filter: "devices/device/#"}})
+	e.Policy.SetRules([]acl.Rule{{ID: 1, Username: "device", Access: acl.AccessWrite, Filter: "devices/device/#"}})
 
 	for _, tc := range []struct {
 		name, clientID, username, password, will string

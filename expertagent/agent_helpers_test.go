@@ -5,17 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
-
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
@@ -25,142 +21,37 @@ import (
 // agWait bounds every single wait of these tests.
 const agWait = 10 * time.Second
 
-// agHashIterations keeps the KDF cheap: these tests are about the agent.
-const agHashIterations = 1000
-
 // agEnv is a running embedded broker with a real ACL store, and the
 // credentials of one expert agent and one platform identity.
 type agEnv struct {
-	store     *acl.Store
-	opts      broker.Options
-	broker    *broker.Broker
-	url       string
-	agentUser string
-	agentPass string
-	platUser  string
-	platPass  string
+	*testenv.Env
 }
 
 func agContext(t testing.TB) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// agLogger logs to t.Log while the test runs and drops what stragglers log after it.
-func agLogger(t testing.TB, component string) *logrus.Entry {
-	t.Helper()
-	w := &agLogWriter{t: t}
-	t.Cleanup(w.stop)
-	l := logrus.New()
-	l.SetOutput(w)
-	l.SetLevel(logrus.DebugLevel)
-	return l.WithField("component", component)
-}
-
-type agLogWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *agLogWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *agLogWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
+	return testenv.Context(t, 30*time.Second)
 }
 
 // agStartBroker starts the broker on 127.0.0.1:0 over a fresh store, both
-// closed by t.Cleanup after everything registered later.
+// closed by t.Cleanup after everything registered later. The inline bus
+// publishes at QoS 1; Restart (closes the broker and starts a fresh one on
+// the same address) makes every client reconnect.
 func agStartBroker(t testing.TB) *agEnv {
 	t.Helper()
-	ctx := agContext(t)
-	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{HashIterations: agHashIterations, Logger: agLogger(t, "store")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := store.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	e := &agEnv{store: store, agentUser: "agent1", agentPass: "pw-agent1", platUser: "plat1", platPass: "pw-plat1"}
-	if _, err := store.AddIdentity(ctx, e.agentUser, acl.RoleExpertAgent, []byte(e.agentPass)); err != nil {
-		t.Fatalf("add agent identity: %v", err)
-	}
-	if _, err := store.AddIdentity(ctx, e.platUser, acl.RolePlatform, []byte(e.platPass)); err != nil {
-		t.Fatalf("add platform identity: %v", err)
-	}
-	e.opts = broker.Options{
-		Addr: "127.0.0.1:0", Authenticator: store, Authorizer: acl.NewPolicy(nil),
-		InlineQoS: 1, Logger: agLogger(t, "broker"),
-	}
-	if err := e.startBroker(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.broker.Close(); err != nil {
-			t.Errorf("close broker: %v", err)
-		}
-	})
-	e.url = "tcp://" + e.broker.Addr().String()
-	e.opts.Addr = e.broker.Addr().String() // a restart listens where the agents reconnect
-	return e
-}
-
-func (e *agEnv) startBroker(ctx context.Context) error {
-	b, err := broker.New(e.opts)
-	if err != nil {
-		return fmt.Errorf("new broker: %w", err)
-	}
-	if err := b.Start(ctx); err != nil {
-		_ = b.Close()
-		return fmt.Errorf("start broker: %w", err)
-	}
-	if err := b.Ready(ctx); err != nil {
-		_ = b.Close()
-		return fmt.Errorf("broker ready: %w", err)
-	}
-	e.broker = b
-	return nil
-}
-
-// restartBroker closes the broker and starts a fresh one (no sessions, no
-// retained messages) on the same address: every client loses its
-// connection and must reconnect and subscribe again.
-func (e *agEnv) restartBroker(t testing.TB) {
-	t.Helper()
-	if err := e.broker.Close(); err != nil {
-		t.Fatalf("close broker: %v", err)
-	}
-	var err error
-	agPoll(t, "the broker to listen again on "+e.opts.Addr, func() bool {
-		err = e.startBroker(agContext(t))
-		return err == nil
-	})
+	return &agEnv{testenv.StartBroker(t, testenv.WithReadyCheck(), testenv.WithOptions(func(o *broker.Options) { o.InlineQoS = 1 }))}
 }
 
 // agentOptions fills in the broker and the agent identity.
 func (e *agEnv) agentOptions(t testing.TB, o expertagent.AgentOptions) expertagent.AgentOptions {
 	t.Helper()
 	if o.BrokerURL == "" {
-		o.BrokerURL = e.url
+		o.BrokerURL = e.URL
 	}
 	if o.Username == "" {
-		o.Username, o.Password = e.agentUser, e.agentPass
+		o.Username, o.Password = e.AgentUser, e.AgentPassword
 	}
 	if o.Logger == nil {
-		o.Logger = agLogger(t, "agent")
+		o.Logger = testenv.Logger(t, "agent")
 	}
 	return o
 }
@@ -248,7 +139,7 @@ func (e *agEnv) newCaller(t testing.TB) *agCaller {
 		PlatformID: "plat", UserID: "user1",
 		SessionID: fmt.Sprintf("sess%d", agContextSeq.Add(1)), EntityType: expertagent.NoEntity, EntityID: expertagent.NoEntity,
 	}}
-	bus := e.broker.Bus()
+	bus := e.Broker.Bus()
 	topic := c.ctx.ResponseTopic()
 	if err := bus.Subscribe(agContext(t), topic, func(_ string, payload []byte) {
 		r := agReply{raw: string(payload)}
@@ -322,7 +213,7 @@ func (c *agCaller) sendAs(t testing.TB, corrID, method string, params any, o agS
 
 func (c *agCaller) publishRaw(t testing.TB, topic string, payload []byte) {
 	t.Helper()
-	if err := c.env.broker.Bus().Publish(agContext(t), topic, payload); err != nil {
+	if err := c.env.Broker.Bus().Publish(agContext(t), topic, payload); err != nil {
 		t.Fatalf("publish %s: %v", topic, err)
 	}
 }
@@ -392,13 +283,7 @@ func agDecodeResult(t testing.TB, raw json.RawMessage) agToolResult {
 // agPoll waits until cond holds, failing after agWait.
 func agPoll(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(agWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Poll(t, agWait, what, cond)
 }
 
 // agCallParams builds tools/call params.

@@ -521,7 +521,7 @@ func TestAgentOverTCPWithPlatformClient(t *testing.T) {
 	a := e.startAgent(t, expertagent.AgentOptions{Name: "tcp"}, agEchoTool())
 
 	replies := make(chan paho.Message, 16)
-	o := paho.NewClientOptions().AddBroker(e.url).SetClientID("plat1-gw").SetUsername(e.platUser).SetPassword(e.platPass).
+	o := paho.NewClientOptions().AddBroker(e.URL).SetClientID("plat1-gw").SetUsername(e.PlatformUser).SetPassword(e.PlatformPassword).
 		SetAutoReconnect(false).SetConnectTimeout(agWait).
 		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) { replies <- m })
 	cl := paho.NewClient(o)
@@ -566,7 +566,7 @@ func TestAgentRunStopsCleanlyAndGoesOffline(t *testing.T) {
 	ignore := goleak.IgnoreCurrent() // the broker's goroutines: it outlives this check
 	presence := make(chan expertagent.Presence, 16)
 	const clientID = "stopper-1"
-	if err := e.broker.Bus().Subscribe(agContext(t), expertagent.PresenceTopic(clientID), func(_ string, b []byte) {
+	if err := e.Broker.Bus().Subscribe(agContext(t), expertagent.PresenceTopic(clientID), func(_ string, b []byte) {
 		var p expertagent.Presence
 		if json.Unmarshal(b, &p) == nil {
 			presence <- p
@@ -604,7 +604,7 @@ func TestAgentRunStopsCleanlyAndGoesOffline(t *testing.T) {
 	}
 	// The offline status stays retained for gateways that come later.
 	late := make(chan expertagent.Presence, 1)
-	if err := e.broker.Bus().Subscribe(agContext(t), expertagent.PresenceFilter, func(_ string, b []byte) {
+	if err := e.Broker.Bus().Subscribe(agContext(t), expertagent.PresenceFilter, func(_ string, b []byte) {
 		var p expertagent.Presence
 		if json.Unmarshal(b, &p) == nil {
 			late <- p
@@ -652,9 +652,9 @@ func TestAgentResubscribesAfterReconnect(t *testing.T) {
 
 	// A fresh broker knows neither the agent's subscription nor its presence:
 	// both must come back through the agent's reconnect.
-	e.restartBroker(t)
+	e.Restart(t)
 	online := make(chan expertagent.Presence, 16)
-	if err := e.broker.Bus().Subscribe(agContext(t), expertagent.PresenceTopic(a.ClientID()), func(_ string, b []byte) {
+	if err := e.Broker.Bus().Subscribe(agContext(t), expertagent.PresenceTopic(a.ClientID()), func(_ string, b []byte) {
 		var p expertagent.Presence
 		if json.Unmarshal(b, &p) == nil && p.Status == expertagent.StatusOnline {
 			online <- p
@@ -680,11 +680,11 @@ func TestAgentRunErrors(t *testing.T) {
 		{name: "client ID not a topic level", opts: expertagent.AgentOptions{ClientID: "a/b"}, want: expertagent.ErrAgentOptions},
 		{name: "name makes a bad client ID", opts: expertagent.AgentOptions{Name: "my agent"}, want: expertagent.ErrAgentOptions},
 		{name: "group not a topic level", opts: expertagent.AgentOptions{Group: "+"}, want: expertagent.ErrAgentOptions},
-		{name: "wrong password", opts: expertagent.AgentOptions{Username: e.agentUser, Password: "nope"}, want: expertagent.ErrAgentConnect},
+		{name: "wrong password", opts: expertagent.AgentOptions{Username: e.AgentUser, Password: "nope"}, want: expertagent.ErrAgentConnect},
 		{name: "nothing listening", opts: expertagent.AgentOptions{BrokerURL: "tcp://127.0.0.1:1"}, want: expertagent.ErrAgentConnect},
 		// The broker refuses a platform login whose Will is on a presence
 		// topic, so the role check bites at CONNECT, before any SUBSCRIBE.
-		{name: "platform identity may not act as an agent", opts: expertagent.AgentOptions{Username: e.platUser, Password: e.platPass},
+		{name: "platform identity may not act as an agent", opts: expertagent.AgentOptions{Username: e.PlatformUser, Password: e.PlatformPassword},
 			want: expertagent.ErrAgentConnect},
 	}
 	for _, tc := range tests {

@@ -113,7 +113,7 @@ func TestPahoBusClose(t *testing.T) {
 			t.Errorf("%s after Close: %v", name, err)
 		}
 	}
-	if _, err := expertagent.DialPahoBus(ctx, expertagent.PahoBusOptions{BrokerURL: e.url, Username: rqGateway, Password: "wrong", ConnectTimeout: 5 * time.Second}); err == nil {
+	if _, err := expertagent.DialPahoBus(ctx, expertagent.PahoBusOptions{BrokerURL: e.URL, Username: e.PlatformUser, Password: "wrong", ConnectTimeout: 5 * time.Second}); err == nil {
 		t.Error("dial with a wrong password succeeded")
 	}
 }
@@ -134,12 +134,12 @@ func TestPahoBusResubscribesAfterReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addr := e.broker.Addr().String()
-	if err := e.broker.Close(); err != nil {
+	addr := e.Broker.Addr().String()
+	if err := e.Broker.Close(); err != nil {
 		t.Fatal(err)
 	}
 	rqPoll(t, "bus notices the broker is gone", func() bool { return !bus.IsConnected() })
-	b2, err := broker.New(broker.Options{Addr: addr, Authenticator: e.store, Authorizer: acl.NewPolicy(nil), Logger: rqLogger(t, "broker2")})
+	b2, err := broker.New(broker.Options{Addr: addr, Authenticator: e.Store, Authorizer: acl.NewPolicy(nil), Logger: rqLogger(t, "broker2")})
 	if err != nil {
 		t.Fatal(err)
 	}

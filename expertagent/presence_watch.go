@@ -35,6 +35,9 @@ type presenceWatch struct {
 	// changed is closed and replaced at every change, so waiters can wait
 	// for "something changed" without a callback.
 	changed chan struct{}
+	// gen counts changes, so that caches of agent-provided data (tool
+	// lists) can tell that the agents they were built from changed.
+	gen uint64
 }
 
 func newPresenceWatch() *presenceWatch {
@@ -98,6 +101,7 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (ok,
 	}
 	close(w.changed)
 	w.changed = make(chan struct{})
+	w.gen++
 	return true, before > 0 && w.online == 0
 }
 
@@ -122,6 +126,13 @@ func (w *presenceWatch) anyOnline() (bool, <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.online > 0, w.changed
+}
+
+// generation counts the presence changes seen so far.
+func (w *presenceWatch) generation() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen
 }
 
 // list returns the known agents, online first, then by client ID.

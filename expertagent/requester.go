@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -518,6 +519,32 @@ func (r *Requester) Send(ctx context.Context, c Context, correlationID string, m
 // Agents returns what presence says of every agent instance heard of,
 // online ones first.
 func (r *Requester) Agents() []AgentStatus { return r.presence.list() }
+
+// ContextInfo is one context the Requester holds a subscription for.
+type ContextInfo struct {
+	Context  Context
+	LastUsed time.Time
+}
+
+// Contexts lists the subscribed contexts of one user ("" = every user),
+// most recently used first. It walks the whole cache: for operators and
+// diagnostics, not for the hot path.
+func (r *Requester) Contexts(userID string) []ContextInfo {
+	var out []ContextInfo
+	r.cache.each(func(topic string, lastUse time.Time) {
+		c, _, err := ParseTopic(topic)
+		if err == nil && (userID == "" || c.UserID == userID) {
+			out = append(out, ContextInfo{Context: c, LastUsed: lastUse})
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].LastUsed.After(out[j].LastUsed) })
+	return out
+}
+
+// PresenceGeneration counts the agent presence changes seen so far: an agent
+// coming online, going offline or clearing its status. Data cached from
+// agents (tool lists) is stale once the generation moves.
+func (r *Requester) PresenceGeneration() uint64 { return r.presence.generation() }
 
 // Stats returns the counters.
 func (r *Requester) Stats() Stats {

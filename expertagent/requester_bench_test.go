@@ -25,10 +25,10 @@ func (e *rqEnv) benchResponder(tb testing.TB, clientID string, workers int) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	c := paho.NewClient(paho.NewClientOptions().
-		AddBroker(e.url).
+		AddBroker(e.URL).
 		SetClientID(clientID).
-		SetUsername(rqAgent).
-		SetPassword(rqPassword).
+		SetUsername(e.AgentUser).
+		SetPassword(e.AgentPassword).
 		SetCleanSession(true).
 		SetAutoReconnect(false).
 		SetConnectTimeout(5 * time.Second).

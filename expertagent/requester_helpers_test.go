@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -15,9 +13,9 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/internal/testenv"
 )
 
 // Helpers of the gateway-side tests (prefix rq: the agent-side tests share
@@ -30,102 +28,29 @@ var _ expertagent.Bus = (*broker.InlineBus)(nil)
 // rqWait bounds every single wait of a test.
 const rqWait = 10 * time.Second
 
-// Identities of rqEnv and their passwords.
-const (
-	rqGateway  = "gw"    // platform role: PahoBus logins
-	rqAgent    = "agent" // expert-agent role: Agent SDK and raw responders
-	rqPassword = "pw-test"
-)
-
+// rqEnv is a running embedded broker (testenv.Env) with one platform
+// identity (PahoBus logins) and one expert-agent identity (Agent SDK and
+// raw responders).
 type rqEnv struct {
-	store  *acl.Store
-	broker *broker.Broker
-	url    string // tcp://127.0.0.1:port
+	*testenv.Env
 }
 
 // rqStartBroker starts the real embedded broker on 127.0.0.1:0 over a real
 // acl store in t.TempDir(), with one platform and one expert-agent identity.
 func rqStartBroker(t testing.TB, mods ...func(*broker.Options)) *rqEnv {
 	t.Helper()
-	ctx := rqContext(t)
-	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{HashIterations: 1000, Logger: rqLogger(t, "store")})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := store.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	for _, id := range []struct {
-		name string
-		role acl.Role
-	}{{rqGateway, acl.RolePlatform}, {rqAgent, acl.RoleExpertAgent}} {
-		if _, err := store.AddIdentity(ctx, id.name, id.role, []byte(rqPassword)); err != nil {
-			t.Fatalf("add identity %s: %v", id.name, err)
-		}
-	}
-	opts := broker.Options{
-		Addr:          "127.0.0.1:0",
-		Authenticator: store,
-		Authorizer:    acl.NewPolicy(nil),
-		Logger:        rqLogger(t, "broker"),
-	}
-	for _, m := range mods {
-		m(&opts)
-	}
-	b, err := broker.New(opts)
-	if err != nil {
-		t.Fatalf("new broker: %v", err)
-	}
-	if err := b.Start(ctx); err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("close broker: %v", err)
-		}
-	})
-	return &rqEnv{store: store, broker: b, url: "tcp://" + b.Addr().String()}
+	return &rqEnv{testenv.StartBroker(t, testenv.WithLogLevel(logrus.InfoLevel), testenv.WithOptions(mods...))}
 }
 
 func rqContext(t testing.TB) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+	return testenv.Context(t, 60*time.Second)
 }
 
 // rqLogger logs to t.Log (seen with -v or on failure) while the test runs.
 func rqLogger(t testing.TB, component string) *logrus.Entry {
 	t.Helper()
-	w := &rqLogWriter{t: t}
-	t.Cleanup(w.stop)
-	l := logrus.New()
-	l.SetOutput(w)
-	l.SetLevel(logrus.InfoLevel)
-	return l.WithField("component", component)
-}
-
-type rqLogWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *rqLogWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *rqLogWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
+	return testenv.LoggerAt(t, component, logrus.InfoLevel)
 }
 
 // rqCtx is the i-th test context of the gateway "gw1".
@@ -146,7 +71,7 @@ const (
 func (e *rqEnv) bus(t testing.TB, kind busKind) expertagent.Bus {
 	t.Helper()
 	if kind == busInline {
-		return e.broker.Bus()
+		return e.Broker.Bus()
 	}
 	return e.pahoBus(t, "")
 }
@@ -154,9 +79,9 @@ func (e *rqEnv) bus(t testing.TB, kind busKind) expertagent.Bus {
 func (e *rqEnv) pahoBus(t testing.TB, clientID string) *expertagent.PahoBus {
 	t.Helper()
 	b, err := expertagent.DialPahoBus(rqContext(t), expertagent.PahoBusOptions{
-		BrokerURL:            e.url,
-		Username:             rqGateway,
-		Password:             rqPassword,
+		BrokerURL:            e.URL,
+		Username:             e.PlatformUser,
+		Password:             e.PlatformPassword,
 		ClientID:             clientID,
 		ConnectTimeout:       5 * time.Second,
 		MaxReconnectInterval: 200 * time.Millisecond,
@@ -217,9 +142,9 @@ func (a *rqRunning) stop(t testing.TB) error {
 func (e *rqEnv) startAgent(t testing.TB, name string, tools ...expertagent.Tool) *rqRunning {
 	t.Helper()
 	a := expertagent.NewAgent(expertagent.AgentOptions{
-		BrokerURL:       e.url,
-		Username:        rqAgent,
-		Password:        rqPassword,
+		BrokerURL:       e.URL,
+		Username:        e.AgentUser,
+		Password:        e.AgentPassword,
 		Name:            name,
 		Version:         "test",
 		Concurrency:     512, // tests send hundreds of calls at once
@@ -294,13 +219,7 @@ func rqText(t testing.TB, raw json.RawMessage) string {
 // rqPoll polls cond until it holds or rqWait passes.
 func rqPoll(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(rqWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, rqWait)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testenv.Poll(t, rqWait, what, cond)
 }
 
 // rqMsg is a message a raw client received.
@@ -329,22 +248,13 @@ func (e *rqEnv) raw(t testing.TB, o rqRawOpts) *rqRaw {
 		o.clientID = "raw-" + strings.ReplaceAll(t.Name(), "/", "-")
 	}
 	r := &rqRaw{inbox: make(chan rqMsg, 4096)}
-	var (
-		mu   sync.Mutex
-		conn net.Conn
-	)
-	r.kill = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if conn != nil {
-			_ = conn.Close()
-		}
-	}
+	open, kill := testenv.KillableConn()
+	r.kill = kill
 	po := paho.NewClientOptions().
-		AddBroker(e.url).
+		AddBroker(e.URL).
 		SetClientID(o.clientID).
-		SetUsername(rqAgent).
-		SetPassword(rqPassword).
+		SetUsername(e.AgentUser).
+		SetPassword(e.AgentPassword).
 		SetCleanSession(true).
 		SetAutoReconnect(false).
 		SetConnectTimeout(5 * time.Second).
@@ -355,16 +265,7 @@ func (e *rqEnv) raw(t testing.TB, o rqRawOpts) *rqRaw {
 			default:
 			}
 		}).
-		SetCustomOpenConnectionFn(func(u *url.URL, _ paho.ClientOptions) (net.Conn, error) {
-			c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
-			if err != nil {
-				return nil, err
-			}
-			mu.Lock()
-			conn = c
-			mu.Unlock()
-			return c, nil
-		})
+		SetCustomOpenConnectionFn(open)
 	if o.will != nil {
 		w, _ := json.Marshal(o.will)
 		po.SetBinaryWill(expertagent.PresenceTopic(o.clientID), w, 1, true)

@@ -131,7 +131,7 @@ func TestRequesterCancel(t *testing.T) {
 			return nil, ctx.Err()
 		},
 	})
-	r := rqRequester(t, e.broker.Bus(), expertagent.RequesterOptions{})
+	r := rqRequester(t, e.Broker.Bus(), expertagent.RequesterOptions{})
 	ctx, cancel := context.WithCancel(rqContext(t))
 	errc := make(chan error, 1)
 	go func() {
@@ -168,7 +168,7 @@ func TestRequesterDropsBadReplies(t *testing.T) {
 	rogue := e.raw(t, rqRawOpts{clientID: "rogue"})
 	rogue.subscribe(t, expertagent.RequestFilter)
 	rogue.announce(t, "rogue", expertagent.StatusOnline)
-	r := rqRequester(t, e.broker.Bus(), expertagent.RequesterOptions{})
+	r := rqRequester(t, e.Broker.Bus(), expertagent.RequesterOptions{})
 	a, b := rqCtx(1), rqCtx(2)
 
 	// Context b is subscribed (a finished call), so a reply on its topic
@@ -295,7 +295,7 @@ func TestRequesterInterimInOrder(t *testing.T) {
 func TestRequesterJSONRPCError(t *testing.T) {
 	e := rqStartBroker(t)
 	e.startAgent(t, "echoer", rqEchoTool())
-	r := rqRequester(t, e.broker.Bus(), expertagent.RequesterOptions{})
+	r := rqRequester(t, e.Broker.Bus(), expertagent.RequesterOptions{})
 	_, err := r.CallTool(rqContext(t), rqCtx(1), nil, "no-such-tool", nil, nil)
 	var je *jsonrpc.Error
 	if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams {
@@ -311,7 +311,7 @@ func TestRequesterJSONRPCError(t *testing.T) {
 // deadline), whether no agent ever came or the last one stopped.
 func TestRequesterNoAgent(t *testing.T) {
 	e := rqStartBroker(t)
-	r := rqRequester(t, e.broker.Bus(), expertagent.RequesterOptions{CallTimeout: time.Minute})
+	r := rqRequester(t, e.Broker.Bus(), expertagent.RequesterOptions{CallTimeout: time.Minute})
 	ctx := rqContext(t)
 	if _, err := r.ListTools(ctx, rqCtx(1), nil); !errors.Is(err, expertagent.ErrNoAgent) {
 		t.Fatalf("no agent yet: got %v, want ErrNoAgent", err)
@@ -332,7 +332,7 @@ func TestRequesterNoAgent(t *testing.T) {
 		t.Fatalf("agent gone: got %v, want ErrNoAgent", err)
 	}
 	// IgnorePresence sends anyway (and so times out here).
-	r2 := rqRequester(t, e.broker.Bus(), expertagent.RequesterOptions{IgnorePresence: true, CallTimeout: 50 * time.Millisecond})
+	r2 := rqRequester(t, e.Broker.Bus(), expertagent.RequesterOptions{IgnorePresence: true, CallTimeout: 50 * time.Millisecond})
 	if _, err := r2.ListTools(ctx, rqCtx(9), nil); !errors.Is(err, expertagent.ErrTimeout) {
 		t.Fatalf("IgnorePresence: got %v, want ErrTimeout", err)
 	}
@@ -389,7 +389,7 @@ func TestRequesterSendAnswersAgentRequest(t *testing.T) {
 	agent := e.raw(t, rqRawOpts{clientID: "sampler"})
 	agent.subscribe(t, expertagent.RequestFilter)
 	agent.announce(t, "sampler", expertagent.StatusOnline)
-	r := rqRequester(t, e.broker.Bus(), expertagent.RequesterOptions{})
+	r := rqRequester(t, e.Broker.Bus(), expertagent.RequesterOptions{})
 	c := rqCtx(1)
 
 	if err := r.Send(rqContext(t), c, "c-nope", &jsonrpc.Message{JSONRPC: jsonrpc.Version}); !errors.Is(err, expertagent.ErrNoCall) {
@@ -457,13 +457,13 @@ func TestRequesterContextsLeaveTheBroker(t *testing.T) {
 		}
 	}
 	t.Run("overflow", func(t *testing.T) {
-		r := rqRequester(t, e.broker.Bus(), expertagent.RequesterOptions{MaxContexts: 2})
+		r := rqRequester(t, e.Broker.Bus(), expertagent.RequesterOptions{MaxContexts: 2})
 		call(r, 1)
 		call(r, 2)
 		call(r, 3)
-		rqPoll(t, "context 1 unsubscribed", func() bool { return !e.broker.InlineSubscribed(rqCtx(1).ResponseTopic()) })
+		rqPoll(t, "context 1 unsubscribed", func() bool { return !e.Broker.InlineSubscribed(rqCtx(1).ResponseTopic()) })
 		for _, i := range []int{2, 3} {
-			if !e.broker.InlineSubscribed(rqCtx(i).ResponseTopic()) {
+			if !e.Broker.InlineSubscribed(rqCtx(i).ResponseTopic()) {
 				t.Errorf("context %d not subscribed", i)
 			}
 		}
@@ -473,18 +473,18 @@ func TestRequesterContextsLeaveTheBroker(t *testing.T) {
 		}
 	})
 	t.Run("ttl", func(t *testing.T) {
-		r := rqRequester(t, e.broker.Bus(), expertagent.RequesterOptions{ContextTTL: 100 * time.Millisecond})
+		r := rqRequester(t, e.Broker.Bus(), expertagent.RequesterOptions{ContextTTL: 100 * time.Millisecond})
 		call(r, 4)
-		if !e.broker.InlineSubscribed(rqCtx(4).ResponseTopic()) {
+		if !e.Broker.InlineSubscribed(rqCtx(4).ResponseTopic()) {
 			t.Fatal("not subscribed")
 		}
-		rqPoll(t, "context 4 expired", func() bool { return !e.broker.InlineSubscribed(rqCtx(4).ResponseTopic()) })
+		rqPoll(t, "context 4 expired", func() bool { return !e.Broker.InlineSubscribed(rqCtx(4).ResponseTopic()) })
 		if s := r.Stats(); s.Expired != 1 || s.Unsubscribes != 1 || s.Contexts != 0 {
 			t.Errorf("stats %+v", s)
 		}
 	})
 	t.Run("close", func(t *testing.T) {
-		r := expertagent.NewRequester(e.broker.Bus(), expertagent.RequesterOptions{})
+		r := expertagent.NewRequester(e.Broker.Bus(), expertagent.RequesterOptions{})
 		if err := r.Start(rqContext(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -494,7 +494,7 @@ func TestRequesterContextsLeaveTheBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, f := range []string{rqCtx(5).ResponseTopic(), rqCtx(6).ResponseTopic(), expertagent.PresenceFilter} {
-			if e.broker.InlineSubscribed(f) {
+			if e.Broker.InlineSubscribed(f) {
 				t.Errorf("%s still subscribed after Close", f)
 			}
 		}
@@ -533,7 +533,7 @@ func TestRequesterCloseFailsPending(t *testing.T) {
 
 func TestRequesterRejectsBadInput(t *testing.T) {
 	e := rqStartBroker(t)
-	r := rqRequester(t, e.broker.Bus(), expertagent.RequesterOptions{IgnorePresence: true})
+	r := rqRequester(t, e.Broker.Bus(), expertagent.RequesterOptions{IgnorePresence: true})
 	bad := rqCtx(1)
 	bad.UserID = "a/b"
 	if _, err := r.Request(rqContext(t), bad, nil, "ping", nil, nil); err == nil {
@@ -545,7 +545,7 @@ func TestRequesterRejectsBadInput(t *testing.T) {
 	if _, err := r.CallTool(rqContext(t), rqCtx(1), nil, "x", json.RawMessage(`nope`), nil); err == nil {
 		t.Error("invalid arguments accepted")
 	}
-	unstarted := expertagent.NewRequester(e.broker.Bus(), expertagent.RequesterOptions{})
+	unstarted := expertagent.NewRequester(e.Broker.Bus(), expertagent.RequesterOptions{})
 	if _, err := unstarted.Request(rqContext(t), rqCtx(1), nil, "ping", nil, nil); !errors.Is(err, expertagent.ErrNotStarted) {
 		t.Errorf("before Start: %v", err)
 	}

@@ -517,3 +517,20 @@ func (c *subCache) holds(topic string) bool {
 	}
 	return e != nil && (e.state == subActive || e.state == subSubscribing)
 }
+
+// each calls f for every subscribed entry (LRU first, then pinned), under
+// the lock: f must be quick. For listings, not for the hot path.
+func (c *subCache) each(f func(topic string, lastUse time.Time)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range c.lru.Keys() {
+		if e, ok := c.lru.Peek(k); ok && e.state == subActive {
+			f(k, c.base.Add(e.lastUse))
+		}
+	}
+	for k, e := range c.aside {
+		if e.pinned && e.state == subActive {
+			f(k, c.base.Add(e.lastUse))
+		}
+	}
+}

@@ -1,54 +1,217 @@
-// Package gateway is the HTTP side of toolbus: the router, health and
-// readiness endpoints, and (next) the MCP endpoint that aggregates platform
-// and expert-agent tools.
+// Package gateway is the HTTP side of toolbus: the router, the MCP endpoint
+// (Streamable HTTP, protocol versions 2025-06-18, 2025-11-25 and
+// 2026-07-28) that lists and calls the union of platform tools and
+// expert-agent tools, the auth middleware that checks tokens before anything
+// runs, and the health endpoints.
+//
+// The endpoint is written for a lean hot path: requests are decoded once,
+// expert-agent results pass through as raw JSON, and a response becomes an
+// SSE stream only when a notification must go out before the result.
 package gateway
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"time"
 
 	"github.com/gorilla/mux"
 	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/platformtools"
 )
 
-// Options configures a Gateway. The zero value of each field is a usable default.
+// TokenAuthenticator checks bearer tokens (*acl.Store).
+type TokenAuthenticator interface {
+	AuthenticateToken(ctx context.Context, secret string) (acl.Token, error)
+}
+
+// AgentRequester reaches the expert agents (*expertagent.Requester).
+type AgentRequester interface {
+	Request(ctx context.Context, c expertagent.Context, caller *expertagent.Caller, method string, params json.RawMessage, interim expertagent.InterimFunc) (*jsonrpc.Message, error)
+	PresenceGeneration() uint64
+}
+
+// PlatformTools are the tools defined in the gateway (*platformtools.Registry).
+type PlatformTools interface {
+	Tools() []platformtools.Tool
+	Lookup(name string) (platformtools.Tool, bool)
+	Call(ctx context.Context, call *platformtools.Call) (json.RawMessage, error)
+}
+
+// Options configures a Gateway. Tokens, Agents and PlatformID are required;
+// the zero value of every other field is a usable default.
 type Options struct {
-	// Ready reports whether the gateway can serve MCP traffic (the broker link
-	// is up). nil means always ready.
+	Tokens     TokenAuthenticator
+	Agents     AgentRequester
+	PlatformID string // this gateway's name on the bus (a topic level)
+
+	// Platform holds the platform tools; nil means none.
+	Platform PlatformTools
+	// API is the platform's REST API, served under /api/v1/ behind the auth
+	// middleware (and reached by platform tools through injection); nil: none.
+	API http.Handler
+
+	// Ready reports whether the gateway can serve MCP traffic (the broker
+	// link is up). nil means always ready.
 	Ready func(ctx context.Context) error
 	// ReadyTimeout bounds one readiness probe; 0 means 2s.
 	ReadyTimeout time.Duration
+
+	// MaxBodyBytes bounds a request body (413 above it); 0 means 4 MiB.
+	MaxBodyBytes int64
+	// AllowedHosts are the Host header values served (DNS rebinding
+	// protection); empty means any. A gateway listening on loopback should
+	// pass LoopbackHosts (plus any name it is reached by).
+	AllowedHosts []string
+	// AllowedOrigins are browser origins (scheme://host[:port]) allowed to
+	// call; an Origin whose host is in AllowedHosts passes too. Requests
+	// without Origin (non-browser clients) always pass this check.
+	AllowedOrigins []string
+
+	// SessionSecret signs session IDs; replicas that share it accept each
+	// other's sessions. Empty means a random secret per process.
+	SessionSecret []byte
+	// SessionTTL is how long an idle session lives; 0 means 24h.
+	SessionTTL time.Duration
+	// ToolListTTL is how long an expert agent's tool list is reused for a
+	// context; 0 means 30s. A presence change makes it stale at once.
+	ToolListTTL time.Duration
+	// ListTimeout bounds the fetch of an expert agent's tool list inside
+	// tools/list; 0 means 5s. Platform tools come back even when it passes.
+	ListTimeout time.Duration
+	// MaxContexts bounds the cached agent tool lists; 0 means 10000.
+	MaxContexts int
+
+	// ServerName and ServerVersion are the serverInfo; "" means "toolbus", "dev".
+	ServerName, ServerVersion string
+	// Instructions are returned by initialize; "" means none.
+	Instructions string
+
 	// Logger receives request logs; nil discards them.
 	Logger *logrus.Entry
 }
 
 // Gateway is the HTTP handler of a toolbus process.
 type Gateway struct {
-	opts   Options
-	router *mux.Router
+	opts     Options
+	log      *logrus.Entry
+	router   *mux.Router
+	sessions *sessions
+	catalogs *catalogs
+	stats    gatewayStats
+
+	platformRaw map[string]json.RawMessage // platform tools as listed, by name
+	serverInfo  json.RawMessage
+
+	done chan struct{} // closed by Close; stops the session sweeper
 }
 
-// New returns a Gateway with its routes registered.
-func New(opts Options) *Gateway {
+// ErrOptions is returned by New for options that cannot work.
+var ErrOptions = errors.New("gateway: invalid options")
+
+// New returns a Gateway with its routes registered. Close stops its
+// background work.
+func New(opts Options) (*Gateway, error) {
+	if opts.Tokens == nil || opts.Agents == nil {
+		return nil, errors.Join(ErrOptions, errors.New("Tokens and Agents are required"))
+	}
+	if err := acl.ValidateLevel(opts.PlatformID); err != nil {
+		return nil, errors.Join(ErrOptions, err)
+	}
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 2 * time.Second
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.SessionTTL == 0 {
+		opts.SessionTTL = 24 * time.Hour
+	}
+	if opts.ToolListTTL == 0 {
+		opts.ToolListTTL = 30 * time.Second
+	}
+	if opts.ListTimeout == 0 {
+		opts.ListTimeout = 5 * time.Second
+	}
+	if opts.MaxContexts == 0 {
+		opts.MaxContexts = 10000
+	}
+	if opts.ServerName == "" {
+		opts.ServerName = "toolbus"
+	}
+	if opts.ServerVersion == "" {
+		opts.ServerVersion = "dev"
 	}
 	if opts.Logger == nil {
 		l := logrus.New()
 		l.Out = io.Discard
 		opts.Logger = logrus.NewEntry(l)
 	}
-	g := &Gateway{opts: opts, router: mux.NewRouter()}
+	g := &Gateway{
+		opts:     opts,
+		log:      opts.Logger.WithField("component", "gateway"),
+		router:   mux.NewRouter(),
+		sessions: newSessions(opts.SessionSecret, opts.SessionTTL),
+		catalogs: newCatalogs(opts.MaxContexts, opts.ToolListTTL),
+		done:     make(chan struct{}),
+	}
+	g.serverInfo, _ = json.Marshal(map[string]string{"name": opts.ServerName, "version": opts.ServerVersion})
+	if err := g.encodePlatformTools(); err != nil {
+		return nil, err
+	}
+	g.routes()
+	go g.sweepSessions()
+	return g, nil
+}
+
+func (g *Gateway) routes() {
+	g.router.Use(g.withRequestID)
+	g.router.NotFoundHandler = g.withRequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.URL.Path)
+	}))
 	g.router.HandleFunc("/healthz", g.healthz).Methods(http.MethodGet, http.MethodHead)
 	g.router.HandleFunc("/readyz", g.readyz).Methods(http.MethodGet, http.MethodHead)
-	return g
+
+	mcp := http.Handler(http.HandlerFunc(g.serveMCP))
+	mcp = g.checkOrigin(g.authenticate(mcp))
+	g.router.Handle("/api/v1/mcp", mcp)
+	g.router.Handle("/api/v1/mcp/{entityType}/{entityId}", mcp)
+	if g.opts.API != nil {
+		g.router.PathPrefix("/api/v1/").Handler(g.checkOrigin(g.authenticate(g.opts.API)))
+	}
 }
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.router.ServeHTTP(w, r) }
+
+// Close stops the gateway's background work. In-flight requests are the
+// http.Server's to drain (Shutdown) before Close.
+func (g *Gateway) Close() {
+	select {
+	case <-g.done:
+	default:
+		close(g.done)
+	}
+}
+
+func (g *Gateway) sweepSessions() {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.done:
+			return
+		case <-t.C:
+			g.sessions.sweep()
+		}
+	}
+}
 
 func (g *Gateway) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -66,14 +229,24 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// writeError writes the JSON error shape used where no JSON-RPC response
-// applies: {"error": "code", "message": "..."}.
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]string{"error": code, "message": msg})
+// Stats are the endpoint's counters.
+type Stats struct {
+	// Refused counts refused requests by reason (unauthenticated, forbidden, ...).
+	Refused map[string]uint64
+	// AgentListFailures counts tools/list answers given without the expert
+	// agent's tools because the agent did not answer.
+	AgentListFailures uint64
+	// Sessions is the number of live sessions held.
+	Sessions int
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do then
+// Stats returns a snapshot of the counters.
+func (g *Gateway) Stats() Stats {
+	g.stats.mu.Lock()
+	defer g.stats.mu.Unlock()
+	s := Stats{Refused: map[string]uint64{}, AgentListFailures: g.stats.agentListFails, Sessions: g.sessions.count()}
+	for k, v := range g.stats.refusals {
+		s.Refused[k] = v
+	}
+	return s
 }

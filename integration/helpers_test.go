@@ -13,44 +13,18 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/server"
 )
 
 // testCtx returns a context that ends with the test or after d.
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+var testCtx = testenv.Context
 
 // testLogger sends logs to t.Log until the test ends.
-func testLogger(t *testing.T) *logrus.Entry {
+func testLogger(t testing.TB) *logrus.Entry {
 	t.Helper()
-	l := logrus.New()
-	w := &tWriter{t: t}
-	l.Out = w
-	l.SetLevel(logrus.DebugLevel)
-	t.Cleanup(w.stop)
-	return logrus.NewEntry(l)
+	return testenv.Logger(t, "")
 }
-
-type tWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *tWriter) stop() { w.mu.Lock(); w.done = true; w.mu.Unlock() }
 
 // startServer starts an in-process toolbus on free loopback ports.
 func startServer(t *testing.T, cfg server.Config) *server.Server {
@@ -61,7 +35,7 @@ func startServer(t *testing.T, cfg server.Config) *server.Server {
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.MQTTAddr = "127.0.0.1:0"
 	if cfg.HashIterations == 0 {
-		cfg.HashIterations = 1000 // the default count is tested in acl; logins here need not be slow
+		cfg.HashIterations = testenv.HashIterations
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
@@ -107,7 +81,7 @@ func startProc(t *testing.T, lines chan<- string, bin string, args ...string) *p
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	w := &tWriter{t: t}
+	w := testenv.Writer(t) // stops after the cleanup below: cleanups run last in, first out
 	pipe := func(r io.Reader, ch chan<- string) {
 		defer wg.Done()
 		sc := bufio.NewScanner(r)
@@ -131,7 +105,6 @@ func startProc(t *testing.T, lines chan<- string, bin string, args ...string) *p
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
-		w.stop()
 	})
 	return p
 }
@@ -151,13 +124,4 @@ func (p *proc) stop(t *testing.T, sig syscall.Signal, d time.Duration) error {
 }
 
 // poll calls cond until it is true or d passes.
-func poll(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var poll = testenv.Poll

@@ -284,7 +284,7 @@ func TestAgentWrongPassword(t *testing.T) {
 	}
 }
 
-var serveLine = regexp.MustCompile(`http://(\S+)\s+mqtt://(\S+)`)
+var serveLine = regexp.MustCompile(`http://([^/\s]+)\S*\s+mqtt://(\S+)`)
 
 // TestServeProcess runs `toolbus serve` as a process: it prints its bound
 // addresses, answers /healthz and /readyz, and exits 0 on SIGTERM.

@@ -15,6 +15,8 @@ mkdir -p "$DATA_DIR"
 AGENT_PASSWORD=$(./bin/toolbus mqtt-user add --data-dir "$DATA_DIR" --username "$AGENT_USER" \
   --role expert-agent --generate-password | tail -n 1)
 
+TOKEN=$(./bin/toolbus token create --data-dir "$DATA_DIR" --user demo --name "make run" --ttl 24h | tail -n 1)
+
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
@@ -31,14 +33,27 @@ for _ in $(seq 1 100); do
 done
 curl -fsS "http://$HTTP_ADDR/readyz" >/dev/null || { echo "toolbus did not become ready" >&2; exit 1; }
 
-./bin/expert-agent --broker-url "tcp://$MQTT_ADDR" --username "$AGENT_USER" --password "$AGENT_PASSWORD" &
+TOOLBUS_AGENT_PASSWORD="$AGENT_PASSWORD" ./bin/expert-agent --broker-url "tcp://$MQTT_ADDR" \
+  --username "$AGENT_USER" --log-format text &
 pids+=($!)
 
+URL="http://$HTTP_ADDR/api/v1/mcp"
 cat <<MSG
 
-toolbus is running.
-  health:  curl http://$HTTP_ADDR/readyz
-  MQTT:    tcp://$MQTT_ADDR (expert agent '$AGENT_USER' connected)
+toolbus is running: platform tools and the reference expert agent's tools on one MCP endpoint.
+
+  MCP URL: $URL
+  token:   $TOKEN   (user "demo", valid 24 h)
+
+  Add it to an MCP client, e.g. Claude Code:
+    claude mcp add --transport http toolbus $URL --header "Authorization: Bearer $TOKEN"
+  Or look with curl:
+    curl -s $URL -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \\
+      -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' \\
+      -d '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
+    curl -s http://$HTTP_ADDR/api/v1/whoami -H "Authorization: Bearer $TOKEN"
+
+  MQTT broker: tcp://$MQTT_ADDR (expert agent '$AGENT_USER' connected)
 Press Ctrl-C to stop.
 MSG
 wait -n

@@ -18,6 +18,7 @@ import (
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
+	"github.com/toolbus/toolbus/platformtools"
 )
 
 // Config is what a toolbus process needs. The zero value of each field is a
@@ -48,6 +49,23 @@ type Config struct {
 	// means acl.DefaultHashIterations.
 	HashIterations int
 
+	// SessionSecret signs MCP session IDs; replicas that share it accept
+	// each other's sessions. "" means a random secret per start.
+	SessionSecret string
+	// SessionTTL is how long an idle MCP session lives; 0 means 24h.
+	SessionTTL time.Duration
+	// ToolListTTL is how long an expert agent's tool list is reused per
+	// context; 0 means 30s.
+	ToolListTTL time.Duration
+	// MaxBodyBytes bounds an MCP request body; 0 means 4 MiB.
+	MaxBodyBytes int64
+	// AllowedHosts are extra Host names the gateway answers to. A gateway
+	// listening on loopback answers to loopback names and these only; one
+	// listening elsewhere answers to any Host unless this is set.
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins allowed to call the endpoint.
+	AllowedOrigins []string
+
 	// Logger receives the process's logs; nil discards them.
 	Logger *logrus.Entry
 }
@@ -60,6 +78,7 @@ type Server struct {
 	policy    *acl.Policy
 	broker    *broker.Broker
 	requester *expertagent.Requester
+	gateway   *gateway.Gateway
 	http      *http.Server
 	httpLn    net.Listener
 	httpDone  chan error
@@ -138,16 +157,15 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("start requester: %w", err)
 	}
 
-	gw := gateway.New(gateway.Options{
-		Ready:  s.broker.Ready,
-		Logger: s.cfg.Logger.WithField("component", "gateway"),
-	})
 	s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
 	}
+	if err := s.startGateway(); err != nil {
+		return err
+	}
 	s.http = &http.Server{
-		Handler:           gw,
+		Handler:           s.gateway,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -194,6 +212,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		s.http = nil
 	}
+	if s.gateway != nil {
+		s.gateway.Close()
+		s.gateway = nil
+	}
 	if s.requester != nil {
 		if err := s.requester.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("requester: %w", err))
@@ -213,6 +235,80 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.store = nil
 	}
 	return errors.Join(errs...)
+}
+
+// startGateway builds the platform tools, their REST API and the MCP
+// endpoint. Platform tools inject their requests into the gateway's own
+// router, so that the caller's token passes the same checks again.
+func (s *Server) startGateway() error {
+	router := &handlerRef{}
+	reg := platformtools.NewRegistry(platformtools.Options{
+		API:        router,
+		InjectHost: "localhost",
+		Logger:     s.cfg.Logger,
+	})
+	if err := platformtools.Register(reg); err != nil {
+		return fmt.Errorf("platform tools: %w", err)
+	}
+	api := platformtools.NewAPI(platformtools.APIOptions{
+		Agents: platformtools.AgentsFromStatus(s.requester.Agents),
+		AgentTools: func(ctx context.Context, tok acl.Token) ([]platformtools.AgentTool, error) {
+			return s.gateway.AgentTools(ctx, tok) // set below, before the first request
+		},
+		Contexts: s.contextsOf,
+		Logger:   s.cfg.Logger,
+	})
+	hosts := s.cfg.AllowedHosts
+	if len(hosts) > 0 {
+		hosts = append(hosts, "localhost") // the platform tools' injected requests
+	}
+	if ip := net.ParseIP(hostOf(s.httpLn.Addr())); ip != nil && ip.IsLoopback() {
+		hosts = append(append([]string{}, gateway.LoopbackHosts...), hosts...)
+	}
+	gw, err := gateway.New(gateway.Options{
+		Tokens:         s.store,
+		Agents:         s.requester,
+		PlatformID:     s.cfg.PlatformID,
+		Platform:       reg,
+		API:            api,
+		Ready:          s.broker.Ready,
+		MaxBodyBytes:   s.cfg.MaxBodyBytes,
+		AllowedHosts:   hosts,
+		AllowedOrigins: s.cfg.AllowedOrigins,
+		SessionSecret:  []byte(s.cfg.SessionSecret),
+		SessionTTL:     s.cfg.SessionTTL,
+		ToolListTTL:    s.cfg.ToolListTTL,
+		ListTimeout:    s.cfg.ListTimeout,
+		MaxContexts:    s.cfg.MaxContexts,
+		Logger:         s.cfg.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	router.h = gw
+	s.gateway = gw
+	return nil
+}
+
+// contextsOf lists a user's active contexts for the platform API.
+func (s *Server) contextsOf(userID string) []platformtools.ContextInfo {
+	var out []platformtools.ContextInfo
+	for _, c := range s.requester.Contexts(userID) {
+		out = append(out, platformtools.ContextInfo{PlatformID: c.Context.PlatformID, SessionID: c.Context.SessionID,
+			EntityType: c.Context.EntityType, EntityID: c.Context.EntityID, LastUsed: c.LastUsed})
+	}
+	return out
+}
+
+// handlerRef lets the platform tools reach the gateway's router, which is
+// built after them.
+type handlerRef struct{ h http.Handler }
+
+func (r *handlerRef) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.h.ServeHTTP(w, req) }
+
+func hostOf(a net.Addr) string {
+	h, _, _ := net.SplitHostPort(a.String())
+	return h
 }
 
 func addrString(a net.Addr) string {

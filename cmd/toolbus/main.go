@@ -2,6 +2,7 @@
 //
 //	toolbus serve      [flags]   run the gateway with its embedded broker
 //	toolbus mqtt-user  add|list|remove [flags]
+//	toolbus token      create|list|revoke [flags]
 //
 // Every flag can also be set through an environment variable TOOLBUS_<FLAG>,
 // e.g. --http-addr through TOOLBUS_HTTP_ADDR; a flag on the command line wins.
@@ -25,6 +26,9 @@ commands:
   mqtt-user add          add an MQTT identity (password on stdin, or generated and printed)
   mqtt-user list         list MQTT identities
   mqtt-user remove       remove an MQTT identity
+  token create           create a personal access token (printed once, alone on the last line)
+  token list             list personal access tokens (never their secrets)
+  token revoke           revoke a personal access token
 
 Run 'toolbus <command> -h' for the flags of a command. Every flag also reads
 the environment variable TOOLBUS_<FLAG> (e.g. TOOLBUS_DATA_DIR).
@@ -54,6 +58,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runServe(ctx, rest, stdout, stderr)
 	case "mqtt-user":
 		return runMQTTUser(ctx, rest, stdin, stdout, stderr)
+	case "token":
+		return runToken(ctx, rest, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

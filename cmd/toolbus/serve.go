@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/toolbus/toolbus/server"
@@ -20,6 +21,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.ListTimeout, "list-timeout", 5*time.Second, "deadline of an expert-agent tool list")
 	fs.IntVar(&cfg.MaxContexts, "max-contexts", 10000, "most per-context response subscriptions kept (LRU)")
 	fs.DurationVar(&cfg.ContextTTL, "context-ttl", 24*time.Hour, "idle time after which a context's subscription is dropped")
+	fs.StringVar(&cfg.SessionSecret, "session-secret", "", "secret that signs MCP session IDs; replicas that share it accept each other's sessions (default: random per start)")
+	fs.DurationVar(&cfg.SessionTTL, "session-ttl", 24*time.Hour, "idle time after which an MCP session ends")
+	fs.DurationVar(&cfg.ToolListTTL, "tool-list-ttl", 30*time.Second, "how long an expert agent's tool list is reused per context")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 4<<20, "largest MCP request body accepted (413 above)")
+	allowedHosts := fs.String("allowed-hosts", "", "comma-separated Host names the gateway answers to besides loopback ones (DNS rebinding protection)")
+	allowedOrigins := fs.String("allowed-origins", "", "comma-separated browser origins allowed to call the MCP endpoint")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
@@ -31,6 +38,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Logger = log
+	cfg.AllowedHosts = splitList(*allowedHosts)
+	cfg.AllowedOrigins = splitList(*allowedOrigins)
 
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -39,10 +48,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "toolbus: http://%s  mqtt://%s  platform-id %s\n", srv.HTTPAddr(), srv.MQTTAddr(), srv.PlatformID())
+	fmt.Fprintf(stdout, "toolbus: http://%s/api/v1/mcp  mqtt://%s  platform-id %s\n", srv.HTTPAddr(), srv.MQTTAddr(), srv.PlatformID())
 	<-ctx.Done()
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *shutdownTimeout)
 	defer cancel()
 	return srv.Shutdown(shutdownCtx)
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

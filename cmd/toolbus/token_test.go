@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/acl"
+)
+
+var secretLineRE = regexp.MustCompile(`^tb_[0-9a-z]{8}_[A-Za-z0-9_-]{43}$`)
+
+// isolateEnv keeps TOOLBUS_* variables of the machine out of the CLI under
+// test (parseFlags reads them for every flag not given).
+func isolateEnv(t *testing.T) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "TOOLBUS_") {
+			t.Setenv(k, "") // restores the value after the test
+			os.Unsetenv(k)
+		}
+	}
+}
+
+// runCLI runs the toolbus command line with a deadline.
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err = run(ctx, args, strings.NewReader(""), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// createToken runs `token create` and returns the secret from the last line.
+func createToken(t *testing.T, dir string, args ...string) (secret, stdout string) {
+	t.Helper()
+	out, errOut, err := runCLI(t, append([]string{"token", "create", "--data-dir", dir}, args...)...)
+	if err != nil {
+		t.Fatalf("token create %v: %v\nstderr: %s", args, err, errOut)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	secret = lines[len(lines)-1]
+	if !secretLineRE.MatchString(secret) {
+		t.Fatalf("last line of token create is %q, want the secret alone; output:\n%s", secret, out)
+	}
+	if strings.Count(out, secret[len("tb_xxxxxxxx_"):]) != 1 {
+		t.Fatalf("the secret appears more than once in the output:\n%s", out)
+	}
+	return secret, out
+}
+
+// authenticate checks secret against the store in dir, as the gateway would.
+func authenticate(t *testing.T, dir, secret string) (acl.Token, error) {
+	t.Helper()
+	s, err := acl.Open(t.Context(), dir, acl.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	return s.AuthenticateToken(t.Context(), secret)
+}
+
+func TestTokenCreate(t *testing.T) {
+	isolateEnv(t)
+	for _, tc := range []struct {
+		name         string
+		args         []string
+		wantScopes   []string
+		wantReadOnly bool
+		wantEntities []acl.Entity
+		wantExpiry   bool
+		wantName     string
+	}{
+		{"defaults", []string{"--user", "alice"}, acl.DefaultScopes, false, nil, false, ""},
+		{"everything", []string{"--user", "bob", "--scopes", "tools:list, admin", "--read-only",
+			"--entity", "repo/r1", "--entity", "doc/d1,doc/d2", "--ttl", "720h", "--name", "CI nightly"},
+			[]string{"tools:list", "admin"}, true, []acl.Entity{{Type: "repo", ID: "r1"}, {Type: "doc", ID: "d1"}, {Type: "doc", ID: "d2"}}, true, "CI nightly"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			secret, out := createToken(t, dir, tc.args...)
+			tok, err := authenticate(t, dir, secret)
+			if err != nil {
+				t.Fatalf("the printed token does not authenticate: %v", err)
+			}
+			if !strings.Contains(out, "created token "+tok.ID+" for user "+tok.UserID) {
+				t.Errorf("summary does not name the token and user:\n%s", out)
+			}
+			if !slices.Equal(tok.Scopes, tc.wantScopes) || tok.ReadOnly != tc.wantReadOnly ||
+				!slices.Equal(tok.Entities, tc.wantEntities) || tok.Name != tc.wantName {
+				t.Errorf("token %+v does not match the flags %v", tok, tc.args)
+			}
+			if tc.wantExpiry != !tok.ExpiresAt.IsZero() {
+				t.Errorf("ExpiresAt = %v, want set=%v", tok.ExpiresAt, tc.wantExpiry)
+			}
+			if tc.wantExpiry && tok.ExpiresAt.Sub(tok.Created) != 720*time.Hour {
+				t.Errorf("ExpiresAt - Created = %v, want 720h", tok.ExpiresAt.Sub(tok.Created))
+			}
+		})
+	}
+}
+
+func TestTokenCreateErrors(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want error // nil: any error
+	}{
+		{"no user", nil, nil},
+		{"bad user", []string{"--user", "a/b"}, acl.ErrInvalidTokenSpec},
+		{"bad scope", []string{"--user", "alice", "--scopes", "Tools:list"}, acl.ErrInvalidScope},
+		{"empty scope in list", []string{"--user", "alice", "--scopes", "tools:list,,admin"}, acl.ErrInvalidScope},
+		{"bad entity", []string{"--user", "alice", "--entity", "repo"}, nil},
+		{"plain endpoint entity", []string{"--user", "alice", "--entity", "_/_"}, acl.ErrInvalidTokenSpec},
+		{"negative ttl", []string{"--user", "alice", "--ttl", "-1h"}, acl.ErrInvalidTokenSpec},
+		{"unknown flag", []string{"--user", "alice", "--admin"}, nil},
+		{"positional argument", []string{"--user", "alice", "extra"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := runCLI(t, append([]string{"token", "create", "--data-dir", dir}, tc.args...)...)
+			if err == nil {
+				t.Fatalf("token create %v succeeded:\n%s", tc.args, out)
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("token create %v = %v, want %v", tc.args, err, tc.want)
+			}
+			if strings.Contains(out, "tb_") {
+				t.Fatalf("a refused create printed a token:\n%s", out)
+			}
+		})
+	}
+	s, err := acl.Open(t.Context(), dir, acl.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if toks, err := s.ListTokens(t.Context(), ""); err != nil || len(toks) != 0 {
+		t.Fatalf("refused creates left tokens: %v, %v", toks, err)
+	}
+}
+
+func TestTokenListAndRevoke(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	aliceSecret, _ := createToken(t, dir, "--user", "alice", "--name", "laptop key")
+	bobSecret, _ := createToken(t, dir, "--user", "bob", "--read-only", "--entity", "repo/r1", "--ttl", "1h")
+	alice, err := authenticate(t, dir, aliceSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := authenticate(t, dir, bobSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	out, errOut, err := runCLI(t, "token", "revoke", "--data-dir", dir, "--id", bob.ID)
+	if err != nil {
+		t.Fatalf("token revoke: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(out, "revoked token "+bob.ID) {
+		t.Errorf("revoke output %q does not name the token", out)
+	}
+	if _, err := authenticate(t, dir, bobSecret); !errors.Is(err, acl.ErrTokenRevoked) {
+		t.Fatalf("revoked token authenticates: %v", err)
+	}
+	if _, _, err := runCLI(t, "token", "revoke", "--data-dir", dir, "--id", bob.ID); err != nil {
+		t.Fatalf("revoking twice: %v, want success", err)
+	}
+
+	t.Run("table", func(t *testing.T) {
+		out, _, err := runCLI(t, "token", "list", "--data-dir", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("want a header and two rows:\n%s", out)
+		}
+		if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"ID", "USER", "SCOPES", "READ-ONLY", "ENTITIES", "EXPIRES", "LAST-USED", "REVOKED", "NAME"}) {
+			t.Fatalf("header %q", lines[0])
+		}
+		rows := map[string][]string{}
+		for _, l := range lines[1:] {
+			f := strings.Fields(l)
+			rows[f[0]] = f
+		}
+		a, b := rows[alice.ID], rows[bob.ID]
+		if a == nil || b == nil {
+			t.Fatalf("rows of %s and %s missing:\n%s", alice.ID, bob.ID, out)
+		}
+		if want := []string{alice.ID, "alice", "tools:list,tools:call", "false", "any", "never"}; !slices.Equal(a[:6], want) {
+			t.Errorf("alice row %v, want it to start with %v", a, want)
+		}
+		if strings.Join(a[8:], " ") != "laptop key" || a[7] != "-" {
+			t.Errorf("alice row %v: want not revoked and named", a)
+		}
+		if b[1] != "bob" || b[3] != "true" || b[4] != "repo/r1" || b[5] == "never" || b[7] == "-" {
+			t.Errorf("bob row %v: want read-only, narrowed, expiring, revoked", b)
+		}
+		if strings.Contains(out, aliceSecret[12:]) || strings.Contains(out, bobSecret[12:]) {
+			t.Fatal("list shows a secret")
+		}
+	})
+
+	t.Run("json for one user", func(t *testing.T) {
+		out, _, err := runCLI(t, "token", "list", "--data-dir", dir, "--user", "bob", "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []map[string]any
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		if len(got) != 1 {
+			t.Fatalf("want bob's one token:\n%s", out)
+		}
+		j := got[0]
+		if j["id"] != bob.ID || j["user"] != "bob" || j["readOnly"] != true || j["revokedAt"] == nil || j["expiresAt"] == nil {
+			t.Errorf("JSON token %v", j)
+		}
+		if es, _ := j["entities"].([]any); len(es) != 1 || es[0].(map[string]any)["type"] != "repo" || es[0].(map[string]any)["id"] != "r1" {
+			t.Errorf("entities %v, want [{type: repo, id: r1}]", j["entities"])
+		}
+		if _, ok := j["lastUsed"]; !ok {
+			// authenticate() above used it and closed its store, which writes LastUsed.
+			t.Errorf("lastUsed missing after a use: %v", j)
+		}
+	})
+
+	t.Run("json of nobody is an empty list", func(t *testing.T) {
+		out, _, err := runCLI(t, "token", "list", "--data-dir", dir, "--user", "nobody", "--json")
+		if err != nil || strings.TrimSpace(out) != "[]" {
+			t.Fatalf("got %q, %v; want []", out, err)
+		}
+	})
+}
+
+func TestTokenRevokeErrors(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	createToken(t, dir, "--user", "alice")
+	if _, _, err := runCLI(t, "token", "revoke", "--data-dir", dir); err == nil {
+		t.Error("revoke without --id succeeded")
+	}
+	if _, _, err := runCLI(t, "token", "revoke", "--data-dir", dir, "--id", "tb_00000000"); !errors.Is(err, acl.ErrNotFound) {
+		t.Errorf("revoke of an unknown ID = %v, want ErrNotFound", err)
+	}
+}
+
+func TestTokenNeedsExistingStore(t *testing.T) {
+	isolateEnv(t)
+	missing := filepath.Join(t.TempDir(), "typo")
+	for _, args := range [][]string{
+		{"token", "list", "--data-dir", missing},
+		{"token", "revoke", "--data-dir", missing, "--id", "tb_00000000"},
+	} {
+		if _, _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), "no toolbus store") {
+			t.Errorf("%v = %v, want a missing-store error", args, err)
+		}
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("list/revoke created %s", missing)
+	}
+}
+
+func TestTokenFlagsFromEnvironment(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	t.Setenv("TOOLBUS_DATA_DIR", dir)
+	t.Setenv("TOOLBUS_SCOPES", "tools:list")
+	t.Setenv("TOOLBUS_ENTITY", "repo/r1,repo/r2")
+	out, errOut, err := runCLI(t, "token", "create", "--user", "alice")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	tok, err := authenticate(t, dir, lines[len(lines)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(tok.Scopes, []string{"tools:list"}) || len(tok.Entities) != 2 {
+		t.Fatalf("token %+v: environment not applied", tok)
+	}
+	// A flag on the command line wins over the environment.
+	out, _, err = runCLI(t, "token", "create", "--user", "bob", "--scopes", "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	if tok, err := authenticate(t, dir, lines[len(lines)-1]); err != nil || !slices.Equal(tok.Scopes, []string{"admin"}) {
+		t.Fatalf("token %+v, %v: want the flag's scopes", tok, err)
+	}
+}
+
+func TestTokenCommandUsage(t *testing.T) {
+	isolateEnv(t)
+	out, _, err := runCLI(t, "help")
+	if err != nil || !strings.Contains(out, "token create") || !strings.Contains(out, "token revoke") {
+		t.Fatalf("usage does not list the token commands: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"token"}, {"token", "delete"}} {
+		if _, _, err := runCLI(t, args...); err == nil {
+			t.Errorf("%v succeeded", args)
+		}
+	}
+	if _, errOut, err := runCLI(t, "token", "create", "-h"); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut, "-entity") {
+		t.Errorf("token create -h = %v, help %q", err, errOut)
+	}
+}

@@ -1,0 +1,157 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/acl"
+)
+
+type ctxKey int
+
+const (
+	ctxRequestID ctxKey = iota
+	ctxLogger
+)
+
+// requestLogger returns the logger of a request, with its request ID.
+func (g *Gateway) requestLogger(r *http.Request) *logrus.Entry {
+	if l, ok := r.Context().Value(ctxLogger).(*logrus.Entry); ok {
+		return l
+	}
+	return g.log
+}
+
+// withRequestID gives every request an ID (the client's X-Request-Id if it
+// is sane, else a random one), echoes it, and puts a logger carrying it in
+// the request context.
+func (g *Gateway) withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !acl.ValidLevel(id) || len(id) > 64 {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+		}
+		w.Header().Set("X-Request-Id", id)
+		ctx := context.WithValue(r.Context(), ctxRequestID, id)
+		ctx = context.WithValue(ctx, ctxLogger, g.log.WithField("requestId", id))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// checkOrigin refuses requests that a browser page of a foreign site could
+// make (DNS rebinding, cross-site POSTs): a Host that is not allowed, or an
+// Origin whose host is not allowed. Requests without Origin come from
+// non-browser clients and pass.
+func (g *Gateway) checkOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.hostAllowed(r.Host) {
+			g.refuse(w, r, http.StatusForbidden, "forbidden_host", "Host "+quote(r.Host)+" is not served here")
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && !g.originAllowed(o) {
+			g.refuse(w, r, http.StatusForbidden, "forbidden_origin", "Origin "+quote(o)+" is not allowed")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func quote(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	return "\"" + s + "\""
+}
+
+func (g *Gateway) hostAllowed(hostport string) bool {
+	if len(g.opts.AllowedHosts) == 0 {
+		return true
+	}
+	host := hostOnly(hostport)
+	for _, h := range g.opts.AllowedHosts {
+		if strings.EqualFold(h, host) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Gateway) originAllowed(origin string) bool {
+	for _, o := range g.opts.AllowedOrigins {
+		if o == "*" || strings.EqualFold(o, origin) {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	// A page served by an allowed host may call the endpoint.
+	return len(g.opts.AllowedHosts) > 0 && g.hostAllowed(u.Host)
+}
+
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return strings.Trim(h, "[]")
+	}
+	return strings.Trim(hostport, "[]")
+}
+
+// LoopbackHosts are the Host values of a gateway that listens on loopback only.
+var LoopbackHosts = []string{"localhost", "127.0.0.1", "::1"}
+
+// authenticate checks the bearer token before anything else runs and puts
+// the token in the request context (acl.WithToken).
+func (g *Gateway) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secret, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			g.unauthenticated(w, r, "missing bearer token (Authorization: Bearer <token>)")
+			return
+		}
+		tok, err := g.opts.Tokens.AuthenticateToken(r.Context(), secret)
+		if err != nil {
+			if errors.Is(err, acl.ErrUnauthenticated) {
+				g.unauthenticated(w, r, err.Error())
+				return
+			}
+			g.requestLogger(r).WithError(err).Error("token check failed")
+			g.refuse(w, r, http.StatusServiceUnavailable, "unavailable", "the token store is not available; try again")
+			return
+		}
+		l := g.requestLogger(r).WithFields(logrus.Fields{"user": tok.UserID, "token": tok.ID})
+		ctx := context.WithValue(acl.WithToken(r.Context(), tok, secret), ctxLogger, l)
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+func (g *Gateway) unauthenticated(w http.ResponseWriter, r *http.Request, msg string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="toolbus"`)
+	g.refuse(w, r, http.StatusUnauthorized, "unauthenticated", msg)
+}
+
+// refuse answers with the plain JSON error shape and counts the refusal.
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	g.stats.refused(code)
+	g.requestLogger(r).WithFields(logrus.Fields{"status": status, "reason": code}).Info("request refused")
+	writeError(w, status, code, msg)
+}

@@ -1,0 +1,193 @@
+package gateway
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Errors of session lookup. Each answers 404 on the wire: a client must not
+// learn whether an ID was forged, expired, ended or someone else's.
+var (
+	errSessionUnknown = errors.New("session unknown or expired")
+	errSessionEnded   = errors.New("session ended")
+)
+
+// session is one legacy-era MCP session (initialize ... DELETE).
+type session struct {
+	// key is the random part of the ID; it is also the sessionId level of
+	// the session's MQTT topics.
+	key     string
+	userID  string
+	tokenID string
+	version string
+	created time.Time
+
+	mu       sync.Mutex
+	lastUsed time.Time
+	logLevel int // index into logLevels; -1: not set
+	caps     json.RawMessage
+}
+
+// sessionClaims is what a session ID carries, signed, so that a replica that
+// shares the secret can serve a session another replica created.
+type sessionClaims struct {
+	Key     string `json:"k"`
+	UserID  string `json:"u"`
+	TokenID string `json:"t"`
+	Version string `json:"v"`
+	Created int64  `json:"c"`
+}
+
+// sessions issues and checks session IDs of the form
+// <base64url claims>.<base64url HMAC-SHA256>, and keeps per-session state.
+type sessions struct {
+	secret []byte
+	ttl    time.Duration
+	now    func() time.Time
+
+	mu    sync.Mutex
+	live  map[string]*session  // by key
+	ended map[string]time.Time // key -> when it stops mattering (created + ttl bound)
+}
+
+func newSessions(secret []byte, ttl time.Duration) *sessions {
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		_, _ = rand.Read(secret)
+	}
+	return &sessions{secret: secret, ttl: ttl, now: time.Now, live: map[string]*session{}, ended: map[string]time.Time{}}
+}
+
+// create starts a session for a token and returns it with its ID.
+func (ss *sessions) create(userID, tokenID, version string, caps json.RawMessage) (*session, string) {
+	kb := make([]byte, 16)
+	_, _ = rand.Read(kb)
+	now := ss.now()
+	s := &session{key: hex.EncodeToString(kb), userID: userID, tokenID: tokenID, version: version,
+		created: now, lastUsed: now, logLevel: -1, caps: caps}
+	id := ss.sign(sessionClaims{Key: s.key, UserID: userID, TokenID: tokenID, Version: version, Created: now.Unix()})
+	ss.mu.Lock()
+	ss.live[s.key] = s
+	ss.mu.Unlock()
+	return s, id
+}
+
+func (ss *sessions) sign(c sessionClaims) string {
+	payload, _ := json.Marshal(c) // plain strings and ints: cannot fail
+	p := base64.RawURLEncoding.EncodeToString(payload)
+	return p + "." + base64.RawURLEncoding.EncodeToString(ss.mac(p))
+}
+
+func (ss *sessions) mac(p string) []byte {
+	m := hmac.New(sha256.New, ss.secret)
+	m.Write([]byte(p))
+	return m.Sum(nil)
+}
+
+// lookup returns the session an ID names, for the token presenting it.
+func (ss *sessions) lookup(id, userID, tokenID string) (*session, error) {
+	c, ok := ss.verify(id)
+	if !ok || c.UserID != userID || c.TokenID != tokenID {
+		return nil, errSessionUnknown
+	}
+	now := ss.now()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if _, gone := ss.ended[c.Key]; gone {
+		return nil, errSessionEnded
+	}
+	s, ok := ss.live[c.Key]
+	if !ok {
+		// Signed by a replica that shares the secret (or by this process
+		// before a restart): the claims carry what the session needs.
+		if now.Sub(time.Unix(c.Created, 0)) > ss.ttl {
+			return nil, errSessionUnknown
+		}
+		s = &session{key: c.Key, userID: c.UserID, tokenID: c.TokenID, version: c.Version,
+			created: time.Unix(c.Created, 0), logLevel: -1}
+		ss.live[c.Key] = s
+	}
+	s.mu.Lock()
+	idle := now.Sub(s.lastUsed)
+	if !s.lastUsed.IsZero() && idle > ss.ttl {
+		s.mu.Unlock()
+		delete(ss.live, c.Key)
+		return nil, errSessionUnknown
+	}
+	s.lastUsed = now
+	s.mu.Unlock()
+	return s, nil
+}
+
+func (ss *sessions) verify(id string) (sessionClaims, bool) {
+	var c sessionClaims
+	p, sig, ok := strings.Cut(id, ".")
+	if !ok || len(id) > 1024 {
+		return c, false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, ss.mac(p)) {
+		return c, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(p)
+	if err != nil || json.Unmarshal(payload, &c) != nil || c.Key == "" {
+		return c, false
+	}
+	return c, true
+}
+
+// end terminates a session; later lookups of it fail.
+func (ss *sessions) end(s *session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.live, s.key)
+	ss.ended[s.key] = s.created.Add(ss.ttl)
+}
+
+// sweep forgets sessions idle longer than the TTL and ended sessions whose
+// IDs can no longer be presented, so the maps stay bounded by activity.
+func (ss *sessions) sweep() {
+	now := ss.now()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for k, s := range ss.live {
+		s.mu.Lock()
+		idle := now.Sub(s.lastUsed)
+		s.mu.Unlock()
+		if idle > ss.ttl {
+			delete(ss.live, k)
+		}
+	}
+	for k, until := range ss.ended {
+		if now.After(until) {
+			delete(ss.ended, k)
+		}
+	}
+}
+
+// count is the number of live sessions held.
+func (ss *sessions) count() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.live)
+}
+
+// logLevels in increasing severity, as MCP's logging/setLevel names them.
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+func logLevelIndex(s string) int {
+	for i, l := range logLevels {
+		if l == s {
+			return i
+		}
+	}
+	return -1
+}

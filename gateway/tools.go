@@ -1,0 +1,300 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/platformtools"
+)
+
+// encodePlatformTools encodes each platform tool once, as tools/list shows it.
+func (g *Gateway) encodePlatformTools() error {
+	g.platformRaw = map[string]json.RawMessage{}
+	if g.opts.Platform == nil {
+		return nil
+	}
+	for _, t := range g.opts.Platform.Tools() {
+		b, err := json.Marshal(t) // platformtools.Tool encodes itself as MCP lists it
+		if err != nil {
+			return fmt.Errorf("%w: platform tool %s: %v", ErrOptions, t.Name, err)
+		}
+		g.platformRaw[t.Name] = b
+	}
+	return nil
+}
+
+func (g *Gateway) platformTaken(name string) bool {
+	_, ok := g.platformRaw[name]
+	return ok
+}
+
+func callerOf(tok acl.Token) *expertagent.Caller {
+	return &expertagent.Caller{UserID: tok.UserID, Scopes: tok.Scopes, ReadOnly: tok.ReadOnly}
+}
+
+// agentCatalog returns the expert agents' tools for the call's context.
+func (g *Gateway) agentCatalog(ctx context.Context, c *call) (*agentCatalog, error) {
+	return g.catalogs.get(ctx, c.ctx, g.opts.Agents.PresenceGeneration(), func(ctx context.Context) (*agentCatalog, error) {
+		return g.fetchCatalog(ctx, c.ctx, c.tok, g.requestLogger(c.httpReq))
+	})
+}
+
+// fetchCatalog asks the agents of a context for all pages of their tool list.
+func (g *Gateway) fetchCatalog(ctx context.Context, key expertagent.Context, tok acl.Token, log *logrus.Entry) (*agentCatalog, error) {
+	// Shared by concurrent requests of the context: one caller leaving must
+	// not cancel the fetch for the others.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ListTimeout)
+	defer cancel()
+	var pages []json.RawMessage
+	var cursor string
+	for range maxToolPages {
+		var params json.RawMessage
+		if cursor != "" {
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		m, err := g.opts.Agents.Request(ctx, key, callerOf(tok), "tools/list", params, nil)
+		if err != nil {
+			return nil, err
+		}
+		if m.Error != nil {
+			return nil, m.Error
+		}
+		pages = append(pages, m.Result)
+		var next struct {
+			NextCursor string `json:"nextCursor"`
+		}
+		_ = json.Unmarshal(m.Result, &next)
+		if cursor = next.NextCursor; cursor == "" {
+			break
+		}
+	}
+	return buildCatalog(pages, g.platformTaken, func(msg string, args ...any) {
+		f := logrus.Fields{}
+		for i := 0; i+1 < len(args); i += 2 {
+			f[fmt.Sprint(args[i])] = args[i+1]
+		}
+		log.WithFields(f).Warn(msg)
+	})
+}
+
+func (g *Gateway) toolsList(c *call) {
+	if !c.tok.HasScope(acl.ScopeToolsList) {
+		g.forbidden(c, "the token lacks the tools:list scope")
+		return
+	}
+	var items []json.RawMessage
+	if g.opts.Platform != nil {
+		for _, t := range g.opts.Platform.Tools() {
+			if platformtools.Visible(c.tok, t) {
+				items = append(items, g.platformRaw[t.Name])
+			}
+		}
+	}
+	cat, err := g.agentCatalog(c.httpReq.Context(), c)
+	if err != nil {
+		// The platform tools still come back, at once; the gap is logged and counted.
+		g.stats.agentListFailed()
+		g.requestLogger(c.httpReq).WithError(err).Warn("tools/list without expert-agent tools")
+	} else {
+		for _, t := range cat.tools {
+			items = append(items, t.raw)
+		}
+	}
+	// Platform tools first, then the agent's, each sorted by name.
+	n := 16
+	for _, it := range items {
+		n += len(it) + 1
+	}
+	b := make([]byte, 0, n+48)
+	b = append(b, `{"tools":[`...)
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	b = append(b, ']')
+	if c.modern {
+		b = append(b, `,"ttlMs":0,"cacheScope":"private"`...)
+	}
+	b = append(b, '}')
+	c.rw.result(b)
+}
+
+func (g *Gateway) toolsCall(c *call) {
+	if !c.tok.HasScope(acl.ScopeToolsCall) {
+		g.forbidden(c, "the token lacks the tools:call scope")
+		return
+	}
+	name := c.params.Name
+	if name == "" {
+		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "params.name is required"))
+		return
+	}
+	start := time.Now()
+	log := g.requestLogger(c.httpReq).WithField("tool", name)
+	if g.opts.Platform != nil {
+		if t, ok := g.opts.Platform.Lookup(name); ok {
+			if !platformtools.Visible(c.tok, t) {
+				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
+				return
+			}
+			if c.tok.ReadOnly && !readOnlyTool(t.Annotations) {
+				g.forbidden(c, "a read-only token may call only tools annotated readOnlyHint: true")
+				return
+			}
+			res, err := g.opts.Platform.Call(c.httpReq.Context(), &platformtools.Call{
+				Name: name, Arguments: c.params.Arguments, Token: c.tok, Secret: c.secret, Context: c.ctx,
+			})
+			switch {
+			case errors.Is(err, platformtools.ErrUnknownTool):
+				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
+				return
+			case errors.Is(err, platformtools.ErrForbidden):
+				g.forbidden(c, err.Error())
+				return
+			case err != nil:
+				log.WithError(err).Error("platform tool failed")
+				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "platform tool %s failed", name))
+				return
+			}
+			log.WithFields(logrus.Fields{"source": "platform", "ms": time.Since(start).Milliseconds()}).Debug("tools/call")
+			c.rw.result(res)
+			return
+		}
+	}
+	g.agentCall(c, name, start, log)
+}
+
+func readOnlyTool(a *platformtools.Annotations) bool {
+	return a != nil && a.ReadOnlyHint != nil && *a.ReadOnlyHint
+}
+
+// agentCall proxies a tools/call to the expert agents over MQTT, relaying
+// their notifications while it runs.
+func (g *Gateway) agentCall(c *call, name string, start time.Time, log *logrus.Entry) {
+	ctx := c.httpReq.Context()
+	cat, err := g.agentCatalog(ctx, c)
+	if err != nil {
+		g.agentFailure(c, name, err, log)
+		return
+	}
+	t, ok := cat.lookup(name)
+	if !ok {
+		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
+		return
+	}
+	if c.tok.ReadOnly && !t.readOnly {
+		g.forbidden(c, "a read-only token may call only tools annotated readOnlyHint: true")
+		return
+	}
+	params := c.req.Params
+	if t.name != t.exposed {
+		var p map[string]json.RawMessage
+		if err := json.Unmarshal(params, &p); err != nil {
+			c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid params"))
+			return
+		}
+		p["name"], _ = json.Marshal(t.name)
+		params, _ = json.Marshal(p)
+	}
+	msg, err := g.opts.Agents.Request(ctx, c.ctx, callerOf(c.tok), "tools/call", params, func(_ string, m *jsonrpc.Message) {
+		g.relay(c, m)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Debug("client gone during an agent call")
+			return
+		}
+		g.agentFailure(c, name, err, log)
+		return
+	}
+	log.WithFields(logrus.Fields{"source": "agent", "ms": time.Since(start).Milliseconds()}).Debug("tools/call")
+	if msg.Error != nil {
+		c.rw.error(http.StatusOK, msg.Error)
+		return
+	}
+	c.rw.result(msg.Result)
+}
+
+// relay sends an agent's interim message for an open call to the client.
+func (g *Gateway) relay(c *call, m *jsonrpc.Message) {
+	switch m.Method {
+	case "notifications/progress":
+	case "notifications/message":
+		var p struct {
+			Level string `json:"level"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		if c.minLog < 0 || logLevelIndex(p.Level) < c.minLog {
+			return
+		}
+	case "notifications/tools/list_changed":
+		g.catalogs.invalidate(c.ctx)
+		return
+	default:
+		g.requestLogger(c.httpReq).WithField("method", m.Method).Debug("agent message not relayed")
+		return
+	}
+	b, err := json.Marshal(m)
+	if err == nil {
+		c.rw.notify(b)
+	}
+}
+
+// agentFailure answers a call the expert agents could not serve with a
+// tool result that says what happened and what to do: the same shape every time.
+func (g *Gateway) agentFailure(c *call, name string, err error, log *logrus.Entry) {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		c.rw.error(http.StatusOK, rpcErr)
+		return
+	}
+	var text string
+	switch {
+	case errors.Is(err, expertagent.ErrNoAgent):
+		text = fmt.Sprintf("Tool %s is served by an expert agent, and no expert agent is online. Try again once one is connected; the platform tools still work.", name)
+	case errors.Is(err, expertagent.ErrTimeout):
+		text = fmt.Sprintf("The expert agent did not answer %s in time. The call was cancelled; try again, or with less work.", name)
+	default:
+		text = fmt.Sprintf("The expert agent could not be reached for %s (%v). Try again later.", name, err)
+	}
+	log.WithError(err).Warn("agent tool call failed")
+	b, _ := json.Marshal(map[string]any{
+		"content": []map[string]string{{"type": "text", "text": text}},
+		"isError": true,
+	})
+	c.rw.result(b)
+}
+
+// AgentTools lists the expert agents' tools as a token sees them outside
+// any session (the platform API's GET /api/v1/agents).
+func (g *Gateway) AgentTools(ctx context.Context, tok acl.Token) ([]platformtools.AgentTool, error) {
+	key := expertagent.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID, SessionID: "tok-" + tok.ID,
+		EntityType: expertagent.NoEntity, EntityID: expertagent.NoEntity}
+	cat, err := g.catalogs.get(ctx, key, g.opts.Agents.PresenceGeneration(), func(ctx context.Context) (*agentCatalog, error) {
+		return g.fetchCatalog(ctx, key, tok, g.log)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]platformtools.AgentTool, 0, len(cat.tools))
+	for _, t := range cat.tools {
+		var d struct {
+			Title       string `json:"title"`
+			Description string `json:"description"`
+		}
+		_ = json.Unmarshal(t.raw, &d)
+		out = append(out, platformtools.AgentTool{Name: t.exposed, Title: d.Title, Description: d.Description})
+	}
+	return out, nil
+}

@@ -1,0 +1,235 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/server"
+)
+
+// protocolVersions are the MCP versions the endpoint claims; every client
+// test runs once per version.
+var protocolVersions = []string{"2025-06-18", "2025-11-25", "2026-07-28"}
+
+// gwEnv is a running gateway with its embedded broker, an expert agent
+// (Agent SDK, in this process, over TCP) and a spy on the request topics.
+type gwEnv struct {
+	srv       *server.Server
+	base      string // http://127.0.0.1:port
+	agentStop func()
+	spy       *reqSpy
+}
+
+func (e *gwEnv) mcpURL() string { return e.base + "/api/v1/mcp" }
+
+// startGateway starts toolbus with the test agent connected.
+func startGateway(t *testing.T, cfg server.Config) *gwEnv {
+	t.Helper()
+	srv := startServer(t, cfg)
+	e := &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
+	e.spy = startReqSpy(t, srv)
+	e.agentStop = startTestAgent(t, srv, "tagent")
+	return e
+}
+
+const agentPassword = "agent-password-123"
+
+// startTestAgent runs an expert agent with the tools the tests call, and
+// waits until the gateway sees it online. The returned func stops it.
+func startTestAgent(t *testing.T, srv *server.Server, name string) func() {
+	t.Helper()
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := srv.Store().Identity(ctx, name); err != nil {
+		if _, err := srv.Store().AddIdentity(ctx, name, acl.RoleExpertAgent, []byte(agentPassword)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := expertagent.NewAgent(expertagent.AgentOptions{
+		BrokerURL: "tcp://" + srv.MQTTAddr().String(), Username: name, Password: agentPassword,
+		ClientID: name + "-1", Name: name, Logger: testLogger(t).WithField("component", "agent"),
+	})
+	yes, no := true, false
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(a.AddTool(expertagent.Tool{
+		Name: "echo", Description: "Returns its text.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
+		Handler: func(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+			var a struct {
+				Text string `json:"text"`
+			}
+			if err := req.Bind(&a); err != nil {
+				return nil, err
+			}
+			return expertagent.Text(a.Text), nil
+		},
+	}))
+	must(a.AddTool(expertagent.Tool{
+		Name: "whoami_agent", Description: "Says who the gateway says is calling.",
+		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
+		Handler: func(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+			return expertagent.Text(req.Caller.UserID + "/" + req.Context.SessionID), nil
+		},
+	}))
+	must(a.AddTool(expertagent.Tool{
+		Name: "delete_all", Description: "A destructive tool.",
+		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &no, DestructiveHint: &yes},
+		Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
+			return expertagent.Text("deleted"), nil
+		},
+	}))
+	must(a.AddTool(expertagent.Tool{
+		Name: "slow_progress", Description: "Reports progress three times, then answers.",
+		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
+		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+			for i := 1; i <= 3; i++ {
+				if err := req.Progress(ctx, float64(i), 3, fmt.Sprintf("step %d", i)); err != nil {
+					return nil, err
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			return expertagent.Text("done"), nil
+		},
+	}))
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("agent: %v", err)
+	case <-time.After(15 * time.Second):
+		cancel()
+		t.Fatal("agent not ready")
+	}
+	poll(t, 10*time.Second, "agent online", func() bool { return agentOnline(srv, name+"-1") })
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("agent run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// reqSpy is an MQTT client (expert-agent role, plain subscription) that
+// counts every tools/call request the gateway publishes: the broker-side
+// witness that a refused call never reached the agents. (A tools/list the
+// gateway sends to learn the agent's tools is not the refused request.)
+type reqSpy struct {
+	n      atomic.Int64
+	client paho.Client
+}
+
+func startReqSpy(t *testing.T, srv *server.Server) *reqSpy {
+	t.Helper()
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := srv.Store().AddIdentity(ctx, "spy", acl.RoleExpertAgent, []byte("spy-password-123")); err != nil {
+		t.Fatal(err)
+	}
+	s := &reqSpy{}
+	opts := paho.NewClientOptions().AddBroker("tcp://" + srv.MQTTAddr().String()).
+		SetClientID("spy-1").SetUsername("spy").SetPassword("spy-password-123").
+		SetAutoReconnect(false).SetConnectTimeout(5 * time.Second)
+	s.client = paho.NewClient(opts)
+	if tok := s.client.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("spy connect: %v", tok.Error())
+	}
+	t.Cleanup(func() { s.client.Disconnect(100) })
+	tok := s.client.Subscribe(expertagent.RequestFilter, 0, func(_ paho.Client, m paho.Message) {
+		env, err := expertagent.DecodeEnvelope(m.Payload())
+		if err != nil {
+			t.Errorf("spy: bad request envelope: %v", err)
+			return
+		}
+		var msg struct {
+			Method string `json:"method"`
+		}
+		if json.Unmarshal(env.Message, &msg) == nil && msg.Method == "tools/call" {
+			s.n.Add(1)
+		}
+	})
+	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("spy subscribe: %v", tok.Error())
+	}
+	return s
+}
+
+// quiet asserts that no request reached the bus while f ran. It publishes
+// nothing itself; a short settle wait covers in-flight deliveries.
+func (s *reqSpy) quiet(t *testing.T, what string, f func()) {
+	t.Helper()
+	before := s.n.Load()
+	f()
+	time.Sleep(100 * time.Millisecond)
+	if n := s.n.Load() - before; n != 0 {
+		t.Errorf("%s: %d request(s) reached the bus", what, n)
+	}
+}
+
+// token mints a token in the gateway's store.
+func (e *gwEnv) token(t *testing.T, spec acl.TokenSpec) string {
+	t.Helper()
+	secret, _, err := e.srv.Store().CreateToken(testCtx(t, 5*time.Second), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connect opens an MCP session with the official go-sdk client.
+func (e *gwEnv) connect(t *testing.T, url, token, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolbus-it", Version: "1"}, opts)
+	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{token}}}
+	cs, err := c.Connect(testCtx(t, 15*time.Second), tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect (%s): %v", version, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("negotiated %s, want %s", got, version)
+	}
+	return cs
+}
+
+func textOf(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if len(res.Content) == 0 {
+		t.Fatalf("no content: %+v", res)
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("content[0] is %T", res.Content[0])
+	}
+	return tc.Text
+}

@@ -1,0 +1,94 @@
+package testenv
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Writer returns a writer that sends each write to t.Log (one call a
+// write, its trailing newline dropped) until the test ends, and drops what
+// a straggling goroutine writes after that.
+func Writer(t testing.TB) io.Writer {
+	t.Helper()
+	w := &writer{t: t}
+	t.Cleanup(w.stop)
+	return w
+}
+
+type writer struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *writer) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
+
+// Logger is LoggerAt with logrus.DebugLevel.
+func Logger(t testing.TB, component string) *logrus.Entry {
+	t.Helper()
+	return LoggerAt(t, component, logrus.DebugLevel)
+}
+
+// LoggerAt returns a logger at level that writes to t.Log while the test
+// runs (seen with -v or on failure), through Writer. Every entry carries
+// the field component, unless component is empty. A benchmark's logger
+// discards everything: b.Log is always printed, and would cost time in the
+// timed loop.
+func LoggerAt(t testing.TB, component string, level logrus.Level) *logrus.Entry {
+	t.Helper()
+	l := logrus.New()
+	if _, bench := t.(*testing.B); bench {
+		l.SetOutput(io.Discard)
+	} else {
+		l.SetOutput(Writer(t))
+		l.SetLevel(level)
+	}
+	if component == "" {
+		return logrus.NewEntry(l)
+	}
+	return l.WithField("component", component)
+}
+
+// Context returns a context that ends after d or when the test ends,
+// whichever comes first.
+func Context(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// pollInterval is the pause between two calls of Poll's condition.
+const pollInterval = 5 * time.Millisecond
+
+// Poll calls cond until it returns true, and fails the test if it has not
+// after d. what names the awaited condition in the failure.
+func Poll(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(pollInterval)
+	}
+}
