@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_TIMEOUT ?= 10m
 
-.PHONY: all build test unit lint vet fmt-check run bench clean
+.PHONY: all build test unit lint vet fmt-check run bench fuzz clean
 
 all: build
 
@@ -31,10 +31,25 @@ fmt-check:
 run: build
 	./scripts/run-demo.sh
 
-# Benchmarks of the MQTT core (numbers for the closing notes); BENCHTIME=5s for steadier numbers.
+# The gateway beside the MCP servers a user would run instead (scripts/bench.sh:
+# BENCH_DURATION, BENCH_ROUNDS, BENCH_PPROF=1), then the Go micro-benchmarks of
+# the MQTT core and the hot-path pieces (BENCHTIME=5s for steadier numbers).
 BENCHTIME ?= 2s
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/
+	./scripts/bench.sh
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/ ./platformtools/
+
+# Fuzz each target for FUZZTIME; crashers land in testdata/fuzz and become
+# regression cases that `make test` runs.
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzServeMCP$$' -fuzztime $(FUZZTIME) ./gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzValidateLevel$$' -fuzztime $(FUZZTIME) ./acl/
+	$(GO) test -run '^$$' -fuzz '^FuzzPolicyAllow$$' -fuzztime $(FUZZTIME) ./acl/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSecret$$' -fuzztime $(FUZZTIME) ./acl/
+	$(GO) test -run '^$$' -fuzz '^FuzzCallArguments$$' -fuzztime $(FUZZTIME) ./platformtools/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $(FUZZTIME) ./expertagent/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTopic$$' -fuzztime $(FUZZTIME) ./expertagent/
 
 clean:
 	rm -rf $(BIN)

@@ -132,7 +132,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
 		c.ctx = expertagent.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID,
 			SessionID: "tok-" + tok.ID, EntityType: entityType, EntityID: entityID}
 		c.minLog = -1
-		if c.params.Meta.LogLevel != "" {
+		if c.params.Meta != nil && c.params.Meta.LogLevel != "" {
 			c.minLog = logLevelIndex(c.params.Meta.LogLevel)
 		}
 	} else {

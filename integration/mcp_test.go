@@ -19,7 +19,7 @@ import (
 	"github.com/toolbus/toolbus/server"
 )
 
-var platformToolNames = []string{"platform_agents", "platform_contexts", "platform_whoami"}
+var platformToolNames = []string{"platform_agents", "platform_contexts", "platform_echo", "platform_whoami"}
 var agentToolNames = []string{"delete_all", "echo", "slow_progress", "whoami_agent"}
 
 func toolNames(t *testing.T, cs *mcp.ClientSession) []string {

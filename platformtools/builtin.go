@@ -12,7 +12,10 @@ const (
 	ToolWhoami   = "platform_whoami"
 	ToolAgents   = "platform_agents"
 	ToolContexts = "platform_contexts"
+	ToolEcho     = "platform_echo"
 )
+
+const echoInput = `{"type":"object","properties":{"text":{"type":"string","description":"what to send back"}},"required":["text"],"additionalProperties":false}`
 
 // noArguments is the input schema of a tool that takes none.
 const noArguments = `{"type":"object","properties":{},"additionalProperties":false}`
@@ -110,6 +113,22 @@ func Builtins() []Tool {
 			OutputSchema: json.RawMessage(contextsOutput),
 			Annotations:  readOnlyTool("My contexts"),
 			Handler:      getEndpoint(PathContexts),
+		},
+		{
+			Name:        ToolEcho,
+			Title:       "Echo",
+			Description: "Returns the text you give it: a quick check that the gateway answers, and the trivial tool its benchmarks call.",
+			InputSchema: json.RawMessage(echoInput),
+			Annotations: readOnlyTool("Echo"),
+			Handler: func(_ context.Context, call *Call) (*Result, error) {
+				var a struct {
+					Text string `json:"text"`
+				}
+				if err := call.Bind(&a); err != nil {
+					return nil, err
+				}
+				return TextResult(a.Text), nil
+			},
 		},
 	}
 }

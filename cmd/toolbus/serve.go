@@ -27,6 +27,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 4<<20, "largest MCP request body accepted (413 above)")
 	allowedHosts := fs.String("allowed-hosts", "", "comma-separated Host names the gateway answers to besides loopback ones (DNS rebinding protection)")
 	allowedOrigins := fs.String("allowed-origins", "", "comma-separated browser origins allowed to call the MCP endpoint")
+	pprofAddr := fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
@@ -41,6 +42,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.AllowedHosts = splitList(*allowedHosts)
 	cfg.AllowedOrigins = splitList(*allowedOrigins)
 
+	if *pprofAddr != "" {
+		stopPprof, err := servePprof(*pprofAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err

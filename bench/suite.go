@@ -1,0 +1,312 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Scenario is one measurement of a suite: a baseline the suite starts, or an
+// external endpoint.
+type Scenario struct {
+	// Name labels the result; "" means Baseline, or "target:<Tool>".
+	Name string
+	// Baseline is the baseline server to start (one of BaselineNames); ""
+	// for an external endpoint at URL.
+	Baseline string
+	// URL of an external endpoint (when Baseline is "").
+	URL string
+	// PIDs of the external endpoint's processes, for their CPU time and
+	// peak RSS; empty means unknown.
+	PIDs []int
+	// Token, Tool, Arguments and ProtocolVersion override the suite's load
+	// options when set; an empty ProtocolVersion on a baseline means
+	// DefaultProtocolVersion(Baseline).
+	Token           string
+	Tool            string
+	Arguments       json.RawMessage
+	ProtocolVersion string
+}
+
+func (s Scenario) name() string {
+	switch {
+	case s.Name != "":
+		return s.Name
+	case s.Baseline != "":
+		return s.Baseline
+	}
+	tool := s.Tool
+	if tool == "" {
+		tool = EchoTool
+	}
+	return "target:" + tool
+}
+
+// ParseScenarios reads a comma-separated scenario list: baseline names,
+// "baselines" (all of them) and "target" (the external endpoint, filled in
+// by the caller), each optionally suffixed "@<protocol version>".
+func ParseScenarios(list string) ([]Scenario, error) {
+	var out []Scenario
+	for item := range strings.SplitSeq(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, version, _ := strings.Cut(item, "@")
+		switch name {
+		case "baselines":
+			for _, b := range BaselineNames() {
+				out = append(out, Scenario{Baseline: b, ProtocolVersion: version})
+			}
+		case "target":
+			out = append(out, Scenario{ProtocolVersion: version})
+		default:
+			if _, err := NewBaseline(name, ServerOptions{}); err != nil {
+				return nil, fmt.Errorf("scenario %q: %w", item, err)
+			}
+			out = append(out, Scenario{Baseline: name, ProtocolVersion: version})
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("bench: no scenario")
+	}
+	return out, nil
+}
+
+// SuiteOptions configure a suite run.
+type SuiteOptions struct {
+	Scenarios []Scenario
+	// Load is the template of every scenario's load run (URL, Tool, Token,
+	// ProtocolVersion and ServerPIDs are set per scenario).
+	Load LoadOptions
+	// Child, when its Command is set, runs each baseline in a child
+	// process (the default of cmd/toolbus-bench), so that the server's and
+	// the generator's CPU time and peak RSS are measured apart. Otherwise
+	// baselines run in this process.
+	Child ChildOptions
+	// Baseline is the scenario name the ratios are computed against; ""
+	// means BaselineMCPGo (the issues state their targets against it).
+	Baseline string
+	// Rounds runs the whole scenario list this many times, interleaved, so
+	// that load from other processes spreads over every scenario instead
+	// of landing on one; the summary takes each scenario's median round.
+	// 0 means 1.
+	Rounds int
+	// Pause between scenarios, so that one's TIME_WAIT sockets and GC do not
+	// land in the next; 0 means none.
+	Pause time.Duration
+	// Logger receives progress; nil means discard.
+	Logger *logrus.Entry
+}
+
+// Report is the outcome of a suite: every result in run order, the summary
+// (one per scenario), and the machine they were measured on.
+type Report struct {
+	Started  time.Time `json:"started"`
+	Baseline string    `json:"baseline"`
+	Rounds   int       `json:"rounds"`
+	Machine  Machine   `json:"machine"`
+	// Summary holds, per scenario in run order, its median-throughput
+	// round, with ratios against the baseline's summary entry.
+	Summary []*Result `json:"summary"`
+	// Results holds every round of every scenario, with ratios against the
+	// baseline of the same round.
+	Results []*Result `json:"results"`
+}
+
+// Machine describes where a report was measured.
+type Machine struct {
+	GoVersion  string `json:"go_version"`
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
+	NumCPU     int    `json:"num_cpu"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	Hostname   string `json:"hostname,omitempty"`
+}
+
+// RunSuite measures every scenario one after another. A scenario that fails
+// to start is reported with SetupError and the suite goes on; the error
+// returned is only ctx's.
+func RunSuite(ctx context.Context, opts SuiteOptions) (*Report, error) {
+	log := componentLogger(opts.Logger, "bench-suite")
+	if opts.Baseline == "" {
+		opts.Baseline = BaselineMCPGo
+	}
+	host, _ := os.Hostname()
+	rep := &Report{
+		Started:  time.Now().UTC(),
+		Baseline: opts.Baseline,
+		Machine: Machine{
+			GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+			NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Hostname: host,
+		},
+	}
+	rounds := max(opts.Rounds, 1)
+	rep.Rounds = rounds
+	defer rep.summarize()
+	n := 0
+	for round := 1; round <= rounds; round++ {
+		for _, sc := range opts.Scenarios {
+			if err := ctx.Err(); err != nil {
+				return rep, err
+			}
+			if n > 0 && opts.Pause > 0 {
+				select {
+				case <-ctx.Done():
+					return rep, ctx.Err()
+				case <-time.After(opts.Pause):
+				}
+			}
+			n++
+			log.WithFields(logrus.Fields{"scenario": sc.name(), "round": round}).Info("measuring")
+			r := runScenario(ctx, sc, opts, log)
+			r.Round = round
+			fields := logrus.Fields{"scenario": r.Scenario, "round": round, "calls_per_second": int(r.Throughput),
+				"errors": r.Errors, "p50_ms": r.Latency.P50, "other_cpu_seconds": r.OtherCPUSeconds}
+			if r.SetupError != "" {
+				log.WithFields(fields).WithField("error", r.SetupError).Warn("scenario did not run")
+			} else {
+				log.WithFields(fields).Info("measured")
+			}
+			rep.Results = append(rep.Results, r)
+		}
+	}
+	return rep, ctx.Err()
+}
+
+func runScenario(ctx context.Context, sc Scenario, opts SuiteOptions, log *logrus.Entry) *Result {
+	lo := opts.Load
+	lo.Logger = log
+	if sc.Token != "" {
+		lo.Token = sc.Token
+	}
+	if sc.Tool != "" {
+		lo.Tool = sc.Tool
+	}
+	if sc.Arguments != nil {
+		lo.Arguments = sc.Arguments
+	}
+	if sc.ProtocolVersion != "" {
+		lo.ProtocolVersion = sc.ProtocolVersion
+	} else if sc.Baseline != "" && lo.ProtocolVersion == "" {
+		lo.ProtocolVersion = DefaultProtocolVersion(sc.Baseline)
+	}
+	mode := "external"
+	lo.URL, lo.ServerPIDs = sc.URL, sc.PIDs
+	failed := func(err error) *Result {
+		r := &Result{Scenario: sc.name(), Mode: mode, URL: lo.URL, SetupError: err.Error()}
+		return r
+	}
+	switch {
+	case sc.Baseline != "" && len(opts.Child.Command) > 0:
+		mode = "child-process"
+		child, err := StartChild(ctx, sc.Baseline, opts.Child)
+		if err != nil {
+			return failed(err)
+		}
+		defer func() {
+			if err := child.Close(); err != nil {
+				log.WithError(err).WithField("scenario", sc.name()).Warn("child server did not stop cleanly")
+			}
+		}()
+		lo.URL, lo.ServerPIDs = child.URL(), []int{child.PID()}
+	case sc.Baseline != "":
+		mode = "in-process"
+		srv, err := NewBaseline(sc.Baseline, ServerOptions{Logger: opts.Logger})
+		if err != nil {
+			return failed(err)
+		}
+		if err := srv.Start(ctx); err != nil {
+			return failed(err)
+		}
+		defer srv.Close()
+		lo.URL, lo.ServerPIDs = srv.URL(), nil
+	case sc.URL == "":
+		return failed(errors.New("bench: target scenario without a URL"))
+	}
+	r, err := Run(ctx, lo)
+	if r == nil {
+		if err == nil {
+			err = errors.New("bench: no result")
+		}
+		return failed(err)
+	}
+	r.Scenario, r.Mode = sc.name(), mode
+	return r
+}
+
+// summarize computes each result's ratios against the baseline of its
+// round, and the Summary: per scenario, the round with the median throughput
+// (the lower median for an even count), with ratios against the baseline's
+// summary entry.
+func (rep *Report) summarize() {
+	baseOf := map[int]*Result{}
+	for _, r := range rep.Results {
+		if r.Scenario == rep.Baseline && r.SetupError == "" && baseOf[r.Round] == nil {
+			baseOf[r.Round] = r
+		}
+	}
+	for _, r := range rep.Results {
+		r.ratiosAgainst(baseOf[r.Round])
+	}
+	var order []string
+	byName := map[string][]*Result{}
+	for _, r := range rep.Results {
+		if byName[r.Scenario] == nil {
+			order = append(order, r.Scenario)
+		}
+		byName[r.Scenario] = append(byName[r.Scenario], r)
+	}
+	rep.Summary = rep.Summary[:0]
+	var base *Result
+	for _, name := range order {
+		rs := slices.Clone(byName[name])
+		slices.SortStableFunc(rs, func(a, b *Result) int { return cmp.Compare(a.Throughput, b.Throughput) })
+		m := *rs[(len(rs)-1)/2]
+		m.Ratios = nil
+		rep.Summary = append(rep.Summary, &m)
+		if name == rep.Baseline && m.SetupError == "" {
+			base = &m
+		}
+	}
+	for _, r := range rep.Summary {
+		r.ratiosAgainst(base)
+	}
+}
+
+// Failed reports whether any scenario did not run or had failed calls.
+func (rep *Report) Failed() bool {
+	for _, r := range rep.Results {
+		if r.SetupError != "" || r.Errors > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteJSON writes the report to dir/bench-<UTC time>.json (creating dir)
+// and returns the file's path.
+func (rep *Report) WriteJSON(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("bench: results dir: %w", err)
+	}
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("bench: encode report: %w", err)
+	}
+	p := filepath.Join(dir, "bench-"+rep.Started.Format("20060102T150405Z")+".json")
+	if err := os.WriteFile(p, append(data, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("bench: write report: %w", err)
+	}
+	return p, nil
+}

@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints the report as a table: one row per scenario, ratios
+// against the baseline, CPU per call of the server and of the generator, and
+// the generator's share of the CPU (a share near 50 % on a 2-core machine
+// means the generator, not the server, is what limits the throughput).
+func (rep *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "scenario\tmode\tversion\tcalls/s\tx %s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tp99 x\terrors\tsrv cpu us/call\tgen cpu us/call\tgen cpu share\tsrv peak MiB\tgen peak MiB\tother cpu s\t\n", rep.Baseline)
+	for _, r := range rep.Summary {
+		if r.SetupError != "" {
+			fmt.Fprintf(tw, "%s\t%s\t%s\tdid not run: %s\t\n", r.Scenario, r.Mode, r.ProtocolVersion, oneLine(r.SetupError, 100))
+			continue
+		}
+		ratio, p99Ratio := "-", "-"
+		if r.Ratios != nil {
+			ratio = fmt.Sprintf("%.2f", r.Ratios.Throughput)
+			p99Ratio = fmt.Sprintf("%.2f", r.Ratios.P99)
+		} else if r.Scenario == rep.Baseline {
+			ratio, p99Ratio = "1.00", "1.00"
+		}
+		srvCPU, share, srvRSS := "-", "-", "-"
+		if r.Server != nil {
+			if r.OK > 0 {
+				srvCPU = fmt.Sprintf("%.1f", r.ServerCPUPerCallMicros)
+			}
+			share = fmt.Sprintf("%.0f%%", 100*r.GeneratorCPUShare)
+			srvRSS = mib(r.Server.PeakRSSBytes)
+		}
+		genCPU, genRSS := "-", "-"
+		if r.Generator != nil {
+			if r.OK > 0 {
+				genCPU = fmt.Sprintf("%.1f", r.GeneratorCPUPerCallMicros)
+			}
+			genRSS = mib(r.Generator.PeakRSSBytes)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",
+			r.Scenario, r.Mode, r.ProtocolVersion, r.Throughput, ratio,
+			r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max, p99Ratio,
+			r.Errors, srvCPU, genCPU, share, srvRSS, genRSS, r.OtherCPUSeconds)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if rep.Rounds > 1 {
+		if _, err := fmt.Fprintf(w, "each row: the median-throughput round of %d (every round is in the JSON report)\n", rep.Rounds); err != nil {
+			return err
+		}
+	}
+	for _, r := range rep.Results {
+		for _, s := range r.ErrorSamples {
+			if _, err := fmt.Fprintf(w, "%s error: %s\n", r.Scenario, oneLine(s, 300)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func mib(b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(b)/(1<<20))
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}
