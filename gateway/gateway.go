@@ -11,10 +11,13 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -109,6 +112,9 @@ type Gateway struct {
 	platformRaw map[string]json.RawMessage // platform tools as listed, by name
 	serverInfo  json.RawMessage
 
+	requestPrefix string
+	requestSeq    atomic.Uint64
+
 	done chan struct{} // closed by Close; stops the session sweeper
 }
 
@@ -161,6 +167,7 @@ func New(opts Options) (*Gateway, error) {
 		catalogs: newCatalogs(opts.MaxContexts, opts.ToolListTTL),
 		done:     make(chan struct{}),
 	}
+	g.requestPrefix = randomHex(4)
 	g.serverInfo, _ = json.Marshal(map[string]string{"name": opts.ServerName, "version": opts.ServerVersion})
 	if err := g.encodePlatformTools(); err != nil {
 		return nil, err
@@ -249,4 +256,10 @@ func (g *Gateway) Stats() Stats {
 		s.Refused[k] = v
 	}
 	return s
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails on supported platforms
+	return hex.EncodeToString(b)
 }

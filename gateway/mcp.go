@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gorilla/mux"
+	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/expertagent"
@@ -102,7 +103,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
 		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not supported; send one message per request"))
 		return
 	}
-	if err := json.Unmarshal(body, &c.req); err != nil {
+	if err := decodeJSON(body, &c.req); err != nil {
 		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "parse error: %v", err))
 		return
 	}
@@ -116,7 +117,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(c.req.Params) > 0 && !bytes.Equal(c.req.Params, []byte("null")) {
-		if err := json.Unmarshal(c.req.Params, &c.params); err != nil {
+		if err := decodeJSON(c.req.Params, &c.params); err != nil {
 			c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid params: %v", err))
 			return
 		}
@@ -165,6 +166,23 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.dispatch(c)
+}
+
+// decodeJSON decodes one JSON value that must fill b. Raw members
+// (params, arguments, ids) keep pointing into b instead of being copied:
+// the body lives as long as the request, and forwarded params pass through
+// untouched. segmentio's decoder does this, and is several times faster
+// than encoding/json on these small envelopes; it matches encoding/json's
+// semantics (case-insensitive member names, last duplicate wins).
+func decodeJSON(b []byte, v any) error {
+	rest, err := segjson.Parse(b, v, segjson.ZeroCopy)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimLeft(rest, " \t\r\n")) != 0 {
+		return errors.New("data after the JSON value")
+	}
+	return nil
 }
 
 // entity reads and checks the entity of the path (/api/v1/mcp/{type}/{id}).

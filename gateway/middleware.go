@@ -2,12 +2,11 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -17,35 +16,45 @@ import (
 
 type ctxKey int
 
-const (
-	ctxRequestID ctxKey = iota
-	ctxLogger
-)
+const ctxRequestID ctxKey = iota
 
-// requestLogger returns the logger of a request, with its request ID.
+// requestLogger returns a logger with the request's ID and caller. It is
+// built only when something is logged: the hot path logs nothing, and a
+// logrus field map per request would cost more than the rest of the
+// middleware together.
 func (g *Gateway) requestLogger(r *http.Request) *logrus.Entry {
-	if l, ok := r.Context().Value(ctxLogger).(*logrus.Entry); ok {
-		return l
+	f := logrus.Fields{}
+	if id, ok := r.Context().Value(ctxRequestID).(string); ok {
+		f["requestId"] = id
 	}
-	return g.log
+	if tok, _, ok := acl.TokenFrom(r.Context()); ok {
+		f["user"], f["token"] = tok.UserID, tok.ID
+	}
+	return g.log.WithFields(f)
 }
 
 // withRequestID gives every request an ID (the client's X-Request-Id if it
-// is sane, else a random one), echoes it, and puts a logger carrying it in
-// the request context.
+// is sane, else a new one) and echoes it.
 func (g *Gateway) withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
-		if !acl.ValidLevel(id) || len(id) > 64 {
-			b := make([]byte, 8)
-			_, _ = rand.Read(b)
-			id = hex.EncodeToString(b)
+		if len(id) > 64 || !acl.ValidLevel(id) {
+			id = g.nextRequestID()
 		}
-		w.Header().Set("X-Request-Id", id)
-		ctx := context.WithValue(r.Context(), ctxRequestID, id)
-		ctx = context.WithValue(ctx, ctxLogger, g.log.WithField("requestId", id))
-		next.ServeHTTP(w, r.WithContext(ctx))
+		w.Header()["X-Request-Id"] = []string{id}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRequestID, id)))
 	})
+}
+
+// nextRequestID returns a process-unique request ID: a random prefix per
+// process and a counter (unique, cheap; not a secret).
+func (g *Gateway) nextRequestID() string {
+	n := g.requestSeq.Add(1)
+	b := make([]byte, 0, len(g.requestPrefix)+17)
+	b = append(b, g.requestPrefix...)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, n, 36)
+	return string(b)
 }
 
 // checkOrigin refuses requests that a browser page of a foreign site could
@@ -129,9 +138,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			g.refuse(w, r, http.StatusServiceUnavailable, "unavailable", "the token store is not available; try again")
 			return
 		}
-		l := g.requestLogger(r).WithFields(logrus.Fields{"user": tok.UserID, "token": tok.ID})
-		ctx := context.WithValue(acl.WithToken(r.Context(), tok, secret), ctxLogger, l)
-		next.ServeHTTP(w, r.WithContext(ctx))
+		next.ServeHTTP(w, r.WithContext(acl.WithToken(r.Context(), tok, secret)))
 	})
 }
 

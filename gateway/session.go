@@ -32,6 +32,7 @@ type session struct {
 
 	mu       sync.Mutex
 	lastUsed time.Time
+	ended    bool
 	logLevel int // index into logLevels; -1: not set
 	caps     json.RawMessage
 }
@@ -55,6 +56,7 @@ type sessions struct {
 
 	mu    sync.Mutex
 	live  map[string]*session  // by key
+	byID  map[string]*session  // by full session ID: spares the HMAC on every request
 	ended map[string]time.Time // key -> when it stops mattering (created + ttl bound)
 }
 
@@ -63,7 +65,8 @@ func newSessions(secret []byte, ttl time.Duration) *sessions {
 		secret = make([]byte, 32)
 		_, _ = rand.Read(secret)
 	}
-	return &sessions{secret: secret, ttl: ttl, now: time.Now, live: map[string]*session{}, ended: map[string]time.Time{}}
+	return &sessions{secret: secret, ttl: ttl, now: time.Now,
+		live: map[string]*session{}, byID: map[string]*session{}, ended: map[string]time.Time{}}
 }
 
 // create starts a session for a token and returns it with its ID.
@@ -76,6 +79,7 @@ func (ss *sessions) create(userID, tokenID, version string, caps json.RawMessage
 	id := ss.sign(sessionClaims{Key: s.key, UserID: userID, TokenID: tokenID, Version: version, Created: now.Unix()})
 	ss.mu.Lock()
 	ss.live[s.key] = s
+	ss.byID[id] = s
 	ss.mu.Unlock()
 	return s, id
 }
@@ -94,37 +98,64 @@ func (ss *sessions) mac(p string) []byte {
 
 // lookup returns the session an ID names, for the token presenting it.
 func (ss *sessions) lookup(id, userID, tokenID string) (*session, error) {
-	c, ok := ss.verify(id)
-	if !ok || c.UserID != userID || c.TokenID != tokenID {
-		return nil, errSessionUnknown
-	}
 	now := ss.now()
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if _, gone := ss.ended[c.Key]; gone {
-		return nil, errSessionEnded
-	}
-	s, ok := ss.live[c.Key]
-	if !ok {
-		// Signed by a replica that shares the secret (or by this process
-		// before a restart): the claims carry what the session needs.
-		if now.Sub(time.Unix(c.Created, 0)) > ss.ttl {
+	s, known := ss.byID[id]
+	ss.mu.Unlock()
+	if !known {
+		c, ok := ss.verify(id)
+		if !ok {
 			return nil, errSessionUnknown
 		}
-		s = &session{key: c.Key, userID: c.UserID, tokenID: c.TokenID, version: c.Version,
-			created: time.Unix(c.Created, 0), logLevel: -1}
-		ss.live[c.Key] = s
+		ss.mu.Lock()
+		if _, gone := ss.ended[c.Key]; gone {
+			ss.mu.Unlock()
+			return nil, errSessionEnded
+		}
+		if s = ss.live[c.Key]; s == nil {
+			// Signed by a replica that shares the secret (or by this
+			// process before a restart): the claims carry what it needs.
+			if now.Sub(time.Unix(c.Created, 0)) > ss.ttl {
+				ss.mu.Unlock()
+				return nil, errSessionUnknown
+			}
+			s = &session{key: c.Key, userID: c.UserID, tokenID: c.TokenID, version: c.Version,
+				created: time.Unix(c.Created, 0), lastUsed: now, logLevel: -1}
+			ss.live[c.Key] = s
+		}
+		ss.byID[id] = s
+		ss.mu.Unlock()
 	}
-	s.mu.Lock()
-	idle := now.Sub(s.lastUsed)
-	if !s.lastUsed.IsZero() && idle > ss.ttl {
-		s.mu.Unlock()
-		delete(ss.live, c.Key)
+	if s.userID != userID || s.tokenID != tokenID {
 		return nil, errSessionUnknown
 	}
-	s.lastUsed = now
+	// Lock order: ss.mu before s.mu (sweep); so s.mu is released before forget.
+	s.mu.Lock()
+	idle, ended := now.Sub(s.lastUsed), s.ended
+	if idle <= ss.ttl && !ended {
+		s.lastUsed = now
+	}
 	s.mu.Unlock()
+	switch {
+	case ended:
+		return nil, errSessionEnded
+	case idle > ss.ttl:
+		ss.forget(s)
+		return nil, errSessionUnknown
+	}
 	return s, nil
+}
+
+// forget drops a session's entries (not its "ended" mark).
+func (ss *sessions) forget(s *session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.live, s.key)
+	for id, x := range ss.byID {
+		if x == s {
+			delete(ss.byID, id)
+		}
+	}
 }
 
 func (ss *sessions) verify(id string) (sessionClaims, bool) {
@@ -146,10 +177,13 @@ func (ss *sessions) verify(id string) (sessionClaims, bool) {
 
 // end terminates a session; later lookups of it fail.
 func (ss *sessions) end(s *session) {
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.live, s.key)
 	ss.ended[s.key] = s.created.Add(ss.ttl)
+	ss.mu.Unlock()
+	ss.forget(s)
 }
 
 // sweep forgets sessions idle longer than the TTL and ended sessions whose
@@ -158,6 +192,15 @@ func (ss *sessions) sweep() {
 	now := ss.now()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	for id, s := range ss.byID {
+		s.mu.Lock()
+		idle := now.Sub(s.lastUsed)
+		s.mu.Unlock()
+		if idle > ss.ttl {
+			delete(ss.byID, id)
+			delete(ss.live, s.key)
+		}
+	}
 	for k, s := range ss.live {
 		s.mu.Lock()
 		idle := now.Sub(s.lastUsed)

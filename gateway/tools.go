@@ -141,7 +141,6 @@ func (g *Gateway) toolsCall(c *call) {
 		return
 	}
 	start := time.Now()
-	log := g.requestLogger(c.httpReq).WithField("tool", name)
 	if g.opts.Platform != nil {
 		if t, ok := g.opts.Platform.Lookup(name); ok {
 			if !platformtools.Visible(c.tok, t) {
@@ -163,16 +162,29 @@ func (g *Gateway) toolsCall(c *call) {
 				g.forbidden(c, err.Error())
 				return
 			case err != nil:
-				log.WithError(err).Error("platform tool failed")
+				g.toolLog(c, name).WithError(err).Error("platform tool failed")
 				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "platform tool %s failed", name))
 				return
 			}
-			log.WithFields(logrus.Fields{"source": "platform", "ms": time.Since(start).Milliseconds()}).Debug("tools/call")
+			g.debugCall(c, name, "platform", start)
 			c.rw.result(res)
 			return
 		}
 	}
-	g.agentCall(c, name, start, log)
+	g.agentCall(c, name, start)
+}
+
+// toolLog is the logger of one tool call, built when something is logged.
+func (g *Gateway) toolLog(c *call, name string) *logrus.Entry {
+	return g.requestLogger(c.httpReq).WithField("tool", name)
+}
+
+// debugCall logs a finished call at debug level, without building the
+// entry when debug is off (the hot path).
+func (g *Gateway) debugCall(c *call, name, source string, start time.Time) {
+	if g.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+		g.toolLog(c, name).WithFields(logrus.Fields{"source": source, "ms": time.Since(start).Milliseconds()}).Debug("tools/call")
+	}
 }
 
 func readOnlyTool(a *platformtools.Annotations) bool {
@@ -181,11 +193,11 @@ func readOnlyTool(a *platformtools.Annotations) bool {
 
 // agentCall proxies a tools/call to the expert agents over MQTT, relaying
 // their notifications while it runs.
-func (g *Gateway) agentCall(c *call, name string, start time.Time, log *logrus.Entry) {
+func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 	ctx := c.httpReq.Context()
 	cat, err := g.agentCatalog(ctx, c)
 	if err != nil {
-		g.agentFailure(c, name, err, log)
+		g.agentFailure(c, name, err)
 		return
 	}
 	t, ok := cat.lookup(name)
@@ -212,13 +224,13 @@ func (g *Gateway) agentCall(c *call, name string, start time.Time, log *logrus.E
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			log.Debug("client gone during an agent call")
+			g.toolLog(c, name).Debug("client gone during an agent call")
 			return
 		}
-		g.agentFailure(c, name, err, log)
+		g.agentFailure(c, name, err)
 		return
 	}
-	log.WithFields(logrus.Fields{"source": "agent", "ms": time.Since(start).Milliseconds()}).Debug("tools/call")
+	g.debugCall(c, name, "agent", start)
 	if msg.Error != nil {
 		c.rw.error(http.StatusOK, msg.Error)
 		return
@@ -253,7 +265,7 @@ func (g *Gateway) relay(c *call, m *jsonrpc.Message) {
 
 // agentFailure answers a call the expert agents could not serve with a
 // tool result that says what happened and what to do: the same shape every time.
-func (g *Gateway) agentFailure(c *call, name string, err error, log *logrus.Entry) {
+func (g *Gateway) agentFailure(c *call, name string, err error) {
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
 		c.rw.error(http.StatusOK, rpcErr)
@@ -268,7 +280,7 @@ func (g *Gateway) agentFailure(c *call, name string, err error, log *logrus.Entr
 	default:
 		text = fmt.Sprintf("The expert agent could not be reached for %s (%v). Try again later.", name, err)
 	}
-	log.WithError(err).Warn("agent tool call failed")
+	g.toolLog(c, name).WithError(err).Warn("agent tool call failed")
 	b, _ := json.Marshal(map[string]any{
 		"content": []map[string]string{{"type": "text", "text": text}},
 		"isError": true,

@@ -3,8 +3,10 @@ package platformtools
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	segjson "github.com/segmentio/encoding/json"
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/expertagent"
 )
@@ -43,10 +45,12 @@ func (c *Call) Bind(v any) error {
 	if len(bytes.TrimSpace(c.Arguments)) == 0 {
 		return nil
 	}
-	d := json.NewDecoder(bytes.NewReader(c.Arguments))
-	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
+	rest, err := segjson.Parse(c.Arguments, v, segjson.DisallowUnknownFields)
+	if err != nil {
 		return fmt.Errorf("invalid arguments: %w", err)
+	}
+	if len(bytes.TrimSpace(rest)) != 0 {
+		return errors.New("invalid arguments: data after the object")
 	}
 	return nil
 }

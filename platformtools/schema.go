@@ -11,6 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	segjson "github.com/segmentio/encoding/json"
 	"golang.org/x/text/message"
 )
 
@@ -125,13 +126,14 @@ func (s *compiledSchema) validate(args []byte, p *message.Printer) error {
 		}
 		return nil
 	}
-	d := json.NewDecoder(bytes.NewReader(args))
-	d.UseNumber()
+	// segmentio's decoder: same results as encoding/json's with UseNumber,
+	// a fraction of the cost on this per-call path.
 	var v any
-	if err := d.Decode(&v); err != nil {
+	rest, err := segjson.Parse(args, &v, segjson.UseNumber)
+	if err != nil {
 		return fmt.Errorf("arguments are not valid JSON: %w", err)
 	}
-	if len(bytes.TrimSpace(args[d.InputOffset():])) != 0 {
+	if len(bytes.TrimSpace(rest)) != 0 {
 		return errors.New("arguments are not valid JSON: data after the object")
 	}
 	if _, ok := v.(map[string]any); !ok {
