@@ -7,8 +7,11 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 	segjson "github.com/segmentio/encoding/json"
@@ -89,22 +92,47 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
 	body, err := g.readBody(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooBig):
 			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "request body over the limit")
-			return
+		case errors.As(err, &netErr) && netErr.Timeout():
+			writeError(w, http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time")
+		default:
+			writeError(w, http.StatusBadRequest, "bad_body", "cannot read the request body")
 		}
-		writeError(w, http.StatusBadRequest, "bad_body", "cannot read the request body")
 		return
 	}
+	// The server's read timeout is for receiving the request. Left in
+	// place, it would fire on net/http's background read while a tool call
+	// runs, and cancel the call's context: the client would get an empty
+	// 200 for any call longer than the read timeout.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 
 	c := &call{tok: tok, secret: secret, httpReq: r, minLog: 0}
 	c.rw = &rpcWriter{w: w, canSSE: canSSE}
+	if tooDeep(body, maxJSONDepth) {
+		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "parse error: JSON nested deeper than %d levels", maxJSONDepth))
+		return
+	}
+	if !utf8.Valid(body) {
+		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "parse error: the body is not valid UTF-8"))
+		return
+	}
 	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
 		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not supported; send one message per request"))
 		return
 	}
 	if err := decodeJSON(body, &c.req); err != nil {
+		if json.Valid(body) { // JSON, but not a request object
+			c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "invalid request: %v", err))
+			return
+		}
 		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "parse error: %v", err))
+		return
+	}
+	if name, dup := duplicateMember(body); dup {
+		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "member %q appears twice (names are compared without case)", clip(name)))
 		return
 	}
 	if !validID(c.req.ID) {
@@ -119,6 +147,12 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
 	if len(c.req.Params) > 0 && !bytes.Equal(c.req.Params, []byte("null")) {
 		if err := decodeJSON(c.req.Params, &c.params); err != nil {
 			c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid params: %v", err))
+			return
+		}
+		// Params are forwarded as they came: a repeated member could be
+		// read here as one tool and by the agent as another.
+		if name, dup := duplicateMember(c.req.Params); dup {
+			c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "params member %q appears twice (names are compared without case)", clip(name)))
 			return
 		}
 	}
@@ -154,6 +188,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
 	if c.req.Method == "" {
 		// A response from the client (to an agent's request) or junk.
 		if len(c.req.ID) > 0 && (c.req.Result != nil || c.req.Error != nil) {
+			g.clientResponse(c)
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
@@ -277,12 +312,12 @@ func (g *Gateway) acceptModern(c *call, header string) bool {
 	}
 	if m.ProtocolVersion != header {
 		rw.error(http.StatusBadRequest, jsonrpc.NewError(codeHeaderMismatch,
-			"MCP-Protocol-Version header %q differs from _meta %q", header, m.ProtocolVersion))
+			"MCP-Protocol-Version header %q differs from _meta %q", clip(header), clip(m.ProtocolVersion)))
 		return false
 	}
 	if m.ProtocolVersion != version20260728 {
-		e := jsonrpc.NewError(codeUnsupportedVersion, "unsupported protocol version %q", m.ProtocolVersion)
-		e.Data, _ = json.Marshal(map[string]any{"supported": supportedVersions, "requested": m.ProtocolVersion})
+		e := jsonrpc.NewError(codeUnsupportedVersion, "unsupported protocol version %q", clip(m.ProtocolVersion))
+		e.Data, _ = json.Marshal(map[string]any{"supported": supportedVersions, "requested": clip(m.ProtocolVersion)})
 		rw.error(http.StatusBadRequest, e)
 		return false
 	}
@@ -385,9 +420,39 @@ func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request) {
 // notification handles a client notification (answered 202 by the caller).
 func (g *Gateway) notification(c *call) {
 	switch c.req.Method {
-	case "notifications/initialized", "notifications/cancelled":
-		// Cancellation of an agent call reaches the agent when the
-		// client's request (its HTTP stream) ends.
+	case "notifications/cancelled":
+		// On a legacy session the client cancels a request it sent on
+		// another POST; the gateway ends that request's agent call, which
+		// sends notifications/cancelled on to the agent. (On the 2026
+		// wire, closing the request's stream is the cancellation.)
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if c.sess != nil && json.Unmarshal(c.req.Params, &p) == nil && len(p.RequestID) > 0 {
+			c.sess.cancel(string(p.RequestID))
+		}
+	}
+}
+
+// clientResponse routes a client's answer to a server-to-client request
+// (an agent's need for input) to the request waiting for it.
+func (g *Gateway) clientResponse(c *call) {
+	if c.sess == nil {
+		return
+	}
+	var id string
+	if json.Unmarshal(c.req.ID, &id) != nil {
+		return // ids the gateway sends are strings
+	}
+	r := clientResponse{Result: c.req.Result}
+	if len(c.req.Error) > 0 {
+		r.Error = &jsonrpc.Error{}
+		if json.Unmarshal(c.req.Error, r.Error) != nil {
+			r.Error = jsonrpc.NewError(jsonrpc.CodeInternalError, "malformed error from the client")
+		}
+	}
+	if !c.sess.deliver(id, r) {
+		g.requestLogger(c.httpReq).WithField("id", id).Debug("client response for no waiting request")
 	}
 }
 
@@ -429,8 +494,18 @@ func (g *Gateway) dispatch(c *call) {
 	case "tools/list":
 		g.toolsList(c)
 	case "tools/call":
+		if n := c.params.Name; n != "" && !validToolName(n) && c.tok.HasScope(acl.ScopeToolsCall) {
+			// No tool has such a name: answered without asking the agents
+			// for their list, and without echoing a name of any size.
+			c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", clip(n)))
+			return
+		}
 		g.toolsCall(c)
 	default:
+		if m, ok := agentMethods[c.req.Method]; ok {
+			g.passThrough(c, m)
+			return
+		}
 		g.methodNotFound(c)
 	}
 }
@@ -440,18 +515,27 @@ func (g *Gateway) methodNotFound(c *call) {
 	if c.modern {
 		status = http.StatusNotFound
 	}
-	c.rw.error(status, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "method %q not found", c.req.Method))
+	c.rw.error(status, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "method %q not found", clip(c.req.Method)))
 }
 
-// capabilities the endpoint declares.
-var capabilitiesJSON = []byte(`{"tools":{},"logging":{}}`)
+// Capabilities the endpoint declares. Resources, prompts and completion
+// come from the expert agents. The 2026 wire has resource subscriptions only
+// through subscriptions/listen, which the gateway does not serve yet.
+var (
+	capabilitiesJSON       = []byte(`{"tools":{},"resources":{"subscribe":true},"prompts":{},"completions":{},"logging":{}}`)
+	modernCapabilitiesJSON = []byte(`{"tools":{},"resources":{},"prompts":{},"completions":{}}`)
+)
 
 func (g *Gateway) initialize(c *call) {
 	version := c.params.ProtocolVersion
 	if !legacyVersion(version) {
 		version = version20251125
 	}
-	_, id := g.sessions.create(c.tok.UserID, c.tok.ID, version, c.params.Capabilities)
+	caps := c.params.Capabilities
+	if !declaresAny(caps) {
+		caps = nil // nothing to tell the agents: spares re-encoding params per call
+	}
+	_, id := g.sessions.create(c.tok.UserID, c.tok.ID, version, caps)
 	c.rw.w.Header().Set(headerSessionID, id)
 	res := map[string]any{
 		"protocolVersion": version,
@@ -465,10 +549,16 @@ func (g *Gateway) initialize(c *call) {
 	c.rw.result(b)
 }
 
+// declaresAny reports whether a capabilities object has any member.
+func declaresAny(caps json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(caps, &m) == nil && len(m) > 0
+}
+
 func (g *Gateway) discover(c *call) {
 	b, _ := json.Marshal(map[string]any{
 		"supportedVersions": supportedVersions,
-		"capabilities":      json.RawMessage(capabilitiesJSON),
+		"capabilities":      json.RawMessage(modernCapabilitiesJSON),
 		"resultType":        resultTypeComplete,
 		"ttlMs":             0,
 		"cacheScope":        "private",

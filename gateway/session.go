@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolbus/toolbus/jsonrpc"
 )
 
 // Errors of session lookup. Each answers 404 on the wire: a client must not
@@ -34,7 +36,11 @@ type session struct {
 	lastUsed time.Time
 	ended    bool
 	logLevel int // index into logLevels; -1: not set
-	caps     json.RawMessage
+	caps     json.RawMessage // the client's capabilities from initialize
+	// waiting: server-to-client requests awaiting the client's answer, by id.
+	waiting map[string]chan clientResponse
+	// inflight: how to cancel the client's running requests, by raw id.
+	inflight map[string]func()
 }
 
 // sessionClaims is what a session ID carries, signed, so that a replica that
@@ -233,4 +239,66 @@ func logLevelIndex(s string) int {
 		}
 	}
 	return -1
+}
+
+// clientResponse is a client's answer to a server-to-client request.
+type clientResponse struct {
+	Result json.RawMessage
+	Error  *jsonrpc.Error
+}
+
+// expectResponse registers a server-to-client request id and returns the
+// channel its answer arrives on. Called again with the same id, it drops the
+// registration (the asker gave up).
+func (s *session) expectResponse(id string) <-chan clientResponse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiting == nil {
+		s.waiting = map[string]chan clientResponse{}
+	}
+	if ch, ok := s.waiting[id]; ok {
+		delete(s.waiting, id)
+		return ch
+	}
+	ch := make(chan clientResponse, 1)
+	s.waiting[id] = ch
+	return ch
+}
+
+// deliver hands a client's response to the request waiting for it. It
+// reports whether one was.
+func (s *session) deliver(id string, r clientResponse) bool {
+	s.mu.Lock()
+	ch, ok := s.waiting[id]
+	delete(s.waiting, id)
+	s.mu.Unlock()
+	if ok {
+		ch <- r
+	}
+	return ok
+}
+
+// setInflight records (or, with nil, forgets) how to cancel the client
+// request with this raw id.
+func (s *session) setInflight(id string, cancel func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cancel == nil {
+		delete(s.inflight, id)
+		return
+	}
+	if s.inflight == nil {
+		s.inflight = map[string]func(){}
+	}
+	s.inflight[id] = cancel
+}
+
+// cancel ends the client request with this raw id, if it is running.
+func (s *session) cancel(id string) {
+	s.mu.Lock()
+	f := s.inflight[id]
+	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }

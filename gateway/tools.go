@@ -219,9 +219,7 @@ func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 		p["name"], _ = json.Marshal(t.name)
 		params, _ = json.Marshal(p)
 	}
-	msg, err := g.opts.Agents.Request(ctx, c.ctx, callerOf(c.tok), "tools/call", params, func(_ string, m *jsonrpc.Message) {
-		g.relay(c, m)
-	})
+	msg, err := g.agentRequest(c, "tools/call", params, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			g.toolLog(c, name).Debug("client gone during an agent call")
@@ -232,7 +230,7 @@ func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 	}
 	g.debugCall(c, name, "agent", start)
 	if msg.Error != nil {
-		c.rw.error(http.StatusOK, msg.Error)
+		g.agentRPCError(c, msg.Error)
 		return
 	}
 	c.rw.result(msg.Result)

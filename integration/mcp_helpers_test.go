@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -44,6 +46,14 @@ func startGateway(t *testing.T, cfg server.Config) *gwEnv {
 }
 
 const agentPassword = "agent-password-123"
+
+// cancelled receives the correlation IDs of wait_cancel calls that were
+// cancelled (buffered; tests drain it).
+var cancelled = make(chan string, 16)
+
+// waitStarted receives the correlation IDs of wait_cancel calls whose
+// handler runs: a cancellation sent before would never reach the handler.
+var waitStarted = make(chan string, 16)
 
 // startTestAgent runs an expert agent with the tools the tests call, and
 // waits until the gateway sees it online. The returned func stops it.
@@ -107,6 +117,53 @@ func startTestAgent(t *testing.T, srv *server.Server, name string) func() {
 			return expertagent.Text("done"), nil
 		},
 	}))
+	must(a.AddTool(expertagent.Tool{
+		Name: "wait_cancel", Description: "Waits until the call is cancelled.",
+		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
+		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+			select {
+			case waitStarted <- req.CorrelationID:
+			default:
+			}
+			select {
+			case <-ctx.Done():
+				select {
+				case cancelled <- req.CorrelationID:
+				default:
+				}
+				return nil, ctx.Err()
+			case <-time.After(20 * time.Second):
+				return expertagent.Text("not cancelled"), nil
+			}
+		},
+	}))
+	a.Handle("prompts/list", func(context.Context, *expertagent.MethodRequest) (any, error) {
+		return json.RawMessage(`{"prompts":[{"name":"greet","description":"Greets someone.","arguments":[{"name":"who","required":true}]}]}`), nil
+	})
+	a.Handle("prompts/get", func(_ context.Context, req *expertagent.MethodRequest) (any, error) {
+		var p struct {
+			Name      string            `json:"name"`
+			Arguments map[string]string `json:"arguments"`
+		}
+		if err := json.Unmarshal(req.Params, &p); err != nil || p.Name != "greet" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt"}
+		}
+		return map[string]any{"messages": []any{map[string]any{"role": "user",
+			"content": map[string]string{"type": "text", "text": "Say hello to " + p.Arguments["who"] + "."}}}}, nil
+	})
+	a.Handle("resources/list", func(context.Context, *expertagent.MethodRequest) (any, error) {
+		return json.RawMessage(`{"resources":[{"uri":"test://note","name":"note","mimeType":"text/plain"}]}`), nil
+	})
+	a.Handle("resources/read", func(_ context.Context, req *expertagent.MethodRequest) (any, error) {
+		var p struct {
+			URI string `json:"uri"`
+		}
+		_ = json.Unmarshal(req.Params, &p)
+		if p.URI != "test://note" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such resource", Data: json.RawMessage(`{"uri":` + strconv.Quote(p.URI) + `}`)}
+		}
+		return map[string]any{"contents": []any{map[string]string{"uri": p.URI, "mimeType": "text/plain", "text": "a note for " + req.Caller.UserID}}}, nil
+	})
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()

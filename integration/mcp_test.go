@@ -20,7 +20,7 @@ import (
 )
 
 var platformToolNames = []string{"platform_agents", "platform_contexts", "platform_echo", "platform_whoami"}
-var agentToolNames = []string{"delete_all", "echo", "slow_progress", "whoami_agent"}
+var agentToolNames = []string{"delete_all", "echo", "slow_progress", "wait_cancel", "whoami_agent"}
 
 func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 	t.Helper()

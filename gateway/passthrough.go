@@ -1,0 +1,269 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/jsonrpc"
+)
+
+// agentMethod describes an MCP method that the expert agents serve and the
+// gateway passes through: params forwarded, the result returned raw.
+type agentMethod struct {
+	scope string // the token scope it needs
+	// list names the array of a list result: the answer when no agent is
+	// there is an empty list, not an error.
+	list string
+	// cacheable results carry ttlMs and cacheScope on the 2026 wire.
+	cacheable bool
+	// mrtr methods may answer "input required" (SEP-2322).
+	mrtr bool
+	// legacyOnly methods do not exist on the 2026 wire.
+	legacyOnly bool
+}
+
+// agentMethods are aggregated from the expert agents the way tools are: same
+// contexts, same topics, same scopes and narrowing. Reads (resources/read,
+// prompts/get) need tools:call like calls do; listings need tools:list.
+var agentMethods = map[string]agentMethod{
+	"resources/list":           {scope: acl.ScopeToolsList, list: "resources", cacheable: true},
+	"resources/templates/list": {scope: acl.ScopeToolsList, list: "resourceTemplates", cacheable: true},
+	"resources/read":           {scope: acl.ScopeToolsCall, cacheable: true, mrtr: true},
+	"resources/subscribe":      {scope: acl.ScopeToolsList, legacyOnly: true},
+	"resources/unsubscribe":    {scope: acl.ScopeToolsList, legacyOnly: true},
+	"prompts/list":             {scope: acl.ScopeToolsList, list: "prompts", cacheable: true},
+	"prompts/get":              {scope: acl.ScopeToolsCall, mrtr: true},
+	"completion/complete":      {scope: acl.ScopeToolsList},
+}
+
+// passThrough serves one agentMethods method.
+func (g *Gateway) passThrough(c *call, m agentMethod) {
+	if m.legacyOnly && c.modern {
+		g.methodNotFound(c)
+		return
+	}
+	if !c.tok.HasScope(m.scope) {
+		g.forbidden(c, "the token lacks the "+m.scope+" scope")
+		return
+	}
+	msg, err := g.agentRequest(c, c.req.Method, c.req.Params, m.mrtr)
+	if err != nil {
+		if c.httpReq.Context().Err() != nil {
+			return
+		}
+		if m.list != "" {
+			// As with tools/list: what the gateway has (nothing) comes back at once.
+			g.stats.agentListFailed()
+			g.requestLogger(c.httpReq).WithError(err).Warn(c.req.Method + " without the expert agents")
+			g.passResult(c, m, []byte(`{"`+m.list+`":[]}`))
+			return
+		}
+		g.agentError(c, err)
+		return
+	}
+	if msg.Error != nil {
+		g.agentRPCError(c, msg.Error)
+		return
+	}
+	g.passResult(c, m, msg.Result)
+}
+
+func (g *Gateway) passResult(c *call, m agentMethod, result []byte) {
+	if c.modern && m.cacheable {
+		result = withCacheFields(result)
+	}
+	c.rw.result(result)
+}
+
+// agentError answers a non-tool request the agents could not serve.
+func (g *Gateway) agentError(c *call, err error) {
+	var rpcErr *jsonrpc.Error
+	switch {
+	case errors.As(err, &rpcErr):
+		g.agentRPCError(c, rpcErr)
+	case errors.Is(err, expertagent.ErrNoAgent):
+		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "no expert agent is online to serve %s; try again once one is connected", c.req.Method))
+	case errors.Is(err, expertagent.ErrTimeout):
+		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent did not answer %s in time", c.req.Method))
+	default:
+		g.requestLogger(c.httpReq).WithError(err).Warn("agent request failed")
+		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent could not be reached for %s", c.req.Method))
+	}
+}
+
+// agentRPCError passes an agent's JSON-RPC error on. On the 2026 wire a
+// missing client capability (-32021) is an HTTP 400, as the specification
+// requires; everything else travels in a 200.
+func (g *Gateway) agentRPCError(c *call, e *jsonrpc.Error) {
+	status := http.StatusOK
+	if c.modern && e.Code == codeMissingCapability {
+		status = http.StatusBadRequest
+	}
+	c.rw.error(status, e)
+}
+
+// withCacheFields adds the 2026 caching members to a list or read result
+// that lacks them: the lists depend on the token, so they are private, and
+// stale at once (agents may change them at any time).
+func withCacheFields(result []byte) []byte {
+	if len(result) < 2 || result[0] != '{' || bytes.Contains(result, []byte(`"ttlMs"`)) {
+		return result
+	}
+	rest := bytes.TrimSpace(result[1:])
+	out := make([]byte, 0, len(result)+40)
+	out = append(out, `{"ttlMs":0,"cacheScope":"private"`...)
+	if len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...)
+}
+
+// agentRequest sends one request to the agents of the call's context,
+// relaying their notifications to the client while it runs. On a legacy
+// session it also serves the agents' "input required" answers itself
+// (SEP-2322): it asks the client over the request's stream, as servers of
+// those versions do, and calls the agents again with the answers. On the
+// 2026 wire such answers go to the client as they are.
+func (g *Gateway) agentRequest(c *call, method string, params json.RawMessage, mrtr bool) (*jsonrpc.Message, error) {
+	ctx := c.httpReq.Context()
+	if c.sess != nil {
+		// A notifications/cancelled from the client for this request ends it.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		key := string(c.req.ID)
+		c.sess.setInflight(key, cancel)
+		defer c.sess.setInflight(key, nil)
+		if caps := c.sess.caps; len(caps) > 0 {
+			// Agents learn what the client can do from _meta, as on the 2026 wire.
+			params = withMeta(params, metaClientCapabilities, caps)
+		}
+	}
+	relay := func(_ string, m *jsonrpc.Message) { g.relay(c, m) }
+	for round := 0; ; round++ {
+		msg, err := g.opts.Agents.Request(ctx, c.ctx, callerOf(c.tok), method, params, relay)
+		if err != nil || msg.Error != nil || !mrtr || c.modern || c.sess == nil {
+			return msg, err
+		}
+		var ir inputRequired
+		if json.Unmarshal(msg.Result, &ir) != nil || ir.ResultType != "input_required" {
+			return msg, nil
+		}
+		if round == maxInputRounds {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent asked for input %d times; giving up", round)
+		}
+		answers, err := g.askClient(ctx, c, ir.InputRequests)
+		if err != nil {
+			return nil, err
+		}
+		params = withInputResponses(params, answers, ir.RequestState)
+	}
+}
+
+// maxInputRounds bounds the input rounds of one request, as clients bound them.
+const maxInputRounds = 10
+
+type inputRequired struct {
+	ResultType    string                  `json:"resultType"`
+	InputRequests map[string]inputRequest `json:"inputRequests"`
+	RequestState  json.RawMessage         `json:"requestState"`
+}
+
+type inputRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// askClient sends each input request to the client as a server-to-client
+// request on this request's SSE stream and waits for the answers, which the
+// client POSTs as JSON-RPC responses on its session.
+func (g *Gateway) askClient(ctx context.Context, c *call, reqs map[string]inputRequest) (map[string]json.RawMessage, error) {
+	if !c.rw.canSSE {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent needs input from the client, which does not accept text/event-stream")
+	}
+	answers := make(map[string]json.RawMessage, len(reqs))
+	for key, r := range reqs {
+		if !clientCan(c.sess.caps, r.Method) {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "the expert agent asked for %s, which the client did not declare", r.Method)
+		}
+		id := "tb-" + strconv.FormatUint(g.requestSeq.Add(1), 36)
+		ch := c.sess.expectResponse(id)
+		params := r.Params
+		if len(params) == 0 {
+			params = json.RawMessage(`{}`)
+		}
+		b, _ := json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      string          `json:"id"`
+			Method  string          `json:"method"`
+			Params  json.RawMessage `json:"params"`
+		}{jsonrpc.Version, id, r.Method, params})
+		c.rw.notify(b)
+		select {
+		case resp := <-ch:
+			if resp.Error != nil {
+				return nil, fmt.Errorf("the client answered %s with an error: %w", r.Method, resp.Error)
+			}
+			answers[key] = resp.Result
+		case <-ctx.Done():
+			c.sess.expectResponse(id) // drop the slot
+			return nil, ctx.Err()
+		}
+	}
+	return answers, nil
+}
+
+// clientCan reports whether the client declared the capability a
+// server-to-client request needs.
+func clientCan(caps json.RawMessage, method string) bool {
+	var declared map[string]json.RawMessage
+	_ = json.Unmarshal(caps, &declared)
+	switch method {
+	case "sampling/createMessage":
+		return declared["sampling"] != nil
+	case "elicitation/create":
+		return declared["elicitation"] != nil
+	case "roots/list":
+		return declared["roots"] != nil
+	}
+	return false
+}
+
+// withMeta returns params with _meta[key] = value (params may be empty).
+func withMeta(params json.RawMessage, key string, value json.RawMessage) json.RawMessage {
+	p := map[string]json.RawMessage{}
+	if len(params) > 0 {
+		_ = json.Unmarshal(params, &p)
+	}
+	meta := map[string]json.RawMessage{}
+	if m := p["_meta"]; len(m) > 0 {
+		_ = json.Unmarshal(m, &meta)
+	}
+	meta[key] = value
+	p["_meta"], _ = json.Marshal(meta)
+	out, _ := json.Marshal(p)
+	return out
+}
+
+// withInputResponses returns params for the next round: the answers and
+// the agent's requestState (echoed exactly, left out if it sent none).
+func withInputResponses(params json.RawMessage, answers map[string]json.RawMessage, state json.RawMessage) json.RawMessage {
+	p := map[string]json.RawMessage{}
+	if len(params) > 0 {
+		_ = json.Unmarshal(params, &p)
+	}
+	p["inputResponses"], _ = json.Marshal(answers)
+	delete(p, "requestState")
+	if len(state) > 0 && string(state) != "null" {
+		p["requestState"] = state
+	}
+	out, _ := json.Marshal(p)
+	return out
+}
