@@ -90,6 +90,9 @@ type Options struct {
 	ListTimeout time.Duration
 	// MaxContexts bounds the cached agent tool lists; 0 means 10000.
 	MaxContexts int
+	// ToolsPageSize is the most tools one tools/list page holds; 0 means
+	// 1000. Clients follow nextCursor for the rest.
+	ToolsPageSize int
 
 	// ServerName and ServerVersion are the serverInfo; "" means "toolbus", "dev".
 	ServerName, ServerVersion string
@@ -147,6 +150,9 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.MaxContexts == 0 {
 		opts.MaxContexts = 10000
+	}
+	if opts.ToolsPageSize <= 0 {
+		opts.ToolsPageSize = 1000
 	}
 	if opts.ServerName == "" {
 		opts.ServerName = "toolbus"

@@ -39,6 +39,7 @@ type rpcParams struct {
 		ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 		LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
 	} `json:"_meta"`
+	Cursor          string          `json:"cursor"`          // tools/list
 	Name            string          `json:"name"`            // tools/call
 	Arguments       json.RawMessage `json:"arguments"`       // tools/call
 	ProtocolVersion string          `json:"protocolVersion"` // initialize
@@ -338,7 +339,7 @@ func checkStandardHeaders(h http.Header, method, name string) string {
 		return "missing or malformed Mcp-Method header"
 	}
 	if hm != method {
-		return "Mcp-Method header " + hm + " differs from the method " + method
+		return "Mcp-Method header " + clip(hm) + " differs from the method " + clip(method)
 	}
 	switch method {
 	case "tools/call", "prompts/get", "resources/read":

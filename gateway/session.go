@@ -35,7 +35,7 @@ type session struct {
 	mu       sync.Mutex
 	lastUsed time.Time
 	ended    bool
-	logLevel int // index into logLevels; -1: not set
+	logLevel int             // index into logLevels; -1: not set
 	caps     json.RawMessage // the client's capabilities from initialize
 	// waiting: server-to-client requests awaiting the client's answer, by id.
 	waiting map[string]chan clientResponse

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -109,25 +111,59 @@ func (g *Gateway) toolsList(c *call) {
 			items = append(items, t.raw)
 		}
 	}
-	// Platform tools first, then the agent's, each sorted by name.
-	n := 16
-	for _, it := range items {
+	// Platform tools first, then the agent's, each sorted by name: the
+	// order is stable, so an offset is a cursor.
+	start, err := decodeCursor(c.params.Cursor)
+	if err != nil || start > len(items) {
+		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid cursor"))
+		return
+	}
+	end := min(start+g.opts.ToolsPageSize, len(items))
+	page := items[start:end]
+	n := 64
+	for _, it := range page {
 		n += len(it) + 1
 	}
-	b := make([]byte, 0, n+48)
+	b := make([]byte, 0, n)
 	b = append(b, `{"tools":[`...)
-	for i, it := range items {
+	for i, it := range page {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, it...)
 	}
 	b = append(b, ']')
+	if end < len(items) {
+		b = append(b, `,"nextCursor":"`...)
+		b = append(b, encodeCursor(end)...)
+		b = append(b, '"')
+	}
 	if c.modern {
 		b = append(b, `,"ttlMs":0,"cacheScope":"private"`...)
 	}
 	b = append(b, '}')
 	c.rw.result(b)
+}
+
+// Cursors of tools/list are opaque to clients: an offset into the stable
+// order of the union, in base64url.
+func encodeCursor(offset int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("o" + strconv.Itoa(offset)))
+}
+
+func decodeCursor(c string) (int, error) {
+	if c == "" {
+		return 0, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) < 2 || b[0] != 'o' {
+		return 0, errors.New("invalid cursor")
+	}
+	n, err := strconv.Atoi(string(b[1:]))
+	if err != nil || n < 0 {
+		return 0, errors.New("invalid cursor")
+	}
+	return n, nil
 }
 
 func (g *Gateway) toolsCall(c *call) {

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -103,4 +106,100 @@ func TestMCPCancellation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMCPToolsPagination: 5 000 agent tools come back in pages that the
+// official client follows, each tool once, in a stable order.
+func TestMCPToolsPagination(t *testing.T) {
+	srv := startServer(t, server.Config{ListTimeout: 20 * time.Second})
+	const n = 5000
+	ctx := testCtx(t, 60*time.Second)
+	if _, err := srv.Store().AddIdentity(ctx, "many", acl.RoleExpertAgent, []byte(agentPassword)); err != nil {
+		t.Fatal(err)
+	}
+	a := expertagent.NewAgent(expertagent.AgentOptions{
+		BrokerURL: "tcp://" + srv.MQTTAddr().String(), Username: "many", Password: agentPassword,
+		ClientID: "many-1", Name: "many", Logger: testLogger(t).WithField("component", "agent"),
+	})
+	for i := range n {
+		if err := a.AddTool(expertagent.Tool{
+			Name: fmt.Sprintf("tool_%04d", i), Description: "One of many.",
+			Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
+				return expertagent.Text("ok"), nil
+			},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	poll(t, 15*time.Second, "agent online", func() bool { return agentOnline(srv, "many-1") })
+
+	e := &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
+	tok := e.token(t, acl.TokenSpec{UserID: "lists"})
+	for _, v := range protocolVersions {
+		t.Run(v, func(t *testing.T) {
+			cs := e.connect(t, e.mcpURL(), tok, v, nil)
+			first, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first.NextCursor == "" || len(first.Tools) >= n {
+				t.Fatalf("first page: %d tools, nextCursor %q", len(first.Tools), first.NextCursor)
+			}
+			seen := map[string]bool{}
+			var prev string
+			for tl, err := range cs.Tools(ctx, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if seen[tl.Name] {
+					t.Fatalf("%s listed twice", tl.Name)
+				}
+				seen[tl.Name] = true
+				if strings.HasPrefix(tl.Name, "tool_") && tl.Name < prev {
+					t.Fatalf("order: %s after %s", tl.Name, prev)
+				}
+				if strings.HasPrefix(tl.Name, "tool_") {
+					prev = tl.Name
+				}
+			}
+			if got := len(seen); got != n+len(platformToolNames) {
+				t.Fatalf("%d tools listed, want %d", got, n+len(platformToolNames))
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "tool_4999", Arguments: map[string]any{}})
+			if err != nil || res.IsError {
+				t.Fatalf("call of the last tool: %v %+v", err, res)
+			}
+		})
+	}
+	if _, err := e.rawList(t, tok, "bm90LWEtY3Vyc29y"); err == nil {
+		t.Fatal("a forged cursor was accepted")
+	}
+}
+
+// rawList sends a legacy tools/list with a cursor on a fresh session and
+// returns the JSON-RPC error, if any.
+func (e *gwEnv) rawList(t *testing.T, tok, cursor string) (json.RawMessage, error) {
+	t.Helper()
+	resp, _ := rawPost(t, e.mcpURL(), tok, initBody, nil)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	_, body := rawPost(t, e.mcpURL(), tok, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"`+cursor+`"}}`,
+		map[string]string{"Mcp-Session-Id": sid})
+	var m struct {
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	if m.Error != nil {
+		return nil, fmt.Errorf("%d: %s", m.Error.Code, m.Error.Message)
+	}
+	return m.Result, nil
 }
