@@ -4,16 +4,19 @@ BIN       := bin
 PKGS      := ./...
 TEST_TIMEOUT ?= 10m
 
-.PHONY: all build test unit lint vet fmt-check run bench fuzz clean
+.PHONY: all build test unit lint vet fmt-check run bench fuzz conformance clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-# Every test: static checks, then the whole suite with the race detector.
+# Every test: static checks, the whole Go suite with the race detector, then
+# the official MCP conformance suite through the gateway (installs Node.js 22
+# and the suite from npm on the first run).
 test: lint
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	./scripts/conformance.sh
 
 # The suite without the race detector (faster while editing).
 unit:
@@ -38,6 +41,15 @@ BENCHTIME ?= 2s
 bench:
 	./scripts/bench.sh
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/ ./platformtools/
+
+# The official MCP conformance suite at 2025-11-25 and 2026-07-28, through
+# the gateway, the embedded broker and the fixture agent (cmd/conformance-agent),
+# with conformance-proxy adding the token. The first run installs the pinned
+# suite and Node.js 22 into .cache/conformance with npm; later runs are
+# offline. checks.json per scenario and the logs land in results/conformance/.
+# Fails on a scored failure that conformance/expected-failures.yaml does not list.
+conformance:
+	./scripts/conformance.sh
 
 # Fuzz each target for FUZZTIME; crashers land in testdata/fuzz and become
 # regression cases that `make test` runs.
