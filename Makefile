@@ -56,6 +56,7 @@ conformance:
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServeMCP$$' -fuzztime $(FUZZTIME) ./gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzJSONGuards$$' -fuzztime $(FUZZTIME) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateLevel$$' -fuzztime $(FUZZTIME) ./acl/
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyAllow$$' -fuzztime $(FUZZTIME) ./acl/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSecret$$' -fuzztime $(FUZZTIME) ./acl/

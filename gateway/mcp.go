@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/gorilla/mux"
@@ -104,11 +103,6 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	// The server's read timeout is for receiving the request. Left in
-	// place, it would fire on net/http's background read while a tool call
-	// runs, and cancel the call's context: the client would get an empty
-	// 200 for any call longer than the read timeout.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 
 	c := &call{tok: tok, secret: secret, httpReq: r, minLog: 0}
 	c.rw = &rpcWriter{w: w, canSSE: canSSE}

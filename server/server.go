@@ -66,9 +66,24 @@ type Config struct {
 	// AllowedOrigins are the browser origins allowed to call the endpoint.
 	AllowedOrigins []string
 
+	// ReadHeaderTimeout bounds the reading of a request's headers, counted
+	// from the connection's accept (on a kept-alive connection, from the
+	// first bytes of the next request): a client that sends its headers
+	// slower is disconnected without an answer. 0 means 10s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds the reading of a whole request, headers and body
+	// (408 when the body is late). It does not bound the handling: a tool
+	// call may run past it, up to CallTimeout. 0 means 60s.
+	ReadTimeout time.Duration
+
 	// Logger receives the process's logs; nil discards them.
 	Logger *logrus.Entry
 }
+
+// maxHeaderBytes bounds a request's header block (net/http answers 431
+// above it, plus its own 4 KiB of slack). Bearer tokens, session IDs and
+// the MCP headers fit many times over.
+const maxHeaderBytes = 64 << 10
 
 // Server is a running toolbus process.
 type Server struct {
@@ -97,6 +112,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.PlatformID == "" {
 		cfg.PlatformID = "gw-" + randomHex(6)
+	}
+	if cfg.ReadHeaderTimeout == 0 {
+		cfg.ReadHeaderTimeout = 10 * time.Second
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 60 * time.Second
+	}
+	if cfg.ReadHeaderTimeout < 0 || cfg.ReadTimeout < 0 {
+		return nil, errors.New("server: negative read timeout")
 	}
 	if err := acl.ValidateLevel(cfg.PlatformID); err != nil {
 		return nil, fmt.Errorf("server: platform id: %w", err)
@@ -166,10 +190,10 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	s.http = &http.Server{
 		Handler:           s.gateway,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    maxHeaderBytes,
 	}
 	s.httpDone = make(chan error, 1)
 	go func() { s.httpDone <- s.http.Serve(s.httpLn) }()

@@ -25,6 +25,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.SessionTTL, "session-ttl", 24*time.Hour, "idle time after which an MCP session ends")
 	fs.DurationVar(&cfg.ToolListTTL, "tool-list-ttl", 30*time.Second, "how long an expert agent's tool list is reused per context")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 4<<20, "largest MCP request body accepted (413 above)")
+	fs.DurationVar(&cfg.ReadHeaderTimeout, "http-read-header-timeout", 10*time.Second, "how long a client may take to send a request's headers (slow clients are disconnected)")
+	fs.DurationVar(&cfg.ReadTimeout, "http-read-timeout", 60*time.Second, "how long a client may take to send a whole request, headers and body (408 when the body is late); tool calls may run longer")
 	allowedHosts := fs.String("allowed-hosts", "", "comma-separated Host names the gateway answers to besides loopback ones (DNS rebinding protection)")
 	allowedOrigins := fs.String("allowed-origins", "", "comma-separated browser origins allowed to call the MCP endpoint")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
