@@ -122,8 +122,8 @@ type Agent struct {
 	inMu     sync.RWMutex
 	closing  bool
 	queue    chan *agentCall
-	rejects  chan *agentInbound
-	inflight map[string]*agentCall // guarded by flightMu
+	rejects  chan *agentCall
+	inflight map[agentCallKey]*agentCall // guarded by flightMu
 	flightMu sync.Mutex
 }
 
@@ -163,7 +163,7 @@ func NewAgent(opts AgentOptions) *Agent {
 		byName:   make(map[string]int),
 		methods:  make(map[string]MethodHandler),
 		ready:    make(chan struct{}),
-		inflight: make(map[string]*agentCall),
+		inflight: make(map[agentCallKey]*agentCall),
 	}
 }
 
@@ -294,7 +294,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer stopServe(nil)
 	a.serveCtx = serveCtx
 	a.queue = make(chan *agentCall, a.opts.Concurrency)
-	a.rejects = make(chan *agentInbound, a.opts.Concurrency)
+	a.rejects = make(chan *agentCall, a.opts.Concurrency)
 	a.connected = make(chan struct{}, 1)
 
 	var workers, rejecter sync.WaitGroup

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
@@ -44,6 +45,9 @@ func (a *Agent) clientOptions() *mqtt.ClientOptions {
 		})
 	if a.opts.TLSConfig != nil {
 		o.SetTLSConfig(a.opts.TLSConfig)
+	}
+	if open := agentOpenConnection(a.opts.BrokerURL); open != nil {
+		o.SetCustomOpenConnectionFn(open)
 	}
 	will, _ := a.presencePayload(StatusOffline)
 	o.SetBinaryWill(PresenceTopic(a.opts.ClientID), will, 1, true)
@@ -95,14 +99,10 @@ func (a *Agent) unsubscribe(ctx context.Context) error {
 	return nil
 }
 
-// reply publishes one JSON-RPC message for correlation ID corrID on topic.
-func (a *Agent) reply(ctx context.Context, topic, corrID string, msg json.RawMessage) error {
-	env := Envelope{CorrelationID: corrID, Message: msg}
-	payload, err := env.Encode()
-	if err != nil {
-		return fmt.Errorf("encode envelope: %w", err)
-	}
-	if err := a.publish(ctx, topic, payload, false); err != nil {
+// reply publishes one envelope (agentEnvelope, agentResponseEnvelope) on a
+// response topic.
+func (a *Agent) reply(ctx context.Context, topic string, envelope []byte) error {
+	if err := a.publish(ctx, topic, envelope, false); err != nil {
 		a.stats.publishErrors.Add(1)
 		return err
 	}
@@ -111,20 +111,37 @@ func (a *Agent) reply(ctx context.Context, topic, corrID string, msg json.RawMes
 
 // publish sends at QoS 1 and waits for the PUBACK, at most agentOpTimeout.
 // It is never called from the client's delivery goroutine.
+//
+// Replies stay QoS 1, although a QoS 0 reply would spare the broker a
+// PUBACK and the agent a read per call: paho keeps a QoS 1 publish in its
+// store and sends it again once a lost connection is back (it drops QoS 0
+// ones silently while reconnecting), the PUBACK is how the Agent learns that
+// a reply was lost (PublishErrors), and with an external broker the gateway's
+// QoS 1 subscription gets at-least-once delivery only from a QoS 1 publish.
 func (a *Agent) publish(ctx context.Context, topic string, payload []byte, retained bool) error {
-	ctx, cancel := context.WithTimeout(ctx, agentOpTimeout)
-	defer cancel()
 	if err := agentWaitToken(ctx, a.client.Publish(topic, 1, retained, payload)); err != nil {
 		return fmt.Errorf("publish %s: %w", topic, err)
 	}
 	return nil
 }
 
+// agentTimers recycles the timers of agentWaitToken: every reply waits for
+// its PUBACK, and a fresh timer per wait was two allocations per call.
+var agentTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
 // agentWaitToken waits for tok, at most until ctx is done and never longer
 // than agentOpTimeout.
 func agentWaitToken(ctx context.Context, tok mqtt.Token) error {
-	t := time.NewTimer(agentOpTimeout)
-	defer t.Stop()
+	t := agentTimers.Get().(*time.Timer)
+	t.Reset(agentOpTimeout)
+	defer func() {
+		t.Stop() // since Go 1.23 no stale tick survives Stop: the timer is clean for the next user
+		agentTimers.Put(t)
+	}()
 	select {
 	case <-tok.Done():
 		return tok.Error()

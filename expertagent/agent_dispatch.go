@@ -36,8 +36,10 @@ type agentInbound struct {
 // and hands everything else to the workers without blocking.
 func (a *Agent) onMessage(_ mqtt.Client, m mqtt.Message) {
 	a.stats.received.Add(1)
-	in, err := a.decode(m.Topic(), m.Payload())
-	if err != nil {
+	// The call carries its decoded request: one allocation for both.
+	call := &agentCall{agent: a}
+	in := &call.in
+	if err := a.decode(m.Topic(), m.Payload(), in); err != nil {
 		a.stats.dropped.Add(1)
 		a.log.WithError(err).WithField("topic", m.Topic()).Debug("dropped message")
 		return
@@ -57,43 +59,69 @@ func (a *Agent) onMessage(_ mqtt.Client, m mqtt.Message) {
 		a.log.WithField("correlationId", in.env.CorrelationID).Debug("dropped response message")
 		return
 	}
-	a.enqueue(in)
+	a.enqueue(call)
 }
 
-func (a *Agent) decode(topic string, payload []byte) (*agentInbound, error) {
-	c, kind, err := ParseTopic(topic)
+// decode fills in from a request topic and its payload, the envelope and
+// its JSON-RPC message in one pass (agentDecodeRequest). paho hands every
+// message its own payload slice, which nobody changes: in keeps pointing
+// into it.
+func (a *Agent) decode(topic string, payload []byte, in *agentInbound) error {
+	c, err := agentParseRequestTopic(topic)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if kind != "req" {
-		return nil, fmt.Errorf("topic %q: not a request topic", topic)
+	in.topic, in.ctx = topic, c
+	if err := agentDecodeRequest(payload, &in.env, &in.msg); err != nil {
+		return err
 	}
-	env, err := DecodeEnvelope(payload)
-	if err != nil {
-		return nil, err
-	}
-	if env.Agent != "" && env.Agent != a.opts.Name {
-		return nil, fmt.Errorf("envelope for agent %q, not %q", env.Agent, a.opts.Name)
-	}
-	in := &agentInbound{topic: topic, ctx: c, env: env}
-	if err := json.Unmarshal(env.Message, &in.msg); err != nil {
-		return nil, fmt.Errorf("%w: message: %v", ErrBadEnvelope, err)
+	if in.env.Agent != "" && in.env.Agent != a.opts.Name {
+		return fmt.Errorf("envelope for agent %q, not %q", in.env.Agent, a.opts.Name)
 	}
 	if in.msg.JSONRPC != jsonrpc.Version {
-		return nil, fmt.Errorf("%w: jsonrpc %q", ErrBadEnvelope, in.msg.JSONRPC)
+		return fmt.Errorf("%w: jsonrpc %q", ErrBadEnvelope, in.msg.JSONRPC)
 	}
-	return in, nil
+	return nil
+}
+
+// agentParseRequestTopic is ParseTopic for a request topic, without the
+// allocations of strings.Split: the context's levels are substrings of
+// topic.
+func agentParseRequestTopic(topic string) (Context, error) {
+	rest, ok := strings.CutPrefix(topic, TopicPrefix)
+	if !ok {
+		return Context{}, fmt.Errorf("topic %q: not under %s", topic, TopicPrefix)
+	}
+	var l [6]string
+	for i := range l {
+		if i == len(l)-1 {
+			l[i] = rest
+			break
+		}
+		if l[i], rest, ok = strings.Cut(rest, "/"); !ok {
+			return Context{}, fmt.Errorf("topic %q: want %s<5 levels>/req", topic, TopicPrefix)
+		}
+	}
+	if l[5] != "req" {
+		return Context{}, fmt.Errorf("topic %q: not a request topic", topic)
+	}
+	c := Context{l[0], l[1], l[2], l[3], l[4]}
+	if err := c.Validate(); err != nil {
+		return Context{}, fmt.Errorf("topic %q: %w", topic, err)
+	}
+	return c, nil
 }
 
 // enqueue registers a request as in flight (so that it can be cancelled
 // while it waits) and queues it; a full queue refuses it with a busy reply.
-func (a *Agent) enqueue(in *agentInbound) {
+func (a *Agent) enqueue(call *agentCall) {
+	in := &call.in
 	if in.env.Deadline > 0 && time.Now().UnixMilli() >= in.env.Deadline {
 		a.stats.expired.Add(1)
 		a.log.WithField("correlationId", in.env.CorrelationID).Debug("request arrived after its deadline")
 		return
 	}
-	call := a.newCall(in)
+	a.newCall(call)
 	if in.msg.IsRequest() {
 		a.flightMu.Lock()
 		if _, dup := a.inflight[call.key]; dup {
@@ -124,7 +152,7 @@ func (a *Agent) enqueue(in *agentInbound) {
 		return
 	}
 	select {
-	case a.rejects <- in:
+	case a.rejects <- call:
 		a.stats.rejected.Add(1)
 	default:
 		a.stats.dropped.Add(1)
@@ -134,21 +162,27 @@ func (a *Agent) enqueue(in *agentInbound) {
 
 // newCall gives a request its context: the envelope's deadline, cancellable
 // by notifications/cancelled and by a shutdown that gives up waiting.
-func (a *Agent) newCall(in *agentInbound) *agentCall {
+func (a *Agent) newCall(call *agentCall) {
+	in := &call.in
 	parent := a.serveCtx
-	stopDeadline := context.CancelFunc(func() {})
 	if in.env.Deadline > 0 {
-		parent, stopDeadline = context.WithDeadline(parent, time.UnixMilli(in.env.Deadline))
+		parent, call.stopDeadline = context.WithDeadline(parent, time.UnixMilli(in.env.Deadline))
 	}
-	ctx, cancel := context.WithCancelCause(parent)
-	return &agentCall{
-		agent: a, key: agentCallKey(in.topic, in.env.CorrelationID),
-		topic: in.ctx.ResponseTopic(), corrID: in.env.CorrelationID, in: in,
-		ctx: ctx, cancel: func(cause error) { cancel(cause); stopDeadline() },
-	}
+	call.ctx, call.cancelCause = context.WithCancelCause(parent)
+	call.key = agentCallKey{in.topic, in.env.CorrelationID}
+	call.topic = agentResponseTopic(in.topic)
+	call.corrID = in.env.CorrelationID
 }
 
-func agentCallKey(topic, corrID string) string { return topic + "\x00" + corrID }
+// agentResponseTopic is the response topic of a request topic (which
+// agentParseRequestTopic accepted: it ends in "req").
+func agentResponseTopic(requestTopic string) string {
+	return requestTopic[:len(requestTopic)-len("req")] + "res"
+}
+
+// agentCallKey names a call in flight: its request topic and correlation ID
+// (a struct key: no string to build per call).
+type agentCallKey struct{ topic, corrID string }
 
 // forget removes call from the in-flight table and releases its context.
 func (a *Agent) forget(call *agentCall) {
@@ -169,9 +203,9 @@ func (a *Agent) cancelCall(in *agentInbound) {
 		Reason    string          `json:"reason"`
 	}
 	_ = json.Unmarshal(in.msg.Params, &p) // no usable requestId: fall back to the correlation ID
-	keys := []string{agentCallKey(in.topic, in.env.CorrelationID)}
+	keys := []agentCallKey{{in.topic, in.env.CorrelationID}}
 	if id := agentIDString(p.RequestID); id != "" && id != in.env.CorrelationID {
-		keys = append([]string{agentCallKey(in.topic, id)}, keys...)
+		keys = append([]agentCallKey{{in.topic, id}}, keys...)
 	}
 	a.flightMu.Lock()
 	var call *agentCall
@@ -217,20 +251,19 @@ func (a *Agent) worker() {
 
 // rejectLoop answers the requests the queue had no room for.
 func (a *Agent) rejectLoop() {
-	for in := range a.rejects {
+	for call := range a.rejects {
+		in := &call.in
 		msg := fmt.Sprintf("expert agent %s is busy (%d requests in progress); retry shortly", a.opts.ClientID, 2*a.opts.Concurrency)
 		var out []byte
 		if in.msg.Method == agentMethodToolsCall {
 			res, _ := Errorf("%s", msg).encode()
-			out = agentResponse(in.msg.ID, res, nil)
+			out = agentResponseEnvelope(call.corrID, in.msg.ID, res, nil)
 		} else {
-			out = agentResponse(in.msg.ID, nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s", msg))
+			out = agentResponseEnvelope(call.corrID, in.msg.ID, nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s", msg))
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), agentOpTimeout)
-		if err := a.reply(ctx, in.ctx.ResponseTopic(), in.env.CorrelationID, out); err != nil {
+		if err := a.reply(context.Background(), call.topic, out); err != nil { // bounded by agentOpTimeout
 			a.log.WithError(err).Warn("busy reply")
 		}
-		cancel()
 	}
 }
 
@@ -238,7 +271,7 @@ func (a *Agent) rejectLoop() {
 // cancelled it or its deadline passed (nobody waits for it then).
 func (a *Agent) handle(call *agentCall) {
 	defer a.forget(call)
-	in := call.in
+	in := &call.in
 	var result json.RawMessage
 	var rpcErr *jsonrpc.Error
 	if call.ctx.Err() == nil {
@@ -262,15 +295,19 @@ func (a *Agent) handle(call *agentCall) {
 		a.log.WithField("correlationId", call.corrID).Debug("call passed its deadline; no response")
 		return
 	}
-	out := agentResponse(in.msg.ID, result, rpcErr)
-	if err := call.finish(context.WithoutCancel(call.ctx), out); err != nil {
+	out := agentResponseEnvelope(call.corrID, in.msg.ID, result, rpcErr)
+	// The response goes out even if the Agent is stopping meanwhile (the
+	// call's context may be cancelled by now); the wait for the broker's
+	// acknowledgement is bounded by agentOpTimeout alone.
+	if err := call.finish(context.Background(), out); err != nil {
 		a.log.WithError(err).WithField("correlationId", call.corrID).Warn("response not delivered")
 		return
 	}
 	a.stats.responses.Add(1)
 }
 
-// agentResponse encodes a JSON-RPC response.
+// agentResponse encodes a JSON-RPC response with encoding/json: the path
+// for errors (agentResponseEnvelope writes results itself).
 func agentResponse(id json.RawMessage, result json.RawMessage, rpcErr *jsonrpc.Error) []byte {
 	m := jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id}
 	if rpcErr != nil {
@@ -299,19 +336,23 @@ type agentParams struct {
 	} `json:"_meta"`
 }
 
-// dispatch runs the handler of the request's method.
+// dispatch runs the handler of the request's method. Every result it
+// returns is compact JSON as json.Marshal writes it (agentResponseEnvelope
+// copies it as is).
 func (a *Agent) dispatch(call *agentCall) (json.RawMessage, *jsonrpc.Error) {
-	in := call.in
+	in := &call.in
 	a.stats.requests.Add(1)
 	var p agentParams
 	var paramsErr error
 	if len(bytes.TrimSpace(in.msg.Params)) > 0 {
-		paramsErr = json.Unmarshal(in.msg.Params, &p)
+		paramsErr = agentDecodeParams(in.msg.Params, &p)
 	}
-	req := &MethodRequest{
+	// The request lives in the call: no allocation of its own.
+	call.req = CallRequest{MethodRequest: MethodRequest{
 		Context: in.ctx, Caller: in.env.Caller, CorrelationID: in.env.CorrelationID,
 		Method: in.msg.Method, Params: in.msg.Params, call: call,
-	}
+	}}
+	req := &call.req.MethodRequest
 	if in.env.Deadline > 0 {
 		req.Deadline = time.UnixMilli(in.env.Deadline)
 	}
@@ -335,7 +376,7 @@ func (a *Agent) dispatch(call *agentCall) (json.RawMessage, *jsonrpc.Error) {
 	case agentMethodToolsList:
 		return a.toolList, nil
 	case agentMethodToolsCall:
-		return a.callTool(call.ctx, req, &p)
+		return a.callTool(call.ctx, &call.req, &p)
 	}
 	return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "method not found: %s", in.msg.Method)
 }
@@ -372,8 +413,9 @@ func (a *Agent) initialize(requested string) (json.RawMessage, *jsonrpc.Error) {
 }
 
 // callTool serves tools/call: an unknown tool or malformed params are
-// JSON-RPC errors (-32602); whatever the tool does is a result.
-func (a *Agent) callTool(ctx context.Context, base *MethodRequest, p *agentParams) (json.RawMessage, *jsonrpc.Error) {
+// JSON-RPC errors (-32602); whatever the tool does is a result. req is the
+// call's request, its MethodRequest filled in.
+func (a *Agent) callTool(ctx context.Context, req *CallRequest, p *agentParams) (json.RawMessage, *jsonrpc.Error) {
 	if p.Name == "" {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "tools/call: params.name is required")
 	}
@@ -390,12 +432,13 @@ func (a *Agent) callTool(ctx context.Context, base *MethodRequest, p *agentParam
 	}
 	tool := &a.tools[idx]
 	var res *CallResult
-	if base.Caller != nil && base.Caller.ReadOnly && !tool.readOnly() {
+	if req.Caller != nil && req.Caller.ReadOnly && !tool.readOnly() {
 		// The gateway checks this first; an agent never widens what a caller may do.
 		res = Errorf("tool %q changes state and the caller's token is read-only; use a token without --read-only", tool.Name)
 	} else {
 		var rpcErr *jsonrpc.Error
-		res, rpcErr = a.runTool(ctx, tool, &CallRequest{MethodRequest: *base, Name: p.Name, Arguments: args})
+		req.Name, req.Arguments = p.Name, args
+		res, rpcErr = a.runTool(ctx, tool, req)
 		if rpcErr != nil {
 			return nil, rpcErr
 		}
@@ -450,7 +493,13 @@ func (a *Agent) runMethod(ctx context.Context, h MethodHandler, req *MethodReque
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s: %v", req.Method, err)
 	}
 	if raw, ok := v.(json.RawMessage); ok && len(raw) > 0 {
-		return raw, nil
+		// Compacted and checked here, as encoding the response did before:
+		// the response is assembled from it as is.
+		b, err := json.Marshal(raw)
+		if err != nil {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "encode response: %v", err)
+		}
+		return b, nil
 	}
 	b, err := json.Marshal(v)
 	if err != nil {

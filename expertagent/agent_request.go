@@ -75,6 +75,9 @@ func (r *CallRequest) Bind(v any) error {
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		return nil
 	}
+	if agentBindFast(args, v) {
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -156,16 +159,26 @@ func (r *MethodRequest) Log(ctx context.Context, level string, data any) error {
 // its context (cancelled by notifications/cancelled), and the lock that keeps
 // notifications before the final response.
 type agentCall struct {
-	agent  *Agent
-	key    string // inflight map key: topic + NUL + correlation ID
-	topic  string // response topic
-	corrID string
-	in     *agentInbound
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	agent        *Agent
+	in           agentInbound
+	req          CallRequest // what the handler gets (set by dispatch)
+	key          agentCallKey
+	topic        string // response topic
+	corrID       string
+	ctx          context.Context
+	cancelCause  context.CancelCauseFunc
+	stopDeadline context.CancelFunc // nil without a deadline
 
 	mu   sync.Mutex
 	done bool // final response sent (or abandoned): no more notifications
+}
+
+// cancel ends the call's context with cause and releases its deadline timer.
+func (c *agentCall) cancel(cause error) {
+	c.cancelCause(cause)
+	if c.stopDeadline != nil {
+		c.stopDeadline()
+	}
 }
 
 // notify publishes a notification tied to this call, unless the call is over.
@@ -186,25 +199,25 @@ func (c *agentCall) notify(ctx context.Context, method string, params any) error
 	if c.done {
 		return fmt.Errorf("%s: %w", method, ErrCallDone)
 	}
-	if err := c.agent.reply(ctx, c.topic, c.corrID, msg); err != nil {
+	if err := c.agent.reply(ctx, c.topic, agentEnvelope(c.corrID, msg)); err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}
 	c.agent.stats.notifications.Add(1)
 	return nil
 }
 
-// finish sends the final message (nil: none) and closes the call to
-// notifications. It waits for a notification being published to finish
-// first, so that the response is the last message of the call.
-func (c *agentCall) finish(ctx context.Context, msg []byte) error {
+// finish sends the final message, a whole envelope (nil: none), and closes
+// the call to notifications. It waits for a notification being published to
+// finish first, so that the response is the last message of the call.
+func (c *agentCall) finish(ctx context.Context, envelope []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done {
 		return ErrCallDone
 	}
 	c.done = true
-	if msg == nil {
+	if envelope == nil {
 		return nil
 	}
-	return c.agent.reply(ctx, c.topic, c.corrID, msg)
+	return c.agent.reply(ctx, c.topic, envelope)
 }

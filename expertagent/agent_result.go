@@ -100,6 +100,9 @@ type agentCallResultWire struct {
 
 // encode returns r as a tools/call result.
 func (r *CallResult) encode() (json.RawMessage, error) {
+	if b, ok := r.appendText(nil); ok {
+		return b, nil
+	}
 	w := agentCallResultWire{Content: r.Content, IsError: r.IsError}
 	if r.StructuredContent != nil {
 		sc, err := json.Marshal(r.StructuredContent)
@@ -119,4 +122,39 @@ func (r *CallResult) encode() (json.RawMessage, error) {
 		return nil, fmt.Errorf("encode tool result: %w", err)
 	}
 	return b, nil
+}
+
+// appendText appends r's encoding when r is the common case: text contents
+// only, no structured content. It writes what json.Marshal writes for
+// agentCallResultWire, byte for byte, without reflection. ok is false for
+// anything else (encode then uses encoding/json).
+func (r *CallResult) appendText(dst []byte) (_ []byte, ok bool) {
+	if r.StructuredContent != nil {
+		return dst, false
+	}
+	n := len(`{"content":[],"isError":true}`)
+	for i := range r.Content {
+		c := &r.Content[i]
+		if c.Type != ContentText {
+			return dst, false
+		}
+		n += len(`{"type":"text","text":""},`) + len(c.Text) + 8
+	}
+	if dst == nil {
+		dst = make([]byte, 0, n)
+	}
+	dst = append(dst, `{"content":[`...)
+	for i := range r.Content {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"type":"text","text":`...)
+		dst = agentAppendString(dst, r.Content[i].Text)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, ']')
+	if r.IsError {
+		dst = append(dst, `,"isError":true`...)
+	}
+	return append(dst, '}'), true
 }

@@ -8,7 +8,10 @@
 #
 #   scripts/bench.sh                    # 10 s per scenario, 3 interleaved rounds
 #   BENCH_DURATION=3s BENCH_ROUNDS=1 scripts/bench.sh
-#   BENCH_PPROF=1 scripts/bench.sh      # also saves a 10 s CPU profile of the gateway
+#   BENCH_PPROF=1 scripts/bench.sh      # also saves a CPU profile of the gateway (results/gateway.cpu.pprof)
+#   BENCH_AGENT_PPROF=1 scripts/bench.sh # also saves one of the expert agent (results/agent.cpu.pprof)
+#   (both start BENCH_PPROF_DELAY seconds into the run, default 2, and last BENCH_PPROF_SECONDS, default 5)
+#   BENCH_AGENT_GOMAXPROCS=1 scripts/bench.sh  # runs the expert agent with GOMAXPROCS=1
 # Extra arguments go to toolbus-bench (e.g. --payload 1024 --protocol-version 2026-07-28).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,8 +46,14 @@ line=$(grep 'mqtt://' "$work/serve.out") || { cat "$work/serve.err" >&2; exit 1;
 URL=$(sed -E 's|.*(http://[^ ]+).*|\1|' <<<"$line")
 MQTT=$(sed -E 's|.*mqtt://([^ ]+).*|\1|' <<<"$line")
 
-TOOLBUS_AGENT_PASSWORD=$(cat "$work/agent.pw") ./bin/expert-agent --broker-url "tcp://$MQTT" \
-  --username bench-agent --log-level warn 2> "$work/agent.err" &
+# The agent logs its pprof address at info level; it logs nothing per call at
+# info, so the higher level costs nothing while measuring.
+agent_args=(--log-level warn)
+[[ -n ${BENCH_AGENT_PPROF:-} ]] && agent_args=(--log-level info --pprof-addr 127.0.0.1:0)
+agent_env=()
+[[ -n ${BENCH_AGENT_GOMAXPROCS:-} ]] && agent_env=("GOMAXPROCS=$BENCH_AGENT_GOMAXPROCS")
+env "${agent_env[@]}" TOOLBUS_AGENT_PASSWORD="$(cat "$work/agent.pw")" ./bin/expert-agent --broker-url "tcp://$MQTT" \
+  --username bench-agent "${agent_args[@]}" 2> "$work/agent.err" &
 agent=$!
 pids+=("$agent")
 sleep 1
@@ -52,6 +61,11 @@ sleep 1
 if [[ -n ${BENCH_PPROF:-} ]]; then
   paddr=$(grep -o '"addr":"[^"]*"' "$work/serve.err" | head -n1 | cut -d'"' -f4)
   (sleep "${BENCH_PPROF_DELAY:-2}"; curl -s "http://$paddr/debug/pprof/profile?seconds=${BENCH_PPROF_SECONDS:-5}" -o results/gateway.cpu.pprof) &
+fi
+if [[ -n ${BENCH_AGENT_PPROF:-} ]]; then
+  aaddr=$(grep '"component":"pprof"' "$work/agent.err" | grep -o '"addr":"[^"]*"' | head -n1 | cut -d'"' -f4)
+  [[ -n $aaddr ]] || { echo "bench.sh: the agent logged no pprof address" >&2; cat "$work/agent.err" >&2; exit 1; }
+  (sleep "${BENCH_PPROF_DELAY:-2}"; curl -s "http://$aaddr/debug/pprof/profile?seconds=${BENCH_PPROF_SECONDS:-5}" -o results/agent.cpu.pprof) &
 fi
 
 TOOLBUS_BENCH_TOKEN=$TOKEN ./bin/toolbus-bench --scenario baselines,target --target "$URL" --target-pid "$gw,$agent" \

@@ -5,6 +5,12 @@
 //
 //	expert-agent --broker-url tcp://127.0.0.1:1883 --username NAME --password PASS
 //
+// --pprof-addr 127.0.0.1:6061 serves Go's runtime profiles on a listener of
+// their own (off by default). On a small machine shared with the gateway,
+// GOMAXPROCS=1 lowers the agent's CPU per call by about a fifth: paho hands
+// every message through several goroutines, and on one P those hand-offs
+// need no thread wake-ups (measured with scripts/bench.sh on 2 cores).
+//
 // Every flag also reads the environment variable TOOLBUS_AGENT_<FLAG>
 // (e.g. TOOLBUS_AGENT_PASSWORD); a flag on the command line wins.
 package main
@@ -50,6 +56,7 @@ type config struct {
 	opts      expertagent.AgentOptions
 	logLevel  logrus.Level
 	logFormat string
+	pprofAddr string // "" = no profiles served
 }
 
 // parseFlags reads args, then TOOLBUS_AGENT_<FLAG> for every flag not on the
@@ -72,6 +79,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.DurationVar(&c.opts.ShutdownTimeout, "shutdown-timeout", expertagent.DefaultAgentShutdownTimeout, "how long to wait for calls in flight on shutdown")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6061); off by default")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -125,6 +133,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		logger.Formatter = &logrus.JSONFormatter{}
 	}
 	c.opts.Logger = logrus.NewEntry(logger)
+	if c.pprofAddr != "" {
+		stopPprof, err := servePprof(c.pprofAddr, c.opts.Logger.WithField("component", "pprof"))
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 
 	agent := expertagent.NewAgent(c.opts)
 	for _, t := range tools(time.Second, time.Now) {

@@ -26,7 +26,7 @@ func TestParseFlags(t *testing.T) {
 			if c.opts.BrokerURL != "tcp://127.0.0.1:1883" || c.opts.Name != expertagent.DefaultAgentName || c.opts.Group != "" {
 				t.Errorf("opts = %+v", c.opts)
 			}
-			if c.logLevel != logrus.InfoLevel || c.logFormat != "json" {
+			if c.logLevel != logrus.InfoLevel || c.logFormat != "json" || c.pprofAddr != "" {
 				t.Errorf("log = %v %s", c.logLevel, c.logFormat)
 			}
 		}},
@@ -50,6 +50,12 @@ func TestParseFlags(t *testing.T) {
 			check: func(t *testing.T, c config) {
 				if c.opts.Username != "flag" {
 					t.Errorf("username = %q, want flag", c.opts.Username)
+				}
+			}},
+		{name: "pprof address", args: []string{"--pprof-addr", "127.0.0.1:6061"},
+			check: func(t *testing.T, c config) {
+				if c.pprofAddr != "127.0.0.1:6061" {
+					t.Errorf("pprofAddr = %q", c.pprofAddr)
 				}
 			}},
 		{name: "bad environment value", env: map[string]string{"TOOLBUS_AGENT_CONCURRENCY": "many"}, wantErr: "TOOLBUS_AGENT_CONCURRENCY"},
