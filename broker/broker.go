@@ -90,6 +90,10 @@ func New(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("broker: add acl hook: %w", err)
 	}
 	b.bus = newInlineBus(b.srv, o.InlineQoS)
+	if err := b.srv.AddHook(&inlineHook{bus: b.bus}, nil); err != nil {
+		cancel()
+		return nil, fmt.Errorf("broker: add inline hook: %w", err)
+	}
 	return b, nil
 }
 

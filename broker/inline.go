@@ -27,19 +27,66 @@ type MessageHandler = func(topic string, payload []byte)
 // Publish returns (inline handlers run right there), at Options.InlineQoS.
 // A handler may still run once right after Unsubscribe returns, for a
 // message that was being routed at the time.
+//
+// Subscriptions to one exact request or response topic (the Requester holds
+// one per context) are not given to mochi: they live in direct, and the
+// inline hook delivers to them from OnPublished, right after mochi has
+// routed the message to everyone else. That is the one way a message
+// reaches such a topic: Wills there are refused at login, retained messages
+// by OnPublish. mochi's topic tree then holds only the wildcard filters,
+// which halves what every publish spends walking it, and a context's
+// subscribe and unsubscribe cost a map operation.
 type InlineBus struct {
 	srv *mqtt.Server
 	qos byte
 
 	closed atomic.Bool
+	direct sync.Map // exact request/response topic -> MessageHandler
 
 	mu     sync.Mutex     // serialises Subscribe/Unsubscribe with subs
-	subs   map[string]int // filter -> mochi inline subscription ID
+	subs   map[string]int // filter -> mochi inline subscription ID (directID: in direct)
 	nextID int
 }
 
 func newInlineBus(srv *mqtt.Server, qos byte) *InlineBus {
 	return &InlineBus{srv: srv, qos: qos, subs: make(map[string]int)}
+}
+
+// directID marks in InlineBus.subs a filter held in direct; mochi's IDs
+// start at 1.
+const directID = 0
+
+// isDirectFilter reports whether filter is one exact request or response
+// topic: a filter the InlineBus keeps to itself.
+func isDirectFilter(filter string) bool {
+	return isContextTopic(filter) && !strings.ContainsAny(filter, "+#")
+}
+
+// deliverDirect hands a message on topic to the direct subscription of
+// topic, if there is one.
+func (b *InlineBus) deliverDirect(topic string, payload []byte) {
+	if h, ok := b.direct.Load(topic); ok {
+		h.(MessageHandler)(topic, bytes.Clone(payload))
+	}
+}
+
+// inlineHook delivers published messages to the InlineBus's direct
+// subscriptions. mochi calls OnPublished after routing a publish that the
+// ACL and every OnPublish let through (an ignored one is flagged), from
+// the publisher's goroutine: where it called the inline handlers before.
+type inlineHook struct {
+	mqtt.HookBase
+	bus *InlineBus
+}
+
+func (h *inlineHook) ID() string { return "toolbus-inline" }
+
+func (h *inlineHook) Provides(b byte) bool { return b == mqtt.OnPublished }
+
+func (h *inlineHook) OnPublished(_ *mqtt.Client, pk packets.Packet) {
+	if !pk.Ignore {
+		h.bus.deliverDirect(pk.TopicName, pk.Payload)
+	}
 }
 
 // Subscribe subscribes to filter; messages matching it go to h. It returns
@@ -68,6 +115,16 @@ func (b *InlineBus) Subscribe(ctx context.Context, filter string, h MessageHandl
 	defer b.mu.Unlock()
 	if b.closed.Load() {
 		return fmt.Errorf("inline subscribe %q: %w", filter, ErrClosed)
+	}
+	if isDirectFilter(filter) {
+		b.direct.Store(filter, h)
+		b.subs[filter] = directID
+		// None are expected here (see InlineBus), but deliver any as mochi
+		// would.
+		for _, pk := range b.srv.Topics.Messages(filter) {
+			h(pk.TopicName, bytes.Clone(pk.Payload))
+		}
+		return nil
 	}
 	id, ok := b.subs[filter]
 	if !ok {
@@ -98,6 +155,11 @@ func (b *InlineBus) Unsubscribe(ctx context.Context, filter string) error {
 	if !ok {
 		return nil
 	}
+	if id == directID {
+		b.direct.Delete(filter)
+		delete(b.subs, filter)
+		return nil
+	}
 	if err := b.srv.Unsubscribe(filter, id); err != nil {
 		return fmt.Errorf("inline unsubscribe %q: %w", filter, err)
 	}
@@ -123,6 +185,11 @@ func (b *InlineBus) Publish(ctx context.Context, topic string, payload []byte) e
 	}
 	return nil
 }
+
+// PublishWaits reports false: Publish routes the message to the
+// subscribers (handing it to network clients' write queues) and returns; it
+// never waits on the network, so a caller need not bound it with a deadline.
+func (b *InlineBus) PublishWaits() bool { return false }
 
 func (b *InlineBus) subscribed(filter string) bool {
 	b.mu.Lock()

@@ -149,3 +149,81 @@ func TestInlineBusErrors(t *testing.T) {
 		t.Errorf("publish on a cancelled context: %v", err)
 	}
 }
+
+// Exact request/response topics are delivered to inline subscribers by the
+// inline hook rather than through mochi's topic tree: only what the
+// publish checks let through, in order, and nothing after Unsubscribe.
+func TestInlineExactContextSubscription(t *testing.T) {
+	e := newEnv(t)
+	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	agent := e.mustConnect(t, "agent1-a", "agent1", pwa, nil)
+	bus := e.Broker.Bus()
+	ctx := testContext(t)
+
+	res := make(chan inlineMsg, 8)
+	req := make(chan inlineMsg, 8)
+	if err := bus.Subscribe(ctx, ctxRes, chanHandler(res)); err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.Subscribe(ctx, ctxReq, chanHandler(req)); err != nil {
+		t.Fatal(err)
+	}
+	if !e.Broker.InlineSubscribed(ctxRes) || !e.Broker.InlineSubscribed(ctxReq) {
+		t.Fatal("InlineSubscribed = false after Subscribe")
+	}
+
+	mustPublish(t, agent, ctxRes, 0, true, "retained response") // refused by OnPublish
+	mustPublish(t, agent, ctxReq, 0, false, "agent request")    // refused by the ACL
+	mustPublish(t, agent, ctxRes, 1, false, "r1")
+	mustPublish(t, agent, ctxRes, 0, false, "r2")
+	for _, want := range []string{"r1", "r2"} {
+		if m := nextInline(t, res); m.topic != ctxRes || m.payload != want {
+			t.Fatalf("response = %+v, want %q", m, want)
+		}
+	}
+
+	// The inline client's own publishes reach inline subscribers too.
+	if err := bus.Publish(ctx, ctxReq, []byte("own")); err != nil {
+		t.Fatal(err)
+	}
+	if m := nextInline(t, req); m.topic != ctxReq || m.payload != "own" {
+		t.Fatalf("request = %+v, want the inline publish", m)
+	}
+
+	// Replacing the handler: only the new one gets messages.
+	res2 := make(chan inlineMsg, 8)
+	if err := bus.Subscribe(ctx, ctxRes, chanHandler(res2)); err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, agent, ctxRes, 1, false, "r3")
+	if m := nextInline(t, res2); m.payload != "r3" {
+		t.Fatalf("new handler got %+v", m)
+	}
+
+	if err := bus.Unsubscribe(ctx, ctxRes); err != nil {
+		t.Fatal(err)
+	}
+	if e.Broker.InlineSubscribed(ctxRes) {
+		t.Fatal("InlineSubscribed = true after Unsubscribe")
+	}
+	// The agent's publishes are handled in order, each to the end: once
+	// the sentinel on another context's topic is in, "after" has been
+	// routed.
+	const otherRes = "ff/v1/mcp/plat1/user1/sess2/_/_/res"
+	barrier := make(chan inlineMsg, 1)
+	if err := bus.Subscribe(ctx, otherRes, chanHandler(barrier)); err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, agent, ctxRes, 1, false, "after")
+	mustPublish(t, agent, otherRes, 1, false, "sentinel")
+	if m := nextInline(t, barrier); m.payload != "sentinel" {
+		t.Fatalf("barrier got %+v", m)
+	}
+	for _, ch := range []chan inlineMsg{res, res2} {
+		select {
+		case m := <-ch:
+			t.Fatalf("stale or unsubscribed handler got %+v", m)
+		default:
+		}
+	}
+}

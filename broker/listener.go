@@ -200,7 +200,8 @@ func (l *netListener) Serve(establish listeners.EstablishFn) {
 			}
 		}
 		backoff = 0
-		if !l.tracker.serveConn(c, establish) {
+		// PUBACKs wait while the client's read loop is busy (see ackConn).
+		if !l.tracker.serveConn(&ackConn{Conn: c}, establish) {
 			return
 		}
 	}

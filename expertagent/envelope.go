@@ -1,6 +1,7 @@
 package expertagent
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,10 +47,22 @@ type Envelope struct {
 	Message json.RawMessage `json:"message"`
 }
 
-// Encode returns the envelope as JSON, with V set to EnvelopeVersion.
+// Encode returns the envelope as JSON, with V set to EnvelopeVersion. The
+// members are those json.Marshal writes; Message is validated and compacted
+// but, unlike json.Marshal, not HTML-escaped (the same JSON value).
 func (e *Envelope) Encode() ([]byte, error) {
 	e.V = EnvelopeVersion
-	return json.Marshal(e)
+	dst := make([]byte, 0, 128+len(e.Message))
+	dst = appendEnvelopeHead(dst, e.CorrelationID, e.Deadline, e.Caller, e.Agent)
+	if e.Message == nil {
+		dst = append(dst, "null"...) // what json.Marshal writes for a nil RawMessage
+	} else {
+		var err error
+		if dst, err = appendCompactJSON(dst, e.Message); err != nil {
+			return nil, fmt.Errorf("encode envelope message: %w", err)
+		}
+	}
+	return append(dst, '}'), nil
 }
 
 // DecodeEnvelope parses and checks one payload. Every error wraps
@@ -59,8 +72,13 @@ func DecodeEnvelope(payload []byte) (Envelope, error) {
 	if len(payload) > MaxEnvelopeSize {
 		return e, fmt.Errorf("%w: %d bytes", ErrEnvelopeTooLarge, len(payload))
 	}
-	if err := json.Unmarshal(payload, &e); err != nil {
-		return Envelope{}, fmt.Errorf("%w: %v", ErrBadEnvelope, err)
+	if decodeEnvelopeFast(payload, &e, nil) {
+		e.Message = bytes.Clone(e.Message) // json.Unmarshal copies it too: the payload stays the caller's
+	} else {
+		e = Envelope{}
+		if err := json.Unmarshal(payload, &e); err != nil {
+			return Envelope{}, fmt.Errorf("%w: %v", ErrBadEnvelope, err)
+		}
 	}
 	if e.V != EnvelopeVersion {
 		return Envelope{}, fmt.Errorf("%w: %d", ErrEnvelopeVersion, e.V)

@@ -11,14 +11,15 @@ import (
 // chatty agent cannot grow the gateway's memory without bound.
 const maxInterimQueued = 1024
 
-// recentCalls is how many finished correlation IDs the table remembers, to
-// tell a duplicate answer (a second agent instance answering) from a late
-// one (an answer after the caller gave up).
+// recentCalls is how many calls back (by sequence number) the table
+// remembers how a call ended, to tell a duplicate answer (a second agent
+// instance answering) from a late one (an answer after the caller gave up).
 const recentCalls = 4096
 
 // pendingCall is one open request, waiting for its final response.
 type pendingCall struct {
-	id string
+	id  string
+	seq uint64 // the sequence number id was made from
 	// topic is the response topic the answer must arrive on: a reply on
 	// another context's topic must not complete the call.
 	topic string
@@ -32,8 +33,8 @@ type pendingCall struct {
 	notify chan struct{}
 }
 
-func newPendingCall(id, topic string) *pendingCall {
-	return &pendingCall{id: id, topic: topic, notify: make(chan struct{}, 1)}
+func newPendingCall(id string, seq uint64, topic string) *pendingCall {
+	return &pendingCall{id: id, seq: seq, topic: topic, notify: make(chan struct{}, 1)}
 }
 
 func (p *pendingCall) wake() {
@@ -88,19 +89,32 @@ const (
 	replyLate                           // the caller gave up, or the ID was never ours
 )
 
-// pendingTable maps correlation IDs to open calls.
+// pendingTable maps correlation IDs to open calls, and remembers how the
+// last recentCalls calls ended. That memory is an array indexed by sequence
+// number rather than a map of IDs: every call writes it, and a map of
+// thousands of strings costs a cache miss or two per write.
 type pendingTable struct {
+	// seqOf returns the sequence number a correlation ID of this table was
+	// made from; false for an ID that is not one of them.
+	seqOf func(id string) (uint64, bool)
+
 	mu    sync.Mutex
 	calls map[string]*pendingCall
-	// ring of recently finished IDs; recentDone[id] is true if the call got
-	// its final answer, false if it was abandoned (timeout, cancel, failure).
-	ring       [recentCalls]string
-	ringNext   int
-	recentDone map[string]bool
+	// recent[seq%recentCalls] is how the latest finished call whose
+	// sequence number falls there ended.
+	recent [recentCalls]finishedCall
 }
 
-func newPendingTable() *pendingTable {
-	return &pendingTable{calls: make(map[string]*pendingCall), recentDone: make(map[string]bool)}
+// finishedCall is how call seq ended: answered if it got its final answer,
+// not if it was abandoned (timeout, cancel, failure). Sequence numbers
+// start at 1: the zero value matches no call.
+type finishedCall struct {
+	seq      uint64
+	answered bool
+}
+
+func newPendingTable(seqOf func(id string) (uint64, bool)) *pendingTable {
+	return &pendingTable{seqOf: seqOf, calls: make(map[string]*pendingCall)}
 }
 
 func (t *pendingTable) add(p *pendingCall) {
@@ -112,31 +126,36 @@ func (t *pendingTable) add(p *pendingCall) {
 // lookup finds the open call of id.
 func (t *pendingTable) lookup(id string) (*pendingCall, replyKind) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if p, ok := t.calls[id]; ok {
+	p, ok := t.calls[id]
+	t.mu.Unlock()
+	if ok {
 		return p, replyPending
 	}
-	if done, ok := t.recentDone[id]; ok && done {
-		return nil, replyDuplicate
+	if seq, ok := t.seqOf(id); ok {
+		t.mu.Lock()
+		f := t.recent[seq%recentCalls]
+		t.mu.Unlock()
+		if f.seq == seq && f.answered {
+			return nil, replyDuplicate
+		}
 	}
 	return nil, replyLate
 }
 
-// remove closes the call of id; answered says whether it got its final
-// response. It reports whether the call was still open.
-func (t *pendingTable) remove(id string, answered bool) bool {
+// remove closes call p; answered says whether it got its final response.
+// It reports whether the call was still open.
+func (t *pendingTable) remove(p *pendingCall, answered bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.calls[id]; !ok {
+	open := len(t.calls)
+	delete(t.calls, p.id) // one map operation where a lookup and a delete would be two
+	if len(t.calls) == open {
 		return false
 	}
-	delete(t.calls, id)
-	if old := t.ring[t.ringNext]; old != "" {
-		delete(t.recentDone, old)
+	// A call that outlived recentCalls newer ones must not hide one of them.
+	if f := &t.recent[p.seq%recentCalls]; f.seq < p.seq {
+		*f = finishedCall{seq: p.seq, answered: answered}
 	}
-	t.ring[t.ringNext] = id
-	t.ringNext = (t.ringNext + 1) % recentCalls
-	t.recentDone[id] = answered
 	return true
 }
 

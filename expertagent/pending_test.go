@@ -3,48 +3,75 @@ package expertagent
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
+// decimalSeq is the seqOf of the tables of these tests: IDs are decimal
+// sequence numbers.
+func decimalSeq(id string) (uint64, bool) {
+	n, err := strconv.ParseUint(id, 10, 64)
+	return n, err == nil && n > 0
+}
+
+func pendingCallNo(seq uint64, topic string) *pendingCall {
+	return newPendingCall(strconv.FormatUint(seq, 10), seq, topic)
+}
+
 func TestPendingTableKinds(t *testing.T) {
-	tab := newPendingTable()
-	a, b := newPendingCall("a", "ta"), newPendingCall("b", "tb")
+	tab := newPendingTable(decimalSeq)
+	a, b := pendingCallNo(1, "ta"), pendingCallNo(2, "tb")
 	tab.add(a)
 	tab.add(b)
-	if p, k := tab.lookup("a"); p != a || k != replyPending {
-		t.Fatalf("lookup a: %v %v", p, k)
+	if p, k := tab.lookup("1"); p != a || k != replyPending {
+		t.Fatalf("lookup 1: %v %v", p, k)
 	}
-	tab.remove("a", true)  // answered
-	tab.remove("b", false) // abandoned
+	tab.remove(a, true)  // answered
+	tab.remove(b, false) // abandoned
 	for _, tc := range []struct {
 		id   string
 		want replyKind
-	}{{"a", replyDuplicate}, {"b", replyLate}, {"never", replyLate}} {
+	}{{"1", replyDuplicate}, {"2", replyLate}, {"3", replyLate}, {"never", replyLate}} {
 		if _, k := tab.lookup(tc.id); k != tc.want {
 			t.Errorf("lookup %s: %v, want %v", tc.id, k, tc.want)
 		}
 	}
-	if tab.remove("a", true) {
+	if tab.remove(a, true) {
 		t.Error("second remove reported an open call")
 	}
-	// The memory of finished calls is bounded.
-	for i := range recentCalls {
-		id := "x" + strconv.Itoa(i)
-		tab.add(newPendingCall(id, "t"))
-		tab.remove(id, true)
+
+	// The memory of finished calls is bounded: recentCalls calls later, 1
+	// is forgotten.
+	long := pendingCallNo(3, "t") // outlives all of them
+	tab.add(long)
+	last := uint64(3)
+	for range recentCalls {
+		last++
+		p := pendingCallNo(last, "t")
+		tab.add(p)
+		tab.remove(p, true)
 	}
-	if _, k := tab.lookup("a"); k != replyLate {
-		t.Errorf("a still remembered after %d more calls", recentCalls)
+	if _, k := tab.lookup("1"); k != replyLate {
+		t.Errorf("1 still remembered after %d more calls", recentCalls)
 	}
-	if len(tab.recentDone) != recentCalls || tab.len() != 0 {
-		t.Errorf("recent %d, open %d", len(tab.recentDone), tab.len())
+	if _, k := tab.lookup(strconv.FormatUint(last, 10)); k != replyDuplicate {
+		t.Errorf("the last call is not remembered")
+	}
+	// The long call ends after a newer one took its place: the newer one
+	// stays remembered.
+	tab.remove(long, false)
+	if _, k := tab.lookup(strconv.FormatUint(3+recentCalls, 10)); k != replyDuplicate {
+		t.Errorf("a call that ended earlier was forgotten for an older one")
+	}
+	if tab.len() != 0 {
+		t.Errorf("open %d", tab.len())
 	}
 }
 
 func TestPendingCallOrderAndBounds(t *testing.T) {
-	p := newPendingCall("c", "t")
+	p := pendingCallNo(1, "t")
 	for i := range maxInterimQueued {
 		if !p.addInterim(&jsonrpc.Message{Method: "m" + strconv.Itoa(i)}) {
 			t.Fatalf("interim %d refused", i)
@@ -73,8 +100,8 @@ func TestPendingCallOrderAndBounds(t *testing.T) {
 }
 
 func TestPendingFailAll(t *testing.T) {
-	tab := newPendingTable()
-	a, b := newPendingCall("a", "t"), newPendingCall("b", "t")
+	tab := newPendingTable(decimalSeq)
+	a, b := pendingCallNo(1, "t"), pendingCallNo(2, "t")
 	tab.add(a)
 	tab.add(b)
 	b.finish(&jsonrpc.Message{Result: []byte(`1`)}, nil)
@@ -134,5 +161,25 @@ func TestPahoMatch(t *testing.T) {
 	}
 	if got := pahoPattern("$share/g/" + RequestFilter); got != RequestFilter {
 		t.Errorf("pahoPattern = %q", got)
+	}
+}
+
+func TestRequesterSeqOf(t *testing.T) {
+	r := NewRequester(nil, RequesterOptions{})
+	for range 400 { // up to a number spelt with a letter
+		r.nextID()
+	}
+	id, seq := r.nextID()
+	if got, ok := r.seqOf(id); !ok || got != seq {
+		t.Fatalf("seqOf(%q) = %d %t, want %d", id, got, ok, seq)
+	}
+	digits := strconv.FormatUint(seq, 36)
+	for _, bad := range []string{
+		"", "x" + id, r.idPrefix, r.idPrefix + "0" + digits, r.idPrefix + strings.ToUpper(digits),
+		r.idPrefix + digits + "-", r.idPrefix + "3w5e11264sgsg", r.idPrefix + "zzzzzzzzzzzzzz",
+	} {
+		if _, ok := r.seqOf(bad); ok {
+			t.Errorf("seqOf(%q) accepted", bad)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,6 +121,9 @@ type Requester struct {
 	seq        atomic.Uint64
 	onReply    MessageHandler
 	onPresence MessageHandler
+	// publishWaits: the bus's Publish may block (a network round trip),
+	// so it gets a context with the call's deadline.
+	publishWaits bool
 
 	dropped, late, duplicates, mismatched, interimDropped, badPresence atomic.Uint64
 
@@ -130,6 +134,12 @@ type Requester struct {
 	active     int           // Request calls running
 	idle       chan struct{} // closed once closed and active == 0
 	idleClosed bool
+}
+
+// publishWaiter is a Bus that says whether its Publish may block. The
+// embedded broker's InlineBus does not: it routes the message and returns.
+type publishWaiter interface {
+	PublishWaits() bool
 }
 
 // requesterLogger returns l (or a discard logger) with a component field.
@@ -161,15 +171,19 @@ func NewRequester(bus Bus, opts RequesterOptions) *Requester {
 		bus:      bus,
 		opts:     opts,
 		log:      requesterLogger(opts.Logger, "expertagent.requester"),
-		pending:  newPendingTable(),
 		presence: newPresenceWatch(),
 		// The prefix makes IDs unguessable to other callers on the bus, the
 		// counter makes them unique within this requester.
 		idPrefix: "c-" + randomID(9) + "-",
 		idle:     make(chan struct{}),
 	}
+	r.pending = newPendingTable(r.seqOf)
 	r.onReply = r.handleReply
 	r.onPresence = r.handlePresence
+	r.publishWaits = true
+	if w, ok := bus.(publishWaiter); ok {
+		r.publishWaits = w.PublishWaits()
+	}
 	r.cache = newSubCache(r, subCacheOptions{
 		maxEntries: opts.MaxContexts,
 		ttl:        opts.ContextTTL,
@@ -246,16 +260,49 @@ func (r *Requester) leave() {
 	}
 }
 
-func (r *Requester) nextID() string {
-	return r.idPrefix + strconv.FormatUint(r.seq.Add(1), 36)
+// nextID returns a new correlation ID and the sequence number it is made
+// from: idPrefix, then the number in base 36.
+func (r *Requester) nextID() (string, uint64) {
+	seq := r.seq.Add(1)
+	var buf [48]byte
+	b := append(buf[:0], r.idPrefix...)
+	return string(strconv.AppendUint(b, seq, 36)), seq
 }
 
-// requestMessage is the JSON-RPC request the gateway sends.
-type requestMessage struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      string          `json:"id"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params,omitempty"`
+// seqOf returns the sequence number of a correlation ID nextID made (and
+// false for any other string, including other spellings of the number).
+func (r *Requester) seqOf(id string) (uint64, bool) {
+	digits, ok := strings.CutPrefix(id, r.idPrefix)
+	if !ok || digits == "" || digits[0] == '0' || len(digits) > 13 {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if c := digits[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'z') {
+			return 0, false
+		}
+	}
+	seq, err := strconv.ParseUint(digits, 36, 64)
+	return seq, err == nil
+}
+
+// callTimers recycles the timers of calls' deadlines: one per call, and a
+// timer costs three allocations. Since Go 1.23 a stopped timer delivers no
+// stale tick, so a recycled one needs no draining.
+var callTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+func startCallTimer(d time.Duration) *time.Timer {
+	t := callTimers.Get().(*time.Timer)
+	t.Reset(d)
+	return t
+}
+
+func stopCallTimer(t *time.Timer) {
+	t.Stop()
+	callTimers.Put(t)
 }
 
 // Request sends one JSON-RPC request (method, params) to the agents of
@@ -277,32 +324,103 @@ func (r *Requester) Request(ctx context.Context, c Context, caller *Caller, meth
 	if method == "" {
 		return nil, errors.New("expertagent: empty method")
 	}
-	if len(params) > 0 && !json.Valid(params) {
+	// Encoding validates params: first, so that bad params fail before
+	// anything else happens.
+	id, seq := r.nextID()
+	dl := newCallDeadline(ctx, r.opts.CallTimeout)
+	payload, err := appendRequestEnvelope(make([]byte, 0, 256+len(params)), id, unixMilli(dl.at), caller, method, params)
+	if err != nil {
 		return nil, fmt.Errorf("expertagent: %s: params are not valid JSON", method)
 	}
 	if err := r.enter(); err != nil {
 		return nil, err
 	}
 	defer r.leave()
+	defer dl.release()
+	return r.await(ctx, &dl, c, id, seq, method, payload, interim)
+}
 
-	ctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
-	defer cancel()
-	if err := r.waitForAgent(ctx); err != nil {
-		return nil, r.callErr(ctx, method, err)
+// callDeadline is one call's deadline: the earlier of its ctx's and
+// CallTimeout. A context carrying it is made only for the steps that may
+// block (waiting for an agent or a subscription, a publish that waits for
+// the broker): deriving one costs more than the rest of a call that needs
+// none, so the wait for the answer uses a timer instead.
+type callDeadline struct {
+	parent   context.Context
+	at       time.Time
+	ownTimer bool // at comes from CallTimeout, not from parent's deadline
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+func newCallDeadline(parent context.Context, timeout time.Duration) callDeadline {
+	d := callDeadline{parent: parent, at: time.Now().Add(timeout), ownTimer: true}
+	if pd, ok := parent.Deadline(); ok && !pd.After(d.at) {
+		d.at, d.ownTimer = pd, false
+	}
+	return d
+}
+
+// context returns a context with the call's deadline.
+func (d *callDeadline) context() context.Context {
+	if d.ctx == nil {
+		if d.ownTimer {
+			d.ctx, d.cancel = context.WithDeadline(d.parent, d.at)
+		} else {
+			d.ctx = d.parent
+		}
+	}
+	return d.ctx
+}
+
+func (d *callDeadline) release() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+}
+
+// err is why the call ended early: ErrTimeout-compatible once the deadline
+// has passed, the parent's error otherwise (nil if neither).
+func (d *callDeadline) err() error {
+	if err := d.parent.Err(); err != nil {
+		return err
+	}
+	if d.ctx != nil {
+		if err := d.ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if !time.Now().Before(d.at) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// await publishes one encoded request (correlation ID id) and waits for its
+// final answer.
+func (r *Requester) await(ctx context.Context, dl *callDeadline, c Context, id string, seq uint64, method string, payload []byte, interim InterimFunc) (*jsonrpc.Message, error) {
+	if !r.opts.IgnorePresence {
+		if online, _ := r.presence.anyOnline(); !online {
+			if err := r.waitForAgent(dl.context()); err != nil {
+				return nil, r.callErr(dl.context(), method, err)
+			}
+		}
 	}
 
-	topic := c.ResponseTopic()
-	sub, err := r.cache.acquire(ctx, topic)
-	if err != nil {
-		return nil, r.callErr(ctx, method, err)
+	reqTopic, topic := contextTopics(c)
+	sub := r.cache.acquireActive(topic)
+	if sub == nil {
+		var err error
+		if sub, err = r.cache.acquire(dl.context(), topic); err != nil {
+			return nil, r.callErr(dl.context(), method, err)
+		}
 	}
 	defer r.cache.release(sub)
 
-	id := r.nextID()
-	p := newPendingCall(id, topic)
+	p := newPendingCall(id, seq, topic)
 	r.pending.add(p)
 	answered := false
-	defer func() { r.pending.remove(id, answered) }()
+	defer func() { r.pending.remove(p, answered) }()
 	// Checked after add: a presence change that fails pending calls either
 	// sees this call or happened before this check.
 	if !r.opts.IgnorePresence {
@@ -311,26 +429,26 @@ func (r *Requester) Request(ctx context.Context, c Context, caller *Caller, meth
 		}
 	}
 
-	msg, err := json.Marshal(requestMessage{JSONRPC: jsonrpc.Version, ID: id, Method: method, Params: params})
-	if err != nil {
-		return nil, fmt.Errorf("expertagent: %s: encode: %w", method, err)
+	pubCtx := ctx
+	if r.publishWaits {
+		pubCtx = dl.context()
 	}
-	env := Envelope{CorrelationID: id, Caller: caller, Message: msg}
-	if dl, ok := ctx.Deadline(); ok {
-		env.Deadline = unixMilli(dl)
-	}
-	payload, err := env.Encode()
-	if err != nil {
-		return nil, fmt.Errorf("expertagent: %s: encode: %w", method, err)
-	}
-	if err := r.bus.Publish(ctx, c.RequestTopic(), payload); err != nil {
-		if ctx.Err() != nil {
-			return nil, r.callErr(ctx, method, ctx.Err())
+	if err := r.bus.Publish(pubCtx, reqTopic, payload); err != nil {
+		if derr := dl.err(); derr != nil {
+			return nil, r.callErr(ctx, method, derr)
 		}
 		return nil, fmt.Errorf("expertagent: %s: publish: %w", method, err)
 	}
 
+	// The parent's deadline, if it is the call's, fires through ctx.Done.
+	var expired <-chan time.Time
+	if dl.ownTimer {
+		t := startCallTimer(time.Until(dl.at))
+		defer stopCallTimer(t)
+		expired = t.C
+	}
 	for {
+		var timedOut bool
 		select {
 		case <-p.notify:
 			ims, final, ferr := p.take()
@@ -346,21 +464,50 @@ func (r *Requester) Request(ctx context.Context, c Context, caller *Caller, meth
 			if ferr != nil {
 				return nil, fmt.Errorf("expertagent: %s: %w", method, ferr)
 			}
+			continue
 		case <-ctx.Done():
-			// An answer that raced the deadline still counts.
-			if ims, final, _ := p.take(); final != nil {
-				if interim != nil {
-					for _, m := range ims {
-						interim(id, m)
-					}
-				}
-				answered = true
-				return final, nil
-			}
-			r.sendCancelled(ctx, c, id)
-			return nil, r.callErr(ctx, method, ctx.Err())
+		case <-expired:
+			timedOut = true
 		}
+		// An answer that raced the deadline still counts.
+		if ims, final, _ := p.take(); final != nil {
+			if interim != nil {
+				for _, m := range ims {
+					interim(id, m)
+				}
+			}
+			answered = true
+			return final, nil
+		}
+		cause := context.DeadlineExceeded
+		if !timedOut {
+			cause = ctx.Err()
+		}
+		r.sendCancelled(ctx, c, id, errors.Is(cause, context.DeadlineExceeded))
+		return nil, r.callErr(ctx, method, cause)
 	}
+}
+
+// contextTopics returns c's request and response topics (c must be valid),
+// built in one allocation: they differ only in their last level.
+func contextTopics(c Context) (req, res string) {
+	levels := [...]string{c.PlatformID, c.UserID, c.SessionID, c.EntityType, c.EntityID}
+	n := len(TopicPrefix) + len("req")
+	for _, l := range levels {
+		n += len(l) + 1
+	}
+	var b strings.Builder
+	b.Grow(2 * n)
+	for _, kind := range [...]string{"req", "res"} {
+		b.WriteString(TopicPrefix)
+		for _, l := range levels {
+			b.WriteString(l)
+			b.WriteByte('/')
+		}
+		b.WriteString(kind)
+	}
+	s := b.String()
+	return s[:n], s[n:]
 }
 
 // callErr turns a failure into the error Request returns: a passed deadline
@@ -404,35 +551,20 @@ func (r *Requester) waitForAgent(ctx context.Context) error {
 	}
 }
 
-// cancelledParams are the params of notifications/cancelled.
-type cancelledParams struct {
-	RequestID string `json:"requestId"`
-	Reason    string `json:"reason,omitempty"`
-}
-
-type notificationMessage struct {
-	JSONRPC string `json:"jsonrpc"`
-	Method  string `json:"method"`
-	Params  any    `json:"params,omitempty"`
-}
-
 // sendCancelled tells the agents that the call id is abandoned, so they can
-// stop working on it. ctx is the call's own, already done: the publish gets
+// stop working on it. ctx is the call's own, possibly done: the publish gets
 // a short deadline of its own.
-func (r *Requester) sendCancelled(ctx context.Context, c Context, id string) {
+func (r *Requester) sendCancelled(ctx context.Context, c Context, id string, deadlineExceeded bool) {
 	reason := "cancelled by the client"
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if deadlineExceeded {
 		reason = "deadline exceeded"
 	}
-	msg, err := json.Marshal(notificationMessage{JSONRPC: jsonrpc.Version, Method: "notifications/cancelled", Params: cancelledParams{RequestID: id, Reason: reason}})
-	if err != nil {
-		return
-	}
-	env := Envelope{CorrelationID: id, Message: msg}
-	payload, err := env.Encode()
-	if err != nil {
-		return
-	}
+	payload := appendEnvelopeHead(make([]byte, 0, 256), id, 0, nil, "")
+	payload = append(payload, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`...)
+	payload = appendJSONString(payload, id)
+	payload = append(payload, `,"reason":`...)
+	payload = appendJSONString(payload, reason)
+	payload = append(payload, "}}}"...)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelPublishTimeout)
 	defer cancel()
 	if err := r.bus.Publish(pctx, c.RequestTopic(), payload); err != nil {
@@ -450,23 +582,21 @@ func (r *Requester) ListTools(ctx context.Context, c Context, caller *Caller) (j
 	return resultOf(m, err)
 }
 
-type callToolParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-}
-
 // CallTool calls tool name with args (a JSON object, or nil) in context c
 // and returns the result object of tools/call, raw. A JSON-RPC error from
 // the agent is returned as a *jsonrpc.Error; a tool's own failure is a
 // result with isError true, returned as a result.
 func (r *Requester) CallTool(ctx context.Context, c Context, caller *Caller, name string, args json.RawMessage, interim InterimFunc) (json.RawMessage, error) {
-	if len(args) > 0 && !json.Valid(args) {
-		return nil, fmt.Errorf("expertagent: tools/call %s: arguments are not valid JSON", name)
+	params := append(make([]byte, 0, 32+len(name)+len(args)), `{"name":`...)
+	params = appendJSONString(params, name)
+	if len(args) > 0 {
+		params = append(params, `,"arguments":`...)
+		var err error
+		if params, err = appendCompactJSON(params, args); err != nil {
+			return nil, fmt.Errorf("expertagent: tools/call %s: arguments are not valid JSON", name)
+		}
 	}
-	params, err := json.Marshal(callToolParams{Name: name, Arguments: args})
-	if err != nil {
-		return nil, fmt.Errorf("expertagent: tools/call %s: %w", name, err)
-	}
+	params = append(params, '}')
 	m, err := r.Request(ctx, c, caller, "tools/call", params, interim)
 	return resultOf(m, err)
 }

@@ -12,11 +12,20 @@ import (
 // bus's delivery goroutine: it decodes, matches and hands off, never blocks,
 // and never panics on what an agent sends.
 func (r *Requester) handleReply(topic string, payload []byte) {
-	env, err := DecodeEnvelope(payload)
-	if err != nil {
-		r.dropped.Add(1)
-		r.log.WithError(err).WithField("topic", topic).Debug("dropped reply")
-		return
+	// One pass over envelope and message when the fast decoder vouches for
+	// it (the payload is ours: the message may share its bytes); otherwise
+	// the envelope now and the message after the lookup, with encoding/json.
+	var env Envelope
+	m := new(jsonrpc.Message)
+	if len(payload) > MaxEnvelopeSize || !decodeEnvelopeFast(payload, &env, m) ||
+		env.V != EnvelopeVersion || env.CorrelationID == "" {
+		var err error
+		if env, err = DecodeEnvelope(payload); err != nil {
+			r.dropped.Add(1)
+			r.log.WithError(err).WithField("topic", topic).Debug("dropped reply")
+			return
+		}
+		m = nil
 	}
 	p, kind := r.pending.lookup(env.CorrelationID)
 	switch kind {
@@ -35,8 +44,13 @@ func (r *Requester) handleReply(topic string, payload []byte) {
 		r.log.WithField("topic", topic).WithField("correlationId", env.CorrelationID).Warn("reply on the wrong context's topic")
 		return
 	}
-	m := new(jsonrpc.Message)
-	if err := json.Unmarshal(env.Message, m); err != nil || m.JSONRPC != jsonrpc.Version {
+	if m == nil {
+		m = new(jsonrpc.Message)
+		if err := json.Unmarshal(env.Message, m); err != nil {
+			m.JSONRPC = "" // dropped below
+		}
+	}
+	if m.JSONRPC != jsonrpc.Version {
 		r.dropped.Add(1)
 		r.log.WithField("correlationId", env.CorrelationID).Debug("dropped reply: not a JSON-RPC 2.0 message")
 		return

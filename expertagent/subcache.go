@@ -232,6 +232,28 @@ func (c *subCache) acquire(ctx context.Context, topic string) (*subEntry, error)
 	}
 }
 
+// acquireActive is acquire's fast path: it holds and returns the
+// subscription of topic if it is active, and returns nil otherwise (the
+// caller then goes through acquire, which needs a context).
+func (c *subCache) acquireActive(topic string) *subEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	e, ok := c.lru.Get(topic) // moves it to the front: recency is last use
+	if !ok {
+		e = c.aside[topic]
+	}
+	if e == nil || e.state != subActive {
+		return nil
+	}
+	c.stats.hits++
+	e.inflight++
+	e.lastUse = c.elapsed()
+	return e
+}
+
 // subscribeEntry runs the bus subscribe of a new entry on the caller's
 // goroutine and publishes the outcome to concurrent waiters.
 func (c *subCache) subscribeEntry(ctx context.Context, e *subEntry) error {

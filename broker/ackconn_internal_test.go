@@ -1,0 +1,190 @@
+package broker
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// ackWait bounds every wait of these tests.
+const ackWait = 10 * time.Second
+
+// tcpPair returns both ends of a real loopback TCP connection, the server
+// end wrapped in an ackConn.
+func tcpPair(t *testing.T) (*ackConn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	client, err := net.DialTimeout("tcp", ln.Addr().String(), ackWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var server net.Conn
+	select {
+	case server = <-accepted:
+	case <-time.After(ackWait):
+		t.Fatal("no connection accepted")
+	}
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() {
+		_ = client.Close()
+		_ = server.Close()
+	})
+	return &ackConn{Conn: server}, client
+}
+
+// readExactly reads len(want) bytes from c within ackWait and compares.
+func readExactly(t *testing.T, c net.Conn, want []byte) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(ackWait))
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("reading %x: %v", want, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %x, want %x", got, want)
+	}
+}
+
+// nothingToRead fails if c has bytes waiting.
+func nothingToRead(t *testing.T, c net.Conn) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	var b [1]byte
+	if n, err := c.Read(b[:]); n > 0 {
+		t.Fatalf("unexpected byte %x", b[:n])
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("read: %v", err)
+	}
+}
+
+func TestAckConn(t *testing.T) {
+	ack1 := []byte{0x40, 2, 0, 1}
+	ack2 := []byte{0x40, 2, 0, 2}
+	publish := []byte{0x30, 5, 0, 1, 'a', 'h', 'i'}
+
+	t.Run("held until the next read", func(t *testing.T) {
+		srv, cl := tcpPair(t)
+		for _, a := range [][]byte{ack1, ack2} {
+			if n, err := srv.Write(a); n != len(a) || err != nil {
+				t.Fatalf("Write = %d, %v", n, err)
+			}
+		}
+		nothingToRead(t, cl)
+		if _, err := cl.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		var b [1]byte
+		_ = srv.SetReadDeadline(time.Now().Add(ackWait))
+		if _, err := srv.Read(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		readExactly(t, cl, append(append([]byte{}, ack1...), ack2...))
+	})
+
+	t.Run("sent ahead of the next write", func(t *testing.T) {
+		srv, cl := tcpPair(t)
+		if _, err := srv.Write(ack1); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := srv.Write(publish); n != len(publish) || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+		readExactly(t, cl, append(append([]byte{}, ack1...), publish...))
+		if _, err := srv.Write(publish); err != nil { // nothing held any more
+			t.Fatal(err)
+		}
+		readExactly(t, cl, publish)
+	})
+
+	t.Run("not held while the read loop waits", func(t *testing.T) {
+		srv, cl := tcpPair(t)
+		readDone := make(chan error, 1)
+		go func() {
+			var b [1]byte
+			_ = srv.SetReadDeadline(time.Now().Add(ackWait))
+			_, err := srv.Read(b[:])
+			readDone <- err
+		}()
+		for deadline := time.Now().Add(ackWait); ; time.Sleep(time.Millisecond) {
+			srv.mu.Lock()
+			reading := srv.reading
+			srv.mu.Unlock()
+			if reading {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the read loop never waited in Read")
+			}
+		}
+		if _, err := srv.Write(ack1); err != nil {
+			t.Fatal(err)
+		}
+		readExactly(t, cl, ack1)
+		if _, err := cl.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-readDone; err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a stuck write does not stop reading", func(t *testing.T) {
+		srv, cl := tcpPair(t)
+		writeDone := make(chan struct{})
+		go func() {
+			defer close(writeDone)
+			_, _ = srv.Write(make([]byte, 64<<20)) // the peer reads none of it
+		}()
+		if _, err := cl.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		read := make(chan error, 1)
+		go func() {
+			var b [1]byte
+			_ = srv.SetReadDeadline(time.Now().Add(ackWait))
+			_, err := srv.Read(b[:])
+			read <- err
+		}()
+		select {
+		case err := <-read:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(ackWait):
+			t.Fatal("Read waited for the stuck write")
+		}
+		_ = cl.Close() // ends the write
+		select {
+		case <-writeDone:
+		case <-time.After(ackWait):
+			t.Fatal("write not ended by the peer's close")
+		}
+	})
+
+	t.Run("other packets are not held", func(t *testing.T) {
+		srv, cl := tcpPair(t)
+		for _, p := range [][]byte{{0x40, 3, 0, 1, 0x10}, {0x50, 2, 0, 1}, {0xd0, 0}} {
+			if _, err := srv.Write(p); err != nil {
+				t.Fatal(err)
+			}
+			readExactly(t, cl, p)
+		}
+	})
+}
