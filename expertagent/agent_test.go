@@ -644,32 +644,6 @@ func TestAgentShutdownCancelsStuckHandlers(t *testing.T) {
 	}
 }
 
-func TestAgentResubscribesAfterReconnect(t *testing.T) {
-	e := agStartBroker(t)
-	a := e.startAgent(t, expertagent.AgentOptions{Name: "phoenix", ClientID: "phoenix-1"}, agEchoTool())
-	before := e.newCaller(t)
-	before.call(t, "ping", nil)
-
-	// A fresh broker knows neither the agent's subscription nor its presence:
-	// both must come back through the agent's reconnect.
-	e.Restart(t)
-	online := make(chan expertagent.Presence, 16)
-	if err := e.Broker.Bus().Subscribe(agContext(t), expertagent.PresenceTopic(a.ClientID()), func(_ string, b []byte) {
-		var p expertagent.Presence
-		if json.Unmarshal(b, &p) == nil && p.Status == expertagent.StatusOnline {
-			online <- p
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// Subscribed before online, so the presence proves the subscription too.
-	agRecv(t, online, "online presence on the new broker")
-	c := e.newCaller(t)
-	if res := agDecodeResult(t, c.call(t, "tools/call", agCallParams("echo", map[string]any{"text": "back"}, nil))); res.Content[0]["text"] != "back" {
-		t.Fatalf("echo after reconnect = %+v", res)
-	}
-}
-
 func TestAgentRunErrors(t *testing.T) {
 	e := agStartBroker(t)
 	tests := []struct {
