@@ -32,6 +32,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/internal/pprofserver"
 )
 
 // envPrefix prefixes the environment variable of every flag.
@@ -134,7 +135,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	c.opts.Logger = logrus.NewEntry(logger)
 	if c.pprofAddr != "" {
-		stopPprof, err := servePprof(c.pprofAddr, c.opts.Logger.WithField("component", "pprof"))
+		stopPprof, err := pprofserver.Serve(c.pprofAddr, c.opts.Logger.WithField("component", "pprof"))
 		if err != nil {
 			return err
 		}

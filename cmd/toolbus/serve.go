@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolbus/toolbus/internal/pprofserver"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -45,7 +46,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.AllowedOrigins = splitList(*allowedOrigins)
 
 	if *pprofAddr != "" {
-		stopPprof, err := servePprof(*pprofAddr, log)
+		stopPprof, err := pprofserver.Serve(*pprofAddr, log)
 		if err != nil {
 			return err
 		}

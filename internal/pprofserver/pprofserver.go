@@ -1,4 +1,6 @@
-package main
+// Package pprofserver serves Go's runtime profiles (net/http/pprof) on a listener
+// of their own, for the toolbus commands' --pprof-addr flags.
+package pprofserver
 
 import (
 	"context"
@@ -12,11 +14,10 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// servePprof serves the runtime profiles on their own listener. The agent
-// has no HTTP server of its own; profiles reveal internals, so they live
-// only on an address the operator chose (loopback, normally). It returns the
-// function that stops it. (A copy of cmd/toolbus's: separate main packages.)
-func servePprof(addr string, log *logrus.Entry) (func(), error) {
+// Serve serves the runtime profiles on their own listener, never on a
+// service's own: profiles reveal internals and must stay on an address the
+// operator chose (loopback, normally). It returns the function that stops it.
+func Serve(addr string, log *logrus.Entry) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--pprof-addr: %w", err)

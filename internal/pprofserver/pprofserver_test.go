@@ -1,4 +1,4 @@
-package main
+package pprofserver
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 func TestServePprof(t *testing.T) {
 	logger, hook := logtest.NewNullLogger()
-	stop, err := servePprof("127.0.0.1:0", logrus.NewEntry(logger))
+	stop, err := Serve("127.0.0.1:0", logrus.NewEntry(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestServePprof(t *testing.T) {
 
 func TestServePprofBadAddr(t *testing.T) {
 	logger, _ := logtest.NewNullLogger()
-	if _, err := servePprof("127.0.0.1:-1", logrus.NewEntry(logger)); err == nil || !strings.Contains(err.Error(), "--pprof-addr") {
-		t.Fatalf("servePprof = %v, want a --pprof-addr error", err)
+	if _, err := Serve("127.0.0.1:-1", logrus.NewEntry(logger)); err == nil || !strings.Contains(err.Error(), "--pprof-addr") {
+		t.Fatalf("Serve = %v, want a --pprof-addr error", err)
 	}
 }
