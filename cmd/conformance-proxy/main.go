@@ -30,11 +30,12 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/internal/envflag"
 )
 
 // envPrefix prefixes the environment variable of every flag.
@@ -84,19 +85,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" && !set[f.Name] && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s: %w", name, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return config{}, envErr
+	if err := envflag.Apply(fs, envPrefix, getenv); err != nil {
+		return config{}, err
 	}
 	if target == "" {
 		return config{}, errors.New("--target is required")

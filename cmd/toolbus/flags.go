@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
+
+	"github.com/toolbus/toolbus/internal/envflag"
 )
 
 // newFlagSet returns a FlagSet for one command that writes its help to stderr.
@@ -21,29 +22,11 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
-			return
-		}
-		env := envName(f.Name)
-		if v, ok := os.LookupEnv(env); ok {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s: %w", env, e)
-			}
-		}
-	})
-	if err != nil {
+	if err := envflag.Apply(fs, "TOOLBUS_", os.Getenv); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return nil
-}
-
-func envName(flagName string) string {
-	return "TOOLBUS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
