@@ -259,6 +259,11 @@ func (b *PahoBus) Subscribe(ctx context.Context, filter string, h MessageHandler
 	if h == nil {
 		return fmt.Errorf("paho subscribe %q: nil handler", filter)
 	}
+	// A done ctx fails before anything is sent: otherwise the SUBACK and
+	// ctx race in pahoWait, and either may win.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("paho subscribe %q: %w", filter, err)
+	}
 	// The route goes in first, so a message right after the SUBACK (a
 	// retained one) finds it.
 	b.mu.Lock()
@@ -341,6 +346,9 @@ func (b *PahoBus) Publish(ctx context.Context, topic string, payload []byte) err
 	b.mu.RUnlock()
 	if closed {
 		return fmt.Errorf("paho publish %q: %w", topic, ErrBusClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("paho publish %q: %w", topic, err)
 	}
 	if err := pahoWait(ctx, b.client.Publish(topic, 1, false, payload)); err != nil {
 		return fmt.Errorf("paho publish %q: %w", topic, err)
