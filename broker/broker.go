@@ -140,7 +140,7 @@ func (b *Broker) Start(ctx context.Context) error {
 			return fail(err)
 		}
 		b.tcp = ln.Addr()
-		ls = append(ls, newNetListener("tcp", "tcp", ln, lim, b.log))
+		ls = append(ls, newNetListener("tcp", "tcp", ln, lim, b.srv, b.log))
 	}
 	if b.opts.TLSAddr != "" {
 		ln, err := listen(b.opts.TLSAddr)
@@ -148,7 +148,7 @@ func (b *Broker) Start(ctx context.Context) error {
 			return fail(err)
 		}
 		b.tls = ln.Addr()
-		ls = append(ls, newNetListener("tls", "tls", tls.NewListener(ln, b.opts.TLSConfig), lim, b.log))
+		ls = append(ls, newNetListener("tls", "tls", tls.NewListener(ln, b.opts.TLSConfig), lim, b.srv, b.log))
 	}
 	if b.opts.WSAddr != "" {
 		ln, err := listen(b.opts.WSAddr)
@@ -156,7 +156,7 @@ func (b *Broker) Start(ctx context.Context) error {
 			return fail(err)
 		}
 		b.ws = ln.Addr()
-		ls = append(ls, newWSListener("ws", ln, lim, b.opts.MaxPacketSize, b.log))
+		ls = append(ls, newWSListener("ws", ln, lim, b.opts.MaxPacketSize, b.srv, b.log))
 	}
 	for _, l := range ls {
 		if err := b.srv.AddListener(l); err != nil {

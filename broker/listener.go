@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/sirupsen/logrus"
 )
 
@@ -23,6 +25,7 @@ import (
 // it still holds on Close and waits for all of its goroutines.
 type connTracker struct {
 	id             string
+	srv            *mqtt.Server // whose clients Close disconnects
 	connectTimeout time.Duration
 	maxConns       int // open connections, logged in or not; more are closed at once
 	log            *logrus.Entry
@@ -33,9 +36,10 @@ type connTracker struct {
 	wg     sync.WaitGroup // one per establish goroutine
 }
 
-func newConnTracker(id string, lim connLimits, log *logrus.Entry) *connTracker {
+func newConnTracker(id string, lim connLimits, srv *mqtt.Server, log *logrus.Entry) *connTracker {
 	return &connTracker{
 		id:             id,
+		srv:            srv,
 		connectTimeout: lim.connectTimeout,
 		maxConns:       lim.maxConns,
 		log:            log.WithField("listener", id),
@@ -119,6 +123,20 @@ func (t *connTracker) establish(c net.Conn, establish listeners.EstablishFn) {
 	}
 }
 
+// disconnectClients disconnects the logged-in clients of the listener, as
+// mochi's closeListenerClients (the CloseFn mochi hands to Close) does, but
+// without its lock bug: mochi's Clients.GetByListener takes the clients'
+// read lock twice (once more through Len), so a client logging in or
+// leaving at that moment (a writer waiting between the two) deadlocks the
+// broker's Close for good. Clients.GetAll takes it once.
+func (t *connTracker) disconnectClients() {
+	for _, cl := range t.srv.Clients.GetAll() {
+		if cl.Net.Listener == t.id && !cl.Closed() {
+			_ = t.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
+}
+
 // close stops new connections, closes the ones still held (those that have
 // not finished logging in, or that mochi failed to close) and waits for
 // every establish goroutine.
@@ -152,11 +170,11 @@ type netListener struct {
 
 var _ listeners.Listener = (*netListener)(nil)
 
-func newNetListener(id, protocol string, ln net.Listener, lim connLimits, log *logrus.Entry) *netListener {
+func newNetListener(id, protocol string, ln net.Listener, lim connLimits, srv *mqtt.Server, log *logrus.Entry) *netListener {
 	return &netListener{
 		ln:       ln,
 		protocol: protocol,
-		tracker:  newConnTracker(id, lim, log),
+		tracker:  newConnTracker(id, lim, srv, log),
 		done:     make(chan struct{}),
 		served:   make(chan struct{}),
 	}
@@ -207,11 +225,11 @@ func (l *netListener) Serve(establish listeners.EstablishFn) {
 	}
 }
 
-// Close stops accepting, lets mochi disconnect the logged-in clients of this
-// listener, then closes whatever connection is left and waits for every
-// goroutine of the listener. It is safe to call more than once and before
-// Serve.
-func (l *netListener) Close(closeClients listeners.CloseFn) {
+// Close stops accepting, disconnects the logged-in clients of this listener
+// (disconnectClients, in place of mochi's CloseFn), then closes whatever
+// connection is left and waits for every goroutine of the listener. It is
+// safe to call more than once and before Serve.
+func (l *netListener) Close(_ listeners.CloseFn) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -223,7 +241,7 @@ func (l *netListener) Close(closeClients listeners.CloseFn) {
 	l.mu.Unlock()
 
 	_ = l.ln.Close()
-	closeClients(l.tracker.id)
+	l.tracker.disconnectClients()
 	l.tracker.close()
 	if serving {
 		<-l.served

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/gorilla/websocket"
+	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/sirupsen/logrus"
 )
@@ -35,11 +36,11 @@ type wsListener struct {
 
 var _ listeners.Listener = (*wsListener)(nil)
 
-func newWSListener(id string, ln net.Listener, lim connLimits, maxPacket uint32, entry *logrus.Entry) *wsListener {
+func newWSListener(id string, ln net.Listener, lim connLimits, maxPacket uint32, srv *mqtt.Server, entry *logrus.Entry) *wsListener {
 	connectTimeout := lim.connectTimeout
 	l := &wsListener{
 		ln:        ln,
-		tracker:   newConnTracker(id, lim, entry),
+		tracker:   newConnTracker(id, lim, srv, entry),
 		maxPacket: maxPacket,
 		served:    make(chan struct{}),
 		upg: websocket.Upgrader{
@@ -92,9 +93,10 @@ func (l *wsListener) handle(w http.ResponseWriter, r *http.Request) {
 	l.tracker.run(&wsConn{Conn: c.UnderlyingConn(), ws: c}, establish)
 }
 
-// Close stops the HTTP server, lets mochi disconnect the logged-in clients
-// of this listener, closes what is left and waits for every goroutine.
-func (l *wsListener) Close(closeClients listeners.CloseFn) {
+// Close stops the HTTP server, disconnects the logged-in clients of this
+// listener (disconnectClients, in place of mochi's CloseFn), closes what is
+// left and waits for every goroutine.
+func (l *wsListener) Close(_ listeners.CloseFn) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -108,7 +110,7 @@ func (l *wsListener) Close(closeClients listeners.CloseFn) {
 	// server no longer tracks them; the tracker does.
 	_ = l.srv.Close()
 	_ = l.ln.Close()
-	closeClients(l.tracker.id)
+	l.tracker.disconnectClients()
 	l.tracker.close()
 	if serving {
 		<-l.served
