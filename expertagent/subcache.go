@@ -45,6 +45,8 @@ type subEntry struct {
 	pinned bool
 	// lastUse is time since subCache.base (keeps the monotonic clock).
 	lastUse time.Duration
+	// created is when the entry was made, as lastUse (for operators).
+	created time.Duration
 	// done is closed when the current transition (subscribing or
 	// unsubscribing) ends. nil while active.
 	done chan struct{}
@@ -183,7 +185,7 @@ func (c *subCache) acquire(ctx context.Context, topic string) (*subEntry, error)
 		}
 		if e == nil {
 			c.stats.misses++
-			e = &subEntry{topic: topic, state: subSubscribing, inflight: 1, lastUse: now, done: make(chan struct{})}
+			e = &subEntry{topic: topic, state: subSubscribing, inflight: 1, lastUse: now, created: now, done: make(chan struct{})}
 			c.lru.Add(topic, e)
 			c.processEvicted(evictOverflow)
 			c.mu.Unlock()

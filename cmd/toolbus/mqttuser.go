@@ -3,105 +3,149 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/admin"
 )
 
+// runMQTTUser manages MQTT identities, through the admin API of a running
+// toolbus (--server URL --token T; disabling or removing an identity then
+// disconnects its clients at once) or on a data directory:
+//
+//	toolbus mqtt-user add     --username NAME --role ROLE [--generate-password]  (password on stdin, or generated and printed)
+//	toolbus mqtt-user list    [--json]
+//	toolbus mqtt-user disable|enable|remove --username NAME
+//	toolbus mqtt-user passwd  --username NAME [--generate-password] [--disconnect]
 func runMQTTUser(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	const subs = "add, list, disable, enable, passwd or remove"
 	if len(args) == 0 {
-		return errors.New("mqtt-user: want add, list or remove")
+		return errors.New("mqtt-user: want " + subs)
 	}
 	sub, args := args[0], args[1:]
 	fs := newFlagSet("mqtt-user "+sub, stderr)
-	dataDir := fs.String("data-dir", "./data", "directory of the store")
+	d := addDoorFlags(fs, sub == "list")
 	var username, role *string
-	var genPassword *bool
+	var genPassword, disconnect *bool
+	how := existingStore
 	switch sub {
 	case "add":
+		how = createStore
 		username = fs.String("username", "", "MQTT username (letters, digits, _ and -)")
 		role = fs.String("role", "", "role: expert-agent, platform or client")
 		genPassword = fs.Bool("generate-password", false, "generate a password and print it instead of reading stdin")
-	case "remove":
+	case "passwd":
+		username = fs.String("username", "", "MQTT username")
+		genPassword = fs.Bool("generate-password", false, "generate a password and print it instead of reading stdin")
+		disconnect = fs.Bool("disconnect", false, "disconnect the identity's clients now (with --server)")
+	case "remove", "disable", "enable":
 		username = fs.String("username", "", "MQTT username")
 	case "list":
 	default:
-		return fmt.Errorf("mqtt-user: unknown subcommand %q (want add, list or remove)", sub)
+		return fmt.Errorf("mqtt-user: unknown subcommand %q (want %s)", sub, subs)
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseDoorFlags(fs, d, args); err != nil {
 		return err
 	}
-	store, err := acl.Open(ctx, *dataDir, acl.StoreOptions{})
+	if username != nil && *username == "" {
+		return fmt.Errorf("mqtt-user %s: --username is required", sub)
+	}
+	dr, closeDoor, err := d.open(ctx, "mqtt-user "+sub, how)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer closeDoor()
 
+	var ch admin.IdentityChange
 	switch sub {
+	case "list":
+		ids, err := dr.ListIdentities(ctx)
+		if err != nil {
+			return err
+		}
+		if d.json {
+			return printJSON(stdout, ids)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "USERNAME\tROLE\tDISABLED\tCREATED")
+		for _, id := range ids {
+			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\n", id.Username, id.Role, id.Disabled, id.Created.UTC().Format(time.RFC3339))
+		}
+		return tw.Flush()
 	case "add":
 		r, err := acl.ParseRole(*role)
 		if err != nil {
 			return fmt.Errorf("--role: %w", err)
 		}
-		password, generated, err := readPassword(stdin, *genPassword)
+		password, err := readPassword(stdin, *genPassword)
 		if err != nil {
 			return err
 		}
-		if _, err := store.AddIdentity(ctx, *username, r, password); err != nil {
+		if ch, err = dr.AddIdentity(ctx, admin.IdentityRequest{Username: *username, Role: r, Password: password}); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "added MQTT identity %s (role %s)\n", *username, r)
-		if generated {
-			fmt.Fprintf(stdout, "password (shown once):\n%s\n", password)
-		}
-	case "remove":
-		if err := store.RemoveIdentity(ctx, *username); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "removed MQTT identity %s\n", *username)
-	case "list":
-		ids, err := store.ListIdentities(ctx)
+	case "passwd":
+		password, err := readPassword(stdin, *genPassword)
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "USERNAME\tROLE\tDISABLED\tCREATED")
-		for _, id := range ids {
-			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\n", id.Username, id.Role, id.Disabled, id.Created.UTC().Format("2006-01-02T15:04:05Z"))
+		if ch, err = dr.SetPassword(ctx, *username, admin.PasswordRequest{Password: password, Disconnect: *disconnect}); err != nil {
+			return err
 		}
-		return tw.Flush()
+		fmt.Fprintf(stdout, "changed the password of MQTT identity %s%s\n", *username, disconnectNote(ch, *disconnect))
+	case "disable", "enable":
+		if ch, err = dr.SetDisabled(ctx, *username, sub == "disable"); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%sd MQTT identity %s%s\n", sub, *username, disconnectNote(ch, sub == "disable"))
+	case "remove":
+		if ch, err = dr.RemoveIdentity(ctx, *username); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "removed MQTT identity %s and its ACL rules%s\n", *username, disconnectNote(ch, true))
+	}
+	if ch.Password != "" {
+		// Alone on the last line, for scripts (tail -n1).
+		fmt.Fprintf(stdout, "password (shown once):\n%s\n", ch.Password)
 	}
 	return nil
 }
 
+// disconnectNote says what happened to the identity's connected clients.
+func disconnectNote(ch admin.IdentityChange, disconnecting bool) string {
+	switch {
+	case !disconnecting:
+		return ""
+	case ch.Live:
+		return fmt.Sprintf("; disconnected %d client(s)", ch.Disconnected)
+	default:
+		return "; new logins follow at once, but clients connected now stay (no embedded broker was told: use --server for a live change)"
+	}
+}
+
 // readPassword takes the password from stdin (one line, when stdin is not a
-// terminal) or generates one when asked to or when stdin is a terminal.
-func readPassword(stdin io.Reader, generate bool) (pw []byte, generated bool, err error) {
-	if !generate && !isTerminal(stdin) {
-		line, err := bufio.NewReader(stdin).ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, false, fmt.Errorf("read password from stdin: %w", err)
-		}
-		line = strings.TrimRight(line, "\r\n")
-		if line != "" {
-			if len(line) < 12 {
-				return nil, false, errors.New("password from stdin: at least 12 characters")
-			}
-			return []byte(line), false, nil
-		}
+// terminal), or returns "" (generate one) when asked to, when stdin is a
+// terminal, or when it is empty.
+func readPassword(stdin io.Reader, generate bool) (string, error) {
+	if generate || isTerminal(stdin) {
+		return "", nil
 	}
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		return nil, false, err
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("read password from stdin: %w", err)
 	}
-	return []byte(base64.RawURLEncoding.EncodeToString(b)), true, nil
+	line = strings.TrimRight(line, "\r\n")
+	if line != "" && len(line) < admin.MinPasswordLen {
+		return "", fmt.Errorf("password from stdin: at least %d characters", admin.MinPasswordLen)
+	}
+	return line, nil
 }
 
 func isTerminal(r io.Reader) bool {

@@ -1,0 +1,113 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/expertagent"
+)
+
+var (
+	// ErrInvalidRequest is returned for a request the model cannot carry
+	// out as asked: a malformed body, an unknown role or access, a bad TTL,
+	// a password too short. (Errors of the store's own checks wrap their
+	// acl sentinel instead; both answer 400.)
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrBuiltinRule is returned when a built-in rule of the ff/v1/mcp/
+	// tree is to be removed: they are granted by role and cannot change.
+	ErrBuiltinRule = errors.New("built-in rule")
+	// ErrNoBroker is returned by Clients when the process has no embedded
+	// broker (it uses an external one, whose clients it cannot see).
+	ErrNoBroker = errors.New("no embedded broker")
+	// ErrNoServer is returned by what only a running server can answer
+	// (clients, agents, contexts) when the Service works on a data
+	// directory.
+	ErrNoServer = errors.New("needs a running server")
+	// ErrForbidden is the Client's error for a 403: the token lacks the
+	// admin scope.
+	ErrForbidden = errors.New("forbidden")
+	// ErrUnauthenticated is the Client's error for a 401: no token, or a
+	// bad, expired or revoked one.
+	ErrUnauthenticated = errors.New("unauthenticated")
+)
+
+// Error codes of the JSON error body {"error": code, "message": text}.
+const (
+	codeInvalid         = "invalid_request"
+	codeNotFound        = "not_found"
+	codeConflict        = "conflict"
+	codeBuiltin         = "builtin_rule"
+	codeBusy            = "context_busy"
+	codeNoBroker        = "no_embedded_broker"
+	codeNoServer        = "no_server"
+	codeForbidden       = "forbidden"
+	codeUnauthenticated = "unauthenticated"
+	codeInternal        = "internal"
+)
+
+// APIError is an error answer of the admin API, as the Client returns it.
+// errors.Is matches it against the sentinel its code stands for
+// (acl.ErrNotFound, acl.ErrExists, ErrBuiltinRule, ErrForbidden, ...), so
+// callers test both doors' errors the same way.
+type APIError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"error"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("admin API: HTTP %d %s", e.Status, e.Code)
+	}
+	return e.Message
+}
+
+// Unwrap maps the code back to its sentinel.
+func (e *APIError) Unwrap() error {
+	switch e.Code {
+	case codeInvalid:
+		return ErrInvalidRequest
+	case codeNotFound:
+		return acl.ErrNotFound
+	case codeConflict:
+		return acl.ErrExists
+	case codeBuiltin:
+		return ErrBuiltinRule
+	case codeBusy:
+		return expertagent.ErrContextBusy
+	case codeNoBroker:
+		return ErrNoBroker
+	case codeNoServer:
+		return ErrNoServer
+	case codeForbidden:
+		return ErrForbidden
+	case codeUnauthenticated:
+		return ErrUnauthenticated
+	}
+	return nil
+}
+
+// errorStatus maps an error of the Service to its HTTP status and code.
+// Unknown errors are internal (500): their text is logged, not sent.
+func errorStatus(err error) (status int, code string) {
+	switch {
+	case errors.Is(err, ErrInvalidRequest), errors.Is(err, acl.ErrInvalidTokenSpec), errors.Is(err, acl.ErrInvalidRule),
+		errors.Is(err, acl.ErrInvalidLevel), errors.Is(err, acl.ErrInvalidPassword), errors.Is(err, acl.ErrInvalidScope):
+		return http.StatusBadRequest, codeInvalid
+	case errors.Is(err, ErrBuiltinRule):
+		return http.StatusForbidden, codeBuiltin
+	case errors.Is(err, acl.ErrNotFound), errors.Is(err, expertagent.ErrContextNotFound):
+		return http.StatusNotFound, codeNotFound
+	case errors.Is(err, acl.ErrExists):
+		return http.StatusConflict, codeConflict
+	case errors.Is(err, expertagent.ErrContextBusy):
+		return http.StatusConflict, codeBusy
+	case errors.Is(err, ErrNoBroker):
+		return http.StatusNotImplemented, codeNoBroker
+	case errors.Is(err, ErrNoServer):
+		return http.StatusNotImplemented, codeNoServer
+	}
+	return http.StatusInternalServerError, codeInternal
+}

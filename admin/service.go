@@ -1,0 +1,339 @@
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/broker"
+	"github.com/toolbus/toolbus/expertagent"
+)
+
+// Store is what the Service keeps its model in. *acl.Store satisfies it.
+type Store interface {
+	CreateToken(ctx context.Context, spec acl.TokenSpec) (string, acl.Token, error)
+	ListTokens(ctx context.Context, userID string) ([]acl.Token, error)
+	RevokeToken(ctx context.Context, id string) error
+
+	AddIdentity(ctx context.Context, username string, role acl.Role, password []byte) (acl.Identity, error)
+	Identity(ctx context.Context, username string) (acl.Identity, error)
+	ListIdentities(ctx context.Context) ([]acl.Identity, error)
+	RemoveIdentity(ctx context.Context, username string) error
+	SetDisabled(ctx context.Context, username string, disabled bool) error
+	SetPassword(ctx context.Context, username string, password []byte) error
+
+	AddRule(ctx context.Context, r acl.Rule) (acl.Rule, error)
+	ListRules(ctx context.Context) ([]acl.Rule, error)
+	RemoveRule(ctx context.Context, id int64) error
+}
+
+// Policy is the running broker's authorizer. *acl.Policy satisfies it.
+type Policy interface {
+	SetRules(rules []acl.Rule)
+}
+
+// Broker is the running embedded broker. *broker.Broker satisfies it.
+type Broker interface {
+	Clients() []broker.ClientInfo
+	Disconnect(username string) int
+}
+
+// Requester is the running gateway's side of the MQTT contract.
+// *expertagent.Requester satisfies it.
+type Requester interface {
+	Agents() []expertagent.AgentStatus
+	AllContexts() []expertagent.ContextEntry
+	Evict(ctx context.Context, c expertagent.Context) error
+}
+
+// Options configures a Service. Only Store is required: a Service on a bare
+// store is the data-directory door.
+type Options struct {
+	Store Store
+	// Policy gets the operator rules again after every rule change (and
+	// every identity removal, which removes the identity's rules); nil
+	// means changes are stored only and apply at the next start.
+	Policy Policy
+	// Broker is the embedded broker: disabling or removing an identity
+	// disconnects its clients there. nil: no embedded broker (Clients
+	// answers ErrNoBroker, or ErrNoServer without a Requester either).
+	Broker Broker
+	// Requester lists agents and contexts; nil means no running server
+	// (Agents and Contexts answer ErrNoServer).
+	Requester Requester
+	// AgentTools lists the expert agents' tools as the token sees them;
+	// nil leaves Agents.Tools empty. It runs under ToolsTimeout.
+	AgentTools func(ctx context.Context, tok acl.Token) ([]AgentTool, error)
+	// ToolsTimeout bounds AgentTools; 0 means 5s.
+	ToolsTimeout time.Duration
+	// OnChange, if set, is called after every change the Service is asked
+	// for, made or refused (the audit hook). It runs on the request's
+	// goroutine: it must not block for long.
+	OnChange func(Change)
+	// Logger receives a line per change (component "admin"); nil discards.
+	Logger *logrus.Entry
+}
+
+// Change is one change asked of the Service, for OnChange.
+type Change struct {
+	Time time.Time
+	// Actor is who asked: the token (its ID and user) through the API,
+	// nothing (Local) through the data directory.
+	TokenID, User string
+	Local         bool
+	// Action names the change ("token.create", "identity.disable", ...);
+	// Target what it applies to ("identity agent-7", "rule 12").
+	Action, Target string
+	// Err is why the change was refused or failed; nil if it was made.
+	Err error
+}
+
+// MinPasswordLen is the shortest MQTT password the Service accepts.
+const MinPasswordLen = 12
+
+// Service is the operators' model. It is safe for concurrent use.
+type Service struct {
+	opts Options
+	log  *logrus.Entry
+
+	// rulesMu orders rule changes with the reloads that follow them, so
+	// that a slow reload cannot install an older rule list over a newer one.
+	rulesMu sync.Mutex
+}
+
+// NewService returns a Service over opts.Store.
+func NewService(opts Options) (*Service, error) {
+	if opts.Store == nil {
+		return nil, errors.New("admin: Options.Store is required")
+	}
+	if opts.ToolsTimeout <= 0 {
+		opts.ToolsTimeout = 5 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		log = logrus.NewEntry(l)
+	}
+	return &Service{opts: opts, log: log.WithField("component", "admin")}, nil
+}
+
+// change runs one change. Every change of the model goes through here, so
+// this is where it is logged and where OnChange (audit) sees it.
+func (s *Service) change(ctx context.Context, action, target string, f func() error) error {
+	err := f()
+	c := Change{Time: time.Now(), Action: action, Target: target, Err: err}
+	if tok, _, ok := acl.TokenFrom(ctx); ok {
+		c.TokenID, c.User = tok.ID, tok.UserID
+	} else {
+		c.Local = true
+	}
+	log := s.log.WithFields(logrus.Fields{"action": action, "target": target, "token": c.TokenID, "user": c.User})
+	if err != nil {
+		log.WithError(err).Info("admin change refused")
+	} else {
+		log.Info("admin change")
+	}
+	if s.opts.OnChange != nil {
+		s.opts.OnChange(c)
+	}
+	return err
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+}
+
+// ListTokens lists the tokens of user ("" = every user), oldest first.
+func (s *Service) ListTokens(ctx context.Context, user string) ([]Token, error) {
+	toks, err := s.opts.Store.ListTokens(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Token, len(toks))
+	for i, t := range toks {
+		out[i] = NewToken(t)
+	}
+	return out, nil
+}
+
+// CreateToken creates a token; its secret is in the answer only.
+func (s *Service) CreateToken(ctx context.Context, req TokenRequest) (CreatedToken, error) {
+	var out CreatedToken
+	err := s.change(ctx, "token.create", "user "+req.User, func() error {
+		spec := acl.TokenSpec{UserID: req.User, Scopes: req.Scopes, ReadOnly: req.ReadOnly, Entities: req.Entities, Name: req.Name}
+		if req.TTL != "" {
+			ttl, err := time.ParseDuration(req.TTL)
+			if err != nil {
+				return invalid("ttl %q: want a Go duration such as 720h", req.TTL)
+			}
+			spec.TTL = ttl // the store refuses a negative one
+		}
+		secret, tok, err := s.opts.Store.CreateToken(ctx, spec)
+		if err != nil {
+			return err
+		}
+		out = CreatedToken{Token: NewToken(tok), Secret: secret}
+		return nil
+	})
+	return out, err
+}
+
+// RevokeToken revokes the token with this ID.
+func (s *Service) RevokeToken(ctx context.Context, id string) error {
+	return s.change(ctx, "token.revoke", "token "+id, func() error {
+		return s.opts.Store.RevokeToken(ctx, id)
+	})
+}
+
+// ListIdentities lists the MQTT identities by username.
+func (s *Service) ListIdentities(ctx context.Context) ([]Identity, error) {
+	ids, err := s.opts.Store.ListIdentities(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Identity, len(ids))
+	for i, id := range ids {
+		out[i] = NewIdentity(id)
+	}
+	return out, nil
+}
+
+// AddIdentity adds an MQTT identity, with a generated password (returned
+// once) if the request has none.
+func (s *Service) AddIdentity(ctx context.Context, req IdentityRequest) (IdentityChange, error) {
+	var out IdentityChange
+	err := s.change(ctx, "identity.add", "identity "+req.Username, func() error {
+		role, err := acl.ParseRole(string(req.Role))
+		if err != nil {
+			return invalid("%v", err)
+		}
+		pw, generated, err := passwordOf(req.Password)
+		if err != nil {
+			return err
+		}
+		id, err := s.opts.Store.AddIdentity(ctx, req.Username, role, pw)
+		if err != nil {
+			return err
+		}
+		out = IdentityChange{Identity: NewIdentity(id), Live: s.opts.Broker != nil}
+		if generated {
+			out.Password = string(pw)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// SetDisabled disables or re-enables an identity. Disabling disconnects its
+// clients from the embedded broker at once; they cannot log in again.
+func (s *Service) SetDisabled(ctx context.Context, username string, disabled bool) (IdentityChange, error) {
+	action := "identity.enable"
+	if disabled {
+		action = "identity.disable"
+	}
+	var out IdentityChange
+	err := s.change(ctx, action, "identity "+username, func() error {
+		if err := s.opts.Store.SetDisabled(ctx, username, disabled); err != nil {
+			return err
+		}
+		id, err := s.opts.Store.Identity(ctx, username)
+		if err != nil {
+			return err
+		}
+		out = IdentityChange{Identity: NewIdentity(id), Live: s.opts.Broker != nil}
+		if disabled {
+			out.Disconnected = s.disconnect(username)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// SetPassword rotates an identity's password (generated, and returned once,
+// if the request has none). Connected clients stay unless req.Disconnect.
+func (s *Service) SetPassword(ctx context.Context, username string, req PasswordRequest) (IdentityChange, error) {
+	var out IdentityChange
+	err := s.change(ctx, "identity.password", "identity "+username, func() error {
+		pw, generated, err := passwordOf(req.Password)
+		if err != nil {
+			return err
+		}
+		if err := s.opts.Store.SetPassword(ctx, username, pw); err != nil {
+			return err
+		}
+		id, err := s.opts.Store.Identity(ctx, username)
+		if err != nil {
+			return err
+		}
+		out = IdentityChange{Identity: NewIdentity(id), Live: s.opts.Broker != nil}
+		if generated {
+			out.Password = string(pw)
+		}
+		if req.Disconnect {
+			out.Disconnected = s.disconnect(username)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// RemoveIdentity removes an identity and its operator rules, and
+// disconnects its clients from the embedded broker.
+func (s *Service) RemoveIdentity(ctx context.Context, username string) (IdentityChange, error) {
+	var out IdentityChange
+	err := s.change(ctx, "identity.remove", "identity "+username, func() error {
+		s.rulesMu.Lock()
+		defer s.rulesMu.Unlock()
+		id, err := s.opts.Store.Identity(ctx, username)
+		if err != nil {
+			return err
+		}
+		if err := s.opts.Store.RemoveIdentity(ctx, username); err != nil {
+			return err
+		}
+		out = IdentityChange{Identity: NewIdentity(id), Live: s.opts.Broker != nil}
+		out.Disconnected = s.disconnect(username)
+		return s.reloadRules(ctx) // its rules went with it
+	})
+	return out, err
+}
+
+// disconnect disconnects username's clients from the embedded broker, if
+// there is one.
+func (s *Service) disconnect(username string) int {
+	if s.opts.Broker == nil {
+		return 0
+	}
+	return s.opts.Broker.Disconnect(username)
+}
+
+// passwordOf returns the password to store: pw, or a generated one when
+// pw is empty.
+func passwordOf(pw string) (_ []byte, generated bool, _ error) {
+	if pw == "" {
+		g, err := GeneratePassword()
+		return []byte(g), true, err
+	}
+	if len(pw) < MinPasswordLen {
+		return nil, false, invalid("password of %d characters: at least %d", len(pw), MinPasswordLen)
+	}
+	return []byte(pw), false, nil
+}
+
+// GeneratePassword returns 32 characters of base64url (192 random bits).
+func GeneratePassword() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate password: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}

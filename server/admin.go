@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/admin"
+)
+
+// withAdmin returns the REST API of the gateway: the admin API under
+// /api/v1/admin/, api for the rest. Both sit behind the gateway's auth
+// middleware; the admin handler checks the admin scope itself.
+func (s *Server) withAdmin(api http.Handler) http.Handler {
+	adm := s.adminHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, admin.PathPrefix) {
+			adm.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
+
+// adminHandler builds the admin Service over the running parts. Parts this
+// process does not run stay nil interfaces (not typed nils): without an
+// embedded broker, /clients answers 501 and identity changes are not live.
+func (s *Server) adminHandler() http.Handler {
+	opts := admin.Options{Store: s.store, Logger: s.cfg.Logger}
+	if s.policy != nil {
+		opts.Policy = s.policy
+	}
+	if s.broker != nil {
+		opts.Broker = s.broker
+	}
+	if s.requester != nil {
+		opts.Requester = s.requester
+		opts.AgentTools = s.adminAgentTools
+	}
+	svc, err := admin.NewService(opts)
+	if err != nil { // only without a store, which Start opens first
+		s.log.WithError(err).Error("admin API disabled")
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, `{"error":"internal","message":"the admin API is not available"}`, http.StatusInternalServerError)
+		})
+	}
+	return admin.NewHandler(svc)
+}
+
+// adminAgentTools lists the expert agents' tools as the admin's token sees
+// them, through the gateway's per-token catalog.
+func (s *Server) adminAgentTools(ctx context.Context, tok acl.Token) ([]admin.AgentTool, error) {
+	tools, err := s.gateway.AgentTools(ctx, tok)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]admin.AgentTool, len(tools))
+	for i, t := range tools {
+		out[i] = admin.AgentTool{Name: t.Name, Title: t.Title, Description: t.Description}
+	}
+	return out, nil
+}
