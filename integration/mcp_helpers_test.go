@@ -59,6 +59,13 @@ var waitStarted = make(chan string, 16)
 // waits until the gateway sees it online. The returned func stops it.
 func startTestAgent(t *testing.T, srv *server.Server, name string) func() {
 	t.Helper()
+	return startTestAgentAt(t, srv, name, "tcp://"+srv.MQTTAddr().String())
+}
+
+// startTestAgentAt is startTestAgent with the agent connecting to brokerURL
+// (a proxy in front of srv's broker, say).
+func startTestAgentAt(t *testing.T, srv *server.Server, name, brokerURL string) func() {
+	t.Helper()
 	ctx := testCtx(t, 10*time.Second)
 	if _, err := srv.Store().Identity(ctx, name); err != nil {
 		if _, err := srv.Store().AddIdentity(ctx, name, acl.RoleExpertAgent, []byte(agentPassword)); err != nil {
@@ -66,7 +73,7 @@ func startTestAgent(t *testing.T, srv *server.Server, name string) func() {
 		}
 	}
 	a := expertagent.NewAgent(expertagent.AgentOptions{
-		BrokerURL: "tcp://" + srv.MQTTAddr().String(), Username: name, Password: agentPassword,
+		BrokerURL: brokerURL, Username: name, Password: agentPassword,
 		ClientID: name + "-1", Name: name, Logger: testLogger(t).WithField("component", "agent"),
 	})
 	yes, no := true, false

@@ -1,0 +1,58 @@
+package broker_test
+
+import (
+	"testing"
+
+	"github.com/toolbus/toolbus/acl"
+)
+
+// A client ID taken over by a new login (an agent restarted before the
+// broker saw its old connection die) keeps the new login's presence: the
+// old connection's presence Will is void. mochi sends it from the old
+// connection's goroutine, often after the new connection's "online", so
+// without the takeover hook a few rounds end "offline".
+func TestTakeoverVoidsPresenceWill(t *testing.T) {
+	e := newEnv(t)
+	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	pwp := e.addIdentity(t, "gw", acl.RolePlatform)
+	in := newInbox()
+	gw := e.mustConnect(t, "gw-1", "gw", pwp, in)
+	mustSubscribe(t, gw, presenceFilter)
+
+	agent := presence("agent1-a")
+	for round := range 10 {
+		clients := e.Broker.ClientCount()
+		c := e.mustConnect(t, "agent1-a", "agent1", pwa, nil, withWill(agent, "offline", true))
+		mustPublish(t, c, agent, 1, true, "online")
+		// The old connection's goroutine, which would publish its Will,
+		// is done once the count is back (plus the new one, on the first
+		// round).
+		want := clients
+		if round == 0 {
+			want++
+		}
+		eventually(t, "the old connection gone", func() bool { return e.Broker.ClientCount() == want })
+		mustPublish(t, gw, ctxReq, 1, false, "barrier") // gw's own packets are handled in order
+		for {
+			m := in.next(t)
+			if m.topic == agent && m.payload == "offline" {
+				t.Fatalf("round %d: the taken-over connection's Will was published", round)
+			}
+			if m.topic == agent && m.payload == "online" && !m.retained {
+				break
+			}
+		}
+	}
+
+	// A Will that is not void still comes: the last connection dies.
+	late := newInbox()
+	gw2 := e.mustConnect(t, "gw-2", "gw", pwp, late)
+	mustSubscribe(t, gw2, presenceFilter)
+	if m := late.expectNext(t, agent, "online"); !m.retained {
+		t.Error("the retained status is not online")
+	}
+	kill, cut := killable()
+	e.mustConnect(t, "agent1-a", "agent1", pwa, nil, kill, withWill(agent, "offline", true))
+	cut()
+	late.expectNext(t, agent, "offline")
+}
