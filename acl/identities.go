@@ -12,7 +12,8 @@ import (
 // AddIdentity stores a new MQTT identity with a hash of password. The
 // username must pass ValidateLevel: it appears in client IDs and topics. An
 // existing username gives ErrExists.
-func (s *Store) AddIdentity(ctx context.Context, username string, role Role, password []byte) (Identity, error) {
+func (s *Store) AddIdentity(ctx context.Context, username string, role Role, password []byte) (_ Identity, err error) {
+	defer mapWriteErr(&err)
 	if err := ValidateLevel(username); err != nil {
 		return Identity{}, fmt.Errorf("username: %w", err)
 	}
@@ -74,6 +75,7 @@ func (s *Store) ListIdentities(ctx context.Context) ([]Identity, error) {
 // (so that a later identity of the same name does not inherit them). A
 // missing identity gives ErrNotFound.
 func (s *Store) RemoveIdentity(ctx context.Context, username string) (err error) {
+	defer mapWriteErr(&err)
 	defer s.forgetLogin(username)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -104,7 +106,8 @@ func (s *Store) RemoveIdentity(ctx context.Context, username string) (err error)
 // SetDisabled disables or re-enables an identity. A disabled identity cannot
 // log in and the Policy grants it nothing. Clients already connected keep
 // their session until the broker re-checks them.
-func (s *Store) SetDisabled(ctx context.Context, username string, disabled bool) error {
+func (s *Store) SetDisabled(ctx context.Context, username string, disabled bool) (err error) {
+	defer mapWriteErr(&err)
 	v := 0
 	if disabled {
 		v = 1
@@ -122,7 +125,8 @@ func (s *Store) SetDisabled(ctx context.Context, username string, disabled bool)
 
 // SetPassword replaces the password of an identity. Cached logins with the
 // old password stop working at once.
-func (s *Store) SetPassword(ctx context.Context, username string, password []byte) error {
+func (s *Store) SetPassword(ctx context.Context, username string, password []byte) (err error) {
+	defer mapWriteErr(&err)
 	hash, err := s.hashNew(ctx, password)
 	if err != nil {
 		return fmt.Errorf("identity %s: %w", username, err)

@@ -74,6 +74,7 @@ func (r Rule) Validate() error {
 // username the store does not know gives ErrNotFound, and a rule equal to a
 // stored one (same username, access and filter) gives ErrExists.
 func (s *Store) AddRule(ctx context.Context, r Rule) (_ Rule, err error) {
+	defer mapWriteErr(&err)
 	if err := r.Validate(); err != nil {
 		return Rule{}, err
 	}
@@ -152,7 +153,8 @@ func (s *Store) ListRules(ctx context.Context) ([]Rule, error) {
 }
 
 // RemoveRule deletes the rule with the given ID, or gives ErrNotFound.
-func (s *Store) RemoveRule(ctx context.Context, id int64) error {
+func (s *Store) RemoveRule(ctx context.Context, id int64) (err error) {
+	defer mapWriteErr(&err)
 	res, err := s.db.ExecContext(ctx, qDeleteRule, id)
 	if err != nil {
 		return fmt.Errorf("remove rule %d: %w", id, err)

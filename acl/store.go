@@ -98,14 +98,14 @@ func Open(ctx context.Context, dataDir string, opts StoreOptions) (*Store, error
 		return nil, fmt.Errorf("acl: data directory: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("acl: create data directory: %w", err)
+		return nil, fmt.Errorf("acl: create data directory: %w", classifyWriteErr(err))
 	}
 	path := filepath.Join(dir, DBFileName)
 	// SQLite would create the file with the umask's mode; the -wal and -shm
 	// files copy the database file's mode, so creating it first covers them.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("acl: create database file: %w", err)
+		return nil, fmt.Errorf("acl: open database file for writing: %w", classifyWriteErr(err))
 	}
 	_ = f.Close()
 
@@ -119,7 +119,7 @@ func Open(ctx context.Context, dataDir string, opts StoreOptions) (*Store, error
 	}
 	if err := migrate(ctx, db, log); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("acl: %s: %w", path, err)
+		return nil, fmt.Errorf("acl: %s: %w", path, classifyWriteErr(err))
 	}
 
 	s := &Store{

@@ -290,6 +290,7 @@ func (spec TokenSpec) normalize() (scopes []string, entities []Entity, err error
 // shown once: the store keeps only its SHA-256. An invalid spec gives an
 // error wrapping ErrInvalidTokenSpec.
 func (s *Store) CreateToken(ctx context.Context, spec TokenSpec) (secret string, tok Token, err error) {
+	defer mapWriteErr(&err)
 	scopes, entities, err := spec.normalize()
 	if err != nil {
 		return "", Token{}, err
@@ -363,7 +364,8 @@ func (s *Store) ListTokens(ctx context.Context, userID string) ([]Token, error) 
 // this process and within StoreOptions.TokenCacheTTL in others that share
 // the database. Revoking a revoked token is a no-op (its RevokedAt stays);
 // an unknown ID gives ErrNotFound.
-func (s *Store) RevokeToken(ctx context.Context, id string) error {
+func (s *Store) RevokeToken(ctx context.Context, id string) (err error) {
+	defer mapWriteErr(&err)
 	// Invalidate after the write (a request that reads the row in between
 	// must not re-cache it): see tokenCache.invalidate.
 	defer s.tokens.invalidate(id)
@@ -372,7 +374,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 	}
 	_, ms := now()
 	var revokedMs int64
-	err := s.db.QueryRowContext(ctx, qRevokeToken, id, ms).Scan(&revokedMs)
+	err = s.db.QueryRowContext(ctx, qRevokeToken, id, ms).Scan(&revokedMs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("token %s: %w", id, ErrNotFound)
 	}

@@ -146,6 +146,7 @@ func (s *Store) writeUsage() {
 }
 
 func (s *Store) writeUsageBatch(ctx context.Context, batch map[string]int64) (err error) {
+	defer mapWriteErr(&err)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
