@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_TIMEOUT ?= 10m
 
-.PHONY: all build test unit lint vet fmt-check run bench fuzz conformance clean
+.PHONY: all build test unit lint vet fmt-check run bench fuzz conformance soak clean
 
 all: build
 
@@ -18,6 +18,7 @@ test: lint
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	@# Tests left out of -race builds (a race inside paho on reconnect), run plain:
 	$(GO) test -count=1 -run 'TestAgentResubscribesAfterReconnect' ./expertagent/
+	$(GO) test -count=1 -run 'TestExternalBrokerRestartUnderLoad' ./integration/
 	./scripts/conformance.sh
 
 # The suite without the race detector (faster while editing).
@@ -36,13 +37,17 @@ fmt-check:
 run: build
 	./scripts/run-demo.sh
 
-# The gateway beside the MCP servers a user would run instead (scripts/bench.sh:
-# BENCH_DURATION, BENCH_ROUNDS, BENCH_PPROF=1), then the Go micro-benchmarks of
+# The gateway beside the MCP servers a user would run instead, phase by phase
+# (scripts/bench.sh, docs/benchmarks.md: BENCH_LONG=1, BENCH_PHASES,
+# BENCH_MOSQUITTO=1, BENCH_DURATION, BENCH_ROUNDS, ...); under 5 minutes by
+# default. With BENCH_LONG=1 or BENCH_MICRO=1, then the Go micro-benchmarks of
 # the MQTT core and the hot-path pieces (BENCHTIME=5s for steadier numbers).
 BENCHTIME ?= 2s
 bench:
 	./scripts/bench.sh
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/ ./platformtools/
+	@if [ -n "$$BENCH_LONG$$BENCH_MICRO" ]; then \
+		$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/ ./platformtools/; \
+	fi
 
 # The official MCP conformance suite at 2025-11-25 and 2026-07-28, through
 # the gateway, the embedded broker and the fixture agent (cmd/conformance-agent),
@@ -65,6 +70,15 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCallArguments$$' -fuzztime $(FUZZTIME) ./platformtools/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTopic$$' -fuzztime $(FUZZTIME) ./expertagent/
+
+# The soak (integration/soak_test.go): SOAK_MINUTES of platform and agent
+# calls across churning MCP sessions, the subscription LRU at its bound, the
+# expert agent restarted every minute. Report in results/soak/. `make test`
+# runs its 30-second version (TestSoak without SOAK_MINUTES).
+SOAK_MINUTES ?= 10
+SOAK_TIMEOUT ?= $(shell awk 'BEGIN { print $(SOAK_MINUTES) + 15 }')m
+soak:
+	SOAK_MINUTES=$(SOAK_MINUTES) $(GO) test -count=1 -v -run '^TestSoak$$' -timeout $(SOAK_TIMEOUT) ./integration/
 
 clean:
 	rm -rf $(BIN)

@@ -22,6 +22,7 @@ type Broker struct {
 	log    *logrus.Entry
 	srv    *mqtt.Server
 	hook   *aclHook
+	clock  *connClock // connection times, for Clients
 	bus    *InlineBus
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -88,6 +89,15 @@ func New(opts Options) (*Broker, error) {
 	if err := b.srv.AddHook(b.hook, nil); err != nil {
 		cancel()
 		return nil, fmt.Errorf("broker: add acl hook: %w", err)
+	}
+	b.clock = &connClock{}
+	if err := b.srv.AddHook(b.clock, nil); err != nil {
+		cancel()
+		return nil, fmt.Errorf("broker: add clock hook: %w", err)
+	}
+	if err := b.srv.AddHook(&takeoverHook{srv: b.srv}, nil); err != nil {
+		cancel()
+		return nil, fmt.Errorf("broker: add takeover hook: %w", err)
 	}
 	b.bus = newInlineBus(b.srv, o.InlineQoS)
 	if err := b.srv.AddHook(&inlineHook{bus: b.bus}, nil); err != nil {

@@ -21,3 +21,17 @@ type Bus interface {
 // it must not block and must not call back into the Bus: it only hands off.
 // The payload is owned by the handler from then on.
 type MessageHandler = func(topic string, payload []byte)
+
+// LinkWatcher is a Bus whose link to the broker can drop and come back
+// (PahoBus). Messages sent while it is down are lost (the session is clean),
+// so a Requester over such a bus fails its open calls when the link drops,
+// instead of letting them wait for their deadline, and forgets what it heard
+// of agent presence when it comes back (the retained statuses arrive again).
+type LinkWatcher interface {
+	// OnLink registers lost, run once each time the link drops (with the
+	// cause), and up, run each time it is back, before the bus subscribes
+	// anything again. Both run on the bus's own goroutines with no lock
+	// held, and must not block or call back into the Bus. Either may be
+	// nil. stop unregisters them.
+	OnLink(lost func(cause error), up func()) (stop func())
+}

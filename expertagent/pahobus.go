@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +26,10 @@ const (
 // the bus subscribes everything again after a reconnect.
 const pahoResubscribeBatch = 500
 
-var _ Bus = (*PahoBus)(nil)
+var (
+	_ Bus         = (*PahoBus)(nil)
+	_ LinkWatcher = (*PahoBus)(nil)
+)
 
 // ErrBusClosed is returned by a PahoBus after Close.
 var ErrBusClosed = errors.New("bus closed")
@@ -59,6 +64,12 @@ type PahoBusOptions struct {
 // PahoBus subscribes with no per-subscription handler, dispatches from its
 // own table (a map of exact topics and a short list of wildcard filters),
 // and subscribes everything again each time the connection comes back.
+//
+// The link (see LinkWatcher): when the connection drops, Publish and
+// Subscribe fail at once with an error wrapping ErrLinkLost (those waiting
+// for the broker's acknowledgement too) and the OnLink functions run.
+// After a reconnect, Publish waits until every route is subscribed again,
+// so that no request goes out before the subscription its reply needs.
 type PahoBus struct {
 	client paho.Client
 	log    *logrus.Entry
@@ -67,12 +78,24 @@ type PahoBus struct {
 	exact  map[string]MessageHandler
 	wild   []pahoWildRoute
 	closed bool
-	// connected is set by the first onConnect: only later ones are
-	// reconnects that need the subscriptions again.
-	connected bool
+	// up: the current connection is open as far as the bus knows. It goes
+	// down on the first sign of a loss (OnReconnecting is the ordered one:
+	// paho calls it before it dials again, so before the next onConnect).
+	up bool
+	// lost is closed when the current connection is lost; ready is closed
+	// once every route is subscribed again on it.
+	lost, ready chan struct{}
+	// watchers holds the OnLink functions by registration number.
+	watchers map[uint64]pahoLinkWatch
+	nextID   uint64
 
 	done chan struct{} // closed by Close: stops resubscribe waits
 	wg   sync.WaitGroup
+}
+
+type pahoLinkWatch struct {
+	lost func(error)
+	up   func()
 }
 
 type pahoWildRoute struct {
@@ -100,9 +123,12 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 		opts.KeepAlive = DefaultPahoKeepAlive
 	}
 	b := &PahoBus{
-		log:   requesterLogger(opts.Logger, "expertagent.pahobus").WithField("clientId", opts.ClientID),
-		exact: make(map[string]MessageHandler),
-		done:  make(chan struct{}),
+		log:      requesterLogger(opts.Logger, "expertagent.pahobus").WithField("clientId", opts.ClientID),
+		exact:    make(map[string]MessageHandler),
+		lost:     make(chan struct{}),
+		ready:    make(chan struct{}),
+		watchers: make(map[uint64]pahoLinkWatch),
+		done:     make(chan struct{}),
 	}
 	co := paho.NewClientOptions().
 		AddBroker(opts.BrokerURL).
@@ -120,8 +146,12 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 		SetWriteTimeout(opts.ConnectTimeout).
 		SetDefaultPublishHandler(b.dispatch).
 		SetOnConnectHandler(b.onConnect).
+		SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) {
+			b.markLost(errors.New("reconnecting"), false)
+		}).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			b.log.WithError(err).Warn("connection to the broker lost; reconnecting")
+			b.markLost(err, true)
 		})
 	if opts.TLSConfig != nil {
 		co.SetTLSConfig(opts.TLSConfig)
@@ -132,6 +162,12 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 		b.client.Disconnect(0)
 		return nil, fmt.Errorf("expertagent: paho bus: connect %s: %w", opts.BrokerURL, err)
 	}
+	b.mu.Lock()
+	if !b.up && b.client.IsConnectionOpen() { // else onConnect came first, or the link is gone already
+		b.up = true
+		close(b.ready) // nothing to subscribe again yet
+	}
+	b.mu.Unlock()
 	return b, nil
 }
 
@@ -207,16 +243,22 @@ func (b *PahoBus) dispatch(_ paho.Client, m paho.Message) {
 }
 
 // onConnect runs (on its own goroutine, from paho) after every successful
-// connection; after a reconnect the clean session has no subscriptions, so
-// it subscribes every filter again. It must not block paho: the wait for
-// the SUBACKs runs on a goroutine the bus owns.
+// connection. After a reconnect the clean session has no subscriptions, so
+// it subscribes every route again, in batches, and only then lets Publish
+// through. It must not block paho: the wait for the SUBACKs runs on a
+// goroutine the bus owns.
 func (b *PahoBus) onConnect(c paho.Client) {
 	b.mu.Lock()
-	if b.closed || !b.connected {
-		b.connected = true
+	if b.closed || b.up {
+		// The first connection (DialPahoBus marks it up), or one whose
+		// loss the bus has not seen: nothing was lost, nothing to restore.
 		b.mu.Unlock()
 		return
 	}
+	b.up = true
+	b.lost = make(chan struct{})
+	ready := make(chan struct{})
+	b.ready = ready
 	filters := make([]string, 0, len(b.exact)+len(b.wild))
 	for f := range b.exact {
 		filters = append(filters, f)
@@ -224,32 +266,138 @@ func (b *PahoBus) onConnect(c paho.Client) {
 	for _, w := range b.wild {
 		filters = append(filters, w.filter)
 	}
+	ups := make([]func(), 0, len(b.watchers))
+	for _, w := range b.watchers {
+		if w.up != nil {
+			ups = append(ups, w.up)
+		}
+	}
 	// Add under the lock Close takes before Wait: no Add after Wait starts.
 	b.wg.Add(1)
 	b.mu.Unlock()
+	for _, f := range ups {
+		f()
+	}
 	go func() {
 		defer b.wg.Done()
-		for i := 0; i < len(filters); i += pahoResubscribeBatch {
-			batch := make(map[string]byte, pahoResubscribeBatch)
-			for _, f := range filters[i:min(i+pahoResubscribeBatch, len(filters))] {
-				batch[f] = 1
-			}
-			tok := c.SubscribeMultiple(batch, nil)
-			select {
-			case <-tok.Done():
-				if err := tok.Error(); err != nil {
-					b.log.WithError(err).WithField("filters", len(batch)).Error("subscribing again after reconnect failed")
-				}
-			case <-b.done:
-				return
-			case <-time.After(time.Minute):
-				b.log.WithField("filters", len(batch)).Error("subscribing again after reconnect: no SUBACK in time")
-			}
-		}
-		if len(filters) > 0 {
-			b.log.WithField("filters", len(filters)).Info("subscribed again after reconnect")
-		}
+		// Always closed, even when the link drops again meanwhile: waiters
+		// then look at the state again and see it down.
+		defer close(ready)
+		b.resubscribe(c, filters)
 	}()
+}
+
+// resubscribe subscribes filters again after a reconnect.
+func (b *PahoBus) resubscribe(c paho.Client, filters []string) {
+	for i := 0; i < len(filters); i += pahoResubscribeBatch {
+		batch := make(map[string]byte, pahoResubscribeBatch)
+		for _, f := range filters[i:min(i+pahoResubscribeBatch, len(filters))] {
+			batch[f] = 1
+		}
+		tok := c.SubscribeMultiple(batch, nil)
+		select {
+		case <-tok.Done():
+			if err := tok.Error(); err != nil {
+				b.log.WithError(err).WithField("filters", len(batch)).Error("subscribing again after reconnect failed")
+			}
+		case <-b.done:
+			return
+		case <-time.After(time.Minute):
+			b.log.WithField("filters", len(batch)).Error("subscribing again after reconnect: no SUBACK in time")
+		}
+	}
+	b.log.WithField("filters", len(filters)).Info("connected again; subscriptions restored")
+}
+
+// markLost takes the link down and runs the OnLink lost functions, once per
+// connection. fromLostHandler: paho runs its connection-lost handler on a
+// goroutine of its own, which may be late, after a reconnect; a connection
+// that is open again by then was already marked lost by OnReconnecting.
+func (b *PahoBus) markLost(cause error, fromLostHandler bool) {
+	b.mu.Lock()
+	if !b.up || b.closed || (fromLostHandler && b.client.IsConnectionOpen()) {
+		b.mu.Unlock()
+		return
+	}
+	b.up = false
+	close(b.lost)
+	fs := make([]func(error), 0, len(b.watchers))
+	for _, w := range b.watchers {
+		if w.lost != nil {
+			fs = append(fs, w.lost)
+		}
+	}
+	b.mu.Unlock()
+	for _, f := range fs {
+		f(cause)
+	}
+}
+
+// OnLink registers lost, run each time the connection to the broker drops,
+// and up, run each time it is back, before the routes are subscribed again
+// (see LinkWatcher). stop unregisters them.
+func (b *PahoBus) OnLink(lost func(error), up func()) (stop func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id := b.nextID
+	b.nextID++
+	b.watchers[id] = pahoLinkWatch{lost: lost, up: up}
+	return func() {
+		b.mu.Lock()
+		delete(b.watchers, id)
+		b.mu.Unlock()
+	}
+}
+
+// link returns the current connection's lost channel once it is up and
+// subscribed again, waiting for the resubscription (bounded by ctx). It
+// fails with ErrLinkLost when the link is down and ErrBusClosed after Close.
+func (b *PahoBus) link(ctx context.Context) (lost <-chan struct{}, err error) {
+	for {
+		b.mu.RLock()
+		closed, up, lostCh, ready := b.closed, b.up, b.lost, b.ready
+		b.mu.RUnlock()
+		switch {
+		case closed:
+			return nil, ErrBusClosed
+		case !up:
+			return nil, fmt.Errorf("%w: not connected, reconnecting", ErrLinkLost)
+		}
+		select {
+		case <-ready:
+			b.mu.RLock()
+			same := b.ready == ready && b.up
+			b.mu.RUnlock()
+			if same {
+				return lostCh, nil
+			}
+		case <-lostCh:
+		case <-b.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// pahoWaitLink is pahoWait that also gives up when the connection the
+// packet went out on is lost: paho would keep the token open until it has
+// reconnected and resent the packet.
+func (b *PahoBus) pahoWaitLink(ctx context.Context, tok paho.Token, lost <-chan struct{}) error {
+	select {
+	case <-tok.Done():
+		err := tok.Error()
+		// A connection dying under the packet fails its write before paho
+		// (or the bus) has noticed the loss.
+		var ne net.Error
+		if err != nil && (errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, paho.ErrNotConnected) || !b.client.IsConnectionOpen()) {
+			return fmt.Errorf("%w: %w", ErrLinkLost, err)
+		}
+		return err
+	case <-lost:
+		return fmt.Errorf("%w: the broker's acknowledgement did not come", ErrLinkLost)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Subscribe subscribes to filter at QoS 1 and returns once the broker has
@@ -264,6 +412,10 @@ func (b *PahoBus) Subscribe(ctx context.Context, filter string, h MessageHandler
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("paho subscribe %q: %w", filter, err)
 	}
+	lost, err := b.link(ctx)
+	if err != nil {
+		return fmt.Errorf("paho subscribe %q: %w", filter, err)
+	}
 	// The route goes in first, so a message right after the SUBACK (a
 	// retained one) finds it.
 	b.mu.Lock()
@@ -274,7 +426,7 @@ func (b *PahoBus) Subscribe(ctx context.Context, filter string, h MessageHandler
 	b.addRoute(filter, h)
 	b.mu.Unlock()
 	tok := b.client.Subscribe(filter, 1, nil)
-	err := pahoWait(ctx, tok)
+	err = b.pahoWaitLink(ctx, tok, lost)
 	if err == nil {
 		if st, ok := tok.(*paho.SubscribeToken); ok {
 			if code, ok := st.Result()[pahoPattern(filter)]; ok && code == 0x80 {
@@ -339,7 +491,11 @@ func (b *PahoBus) Unsubscribe(ctx context.Context, filter string) error {
 }
 
 // Publish sends payload to topic at QoS 1, not retained, and returns once
-// the broker has acknowledged it.
+// the broker has acknowledged it. Just after a reconnect it first waits
+// until every route is subscribed again; while the link is down, or if it
+// drops before the acknowledgement, it fails with an error wrapping
+// ErrLinkLost (in the latter case the message may still go out once paho
+// has reconnected).
 func (b *PahoBus) Publish(ctx context.Context, topic string, payload []byte) error {
 	b.mu.RLock()
 	closed := b.closed
@@ -350,7 +506,11 @@ func (b *PahoBus) Publish(ctx context.Context, topic string, payload []byte) err
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("paho publish %q: %w", topic, err)
 	}
-	if err := pahoWait(ctx, b.client.Publish(topic, 1, false, payload)); err != nil {
+	lost, err := b.link(ctx)
+	if err != nil {
+		return fmt.Errorf("paho publish %q: %w", topic, err)
+	}
+	if err := b.pahoWaitLink(ctx, b.client.Publish(topic, 1, false, payload), lost); err != nil {
 		return fmt.Errorf("paho publish %q: %w", topic, err)
 	}
 	return nil

@@ -124,6 +124,7 @@ type Requester struct {
 	// publishWaits: the bus's Publish may block (a network round trip),
 	// so it gets a context with the call's deadline.
 	publishWaits bool
+	stopLink     func() // stops watchLink (requester_link.go)
 
 	dropped, late, duplicates, mismatched, interimDropped, badPresence atomic.Uint64
 
@@ -184,6 +185,7 @@ func NewRequester(bus Bus, opts RequesterOptions) *Requester {
 	if w, ok := bus.(publishWaiter); ok {
 		r.publishWaits = w.PublishWaits()
 	}
+	r.stopLink = r.watchLink()
 	r.cache = newSubCache(r, subCacheOptions{
 		maxEntries: opts.MaxContexts,
 		ttl:        opts.ContextTTL,
@@ -717,6 +719,7 @@ func (r *Requester) Close(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 
+	r.stopLink()
 	r.pending.failAll(ErrClosed)
 	var errs []error
 	select {

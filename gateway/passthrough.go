@@ -92,6 +92,10 @@ func (g *Gateway) agentError(c *call, err error) {
 		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "no expert agent is online to serve %s; try again once one is connected", c.req.Method))
 	case errors.Is(err, expertagent.ErrTimeout):
 		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent did not answer %s in time", c.req.Method))
+	case errors.Is(err, expertagent.ErrLinkLost):
+		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the gateway lost its connection to the MQTT broker during %s; try again in a moment", c.req.Method))
+	case errors.Is(err, expertagent.ErrClosed):
+		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the gateway is shutting down; try %s again in a moment", c.req.Method))
 	default:
 		g.requestLogger(c.httpReq).WithError(err).Warn("agent request failed")
 		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent could not be reached for %s", c.req.Method))

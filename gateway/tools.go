@@ -311,6 +311,10 @@ func (g *Gateway) agentFailure(c *call, name string, err error) {
 		text = fmt.Sprintf("Tool %s is served by an expert agent, and no expert agent is online. Try again once one is connected; the platform tools still work.", name)
 	case errors.Is(err, expertagent.ErrTimeout):
 		text = fmt.Sprintf("The expert agent did not answer %s in time. The call was cancelled; try again, or with less work.", name)
+	case errors.Is(err, expertagent.ErrLinkLost):
+		text = fmt.Sprintf("The gateway lost its connection to the MQTT broker while calling %s; the tool may or may not have run. Try again in a moment.", name)
+	case errors.Is(err, expertagent.ErrClosed):
+		text = fmt.Sprintf("The gateway is shutting down, and %s was cancelled. Try again in a moment (or through another gateway).", name)
 	default:
 		text = fmt.Sprintf("The expert agent could not be reached for %s (%v). Try again later.", name, err)
 	}

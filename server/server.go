@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -28,8 +29,24 @@ type Config struct {
 	// Port 0 picks a free port (see Server.HTTPAddr).
 	HTTPAddr string
 	// MQTTAddr is the embedded broker's TCP listen address; "" means
-	// 127.0.0.1:1883. Port 0 picks a free port.
+	// 127.0.0.1:1883. Port 0 picks a free port. Unused with BrokerURL.
 	MQTTAddr string
+
+	// BrokerURL is an external MQTT broker (tcp://host:port or
+	// ssl://host:port; ws:// and wss:// work too): no embedded broker is
+	// started and the requester connects there with paho. "" means the
+	// embedded broker. See docs/external-broker.md.
+	BrokerURL string
+	// BrokerUsername and BrokerPassword log in to the external broker, as an
+	// identity of role platform. The username is required with BrokerURL.
+	BrokerUsername, BrokerPassword string
+	// BrokerTLS is used for ssl:// (and wss://) broker URLs; nil means Go's
+	// defaults (the system's roots, no client certificate).
+	BrokerTLS *tls.Config
+	// BrokerClientID is the MQTT client ID on the external broker; "" means
+	// "toolbus-" + PlatformID, so that replicas (each with its own platform
+	// ID) never share one and knock each other off.
+	BrokerClientID string
 	// DataDir holds the store. Required.
 	DataDir string
 	// PlatformID names this process on the bus; "" means a random one per
@@ -92,6 +109,7 @@ type Server struct {
 	store     *acl.Store
 	policy    *acl.Policy
 	broker    *broker.Broker
+	pahoBus   *expertagent.PahoBus // the link to an external broker (external.go); nil with the embedded one
 	requester *expertagent.Requester
 	gateway   *gateway.Gateway
 	http      *http.Server
@@ -125,6 +143,9 @@ func New(cfg Config) (*Server, error) {
 	if err := acl.ValidateLevel(cfg.PlatformID); err != nil {
 		return nil, fmt.Errorf("server: platform id: %w", err)
 	}
+	if err := checkExternal(&cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		l := logrus.New()
 		l.Out = io.Discard
@@ -157,20 +178,26 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	s.policy = acl.NewPolicy(rules)
 
-	s.broker, err = broker.New(broker.Options{
-		Addr:          s.cfg.MQTTAddr,
-		Authenticator: s.store,
-		Authorizer:    s.policy,
-		Logger:        s.cfg.Logger.WithField("component", "broker"),
-	})
-	if err != nil {
-		return fmt.Errorf("broker: %w", err)
-	}
-	if err := s.broker.Start(ctx); err != nil {
-		return fmt.Errorf("start broker: %w", err)
+	if s.external() {
+		if err := s.dialExternal(ctx); err != nil {
+			return err
+		}
+	} else {
+		s.broker, err = broker.New(broker.Options{
+			Addr:          s.cfg.MQTTAddr,
+			Authenticator: s.store,
+			Authorizer:    s.policy,
+			Logger:        s.cfg.Logger.WithField("component", "broker"),
+		})
+		if err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+		if err := s.broker.Start(ctx); err != nil {
+			return fmt.Errorf("start broker: %w", err)
+		}
 	}
 
-	s.requester = expertagent.NewRequester(s.broker.Bus(), expertagent.RequesterOptions{
+	s.requester = expertagent.NewRequester(s.bus(), expertagent.RequesterOptions{
 		CallTimeout: s.cfg.CallTimeout,
 		ListTimeout: s.cfg.ListTimeout,
 		MaxContexts: s.cfg.MaxContexts,
@@ -198,7 +225,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.httpDone = make(chan error, 1)
 	go func() { s.httpDone <- s.http.Serve(s.httpLn) }()
 	s.log.WithFields(logrus.Fields{
-		"http": s.httpLn.Addr().String(), "mqtt": addrString(s.broker.Addr()), "platformId": s.cfg.PlatformID,
+		"http": s.httpLn.Addr().String(), "mqtt": addrString(s.MQTTAddr()), "brokerUrl": s.cfg.BrokerURL, "platformId": s.cfg.PlatformID,
 	}).Info("toolbus started")
 	return nil
 }
@@ -206,8 +233,14 @@ func (s *Server) Start(ctx context.Context) (err error) {
 // HTTPAddr is the bound HTTP address, once started.
 func (s *Server) HTTPAddr() net.Addr { return s.httpLn.Addr() }
 
-// MQTTAddr is the bound address of the embedded broker's TCP listener, once started.
-func (s *Server) MQTTAddr() net.Addr { return s.broker.Addr() }
+// MQTTAddr is the bound address of the embedded broker's TCP listener, once
+// started; nil with an external broker (Config.BrokerURL).
+func (s *Server) MQTTAddr() net.Addr {
+	if s.broker == nil {
+		return nil
+	}
+	return s.broker.Addr()
+}
 
 // PlatformID is this process's name on the bus.
 func (s *Server) PlatformID() string { return s.cfg.PlatformID }
@@ -218,7 +251,7 @@ func (s *Server) Store() *acl.Store { return s.store }
 // Requester is the process's expert-agent requester.
 func (s *Server) Requester() *expertagent.Requester { return s.requester }
 
-// Broker is the embedded broker.
+// Broker is the embedded broker; nil with an external one (Config.BrokerURL).
 func (s *Server) Broker() *broker.Broker { return s.broker }
 
 // Shutdown stops accepting HTTP requests and waits for those in flight (until
@@ -227,9 +260,8 @@ func (s *Server) Broker() *broker.Broker { return s.broker }
 func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	if s.http != nil {
-		if err := s.http.Shutdown(ctx); err != nil {
+		if err := s.drainHTTP(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
-			_ = s.http.Close()
 		}
 		if err := <-s.httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("http serve: %w", err))
@@ -251,6 +283,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("broker: %w", err))
 		}
 		s.broker = nil
+	}
+	if s.pahoBus != nil {
+		if err := s.pahoBus.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("external broker: %w", err))
+		}
+		s.pahoBus = nil
 	}
 	if s.store != nil {
 		if err := s.store.Close(); err != nil {
@@ -294,8 +332,8 @@ func (s *Server) startGateway() error {
 		Agents:         s.requester,
 		PlatformID:     s.cfg.PlatformID,
 		Platform:       reg,
-		API:            api,
-		Ready:          s.broker.Ready,
+		API:            s.withAdmin(api), // /api/v1/admin/ to the admin API (server/admin.go)
+		Ready:          s.ready,
 		MaxBodyBytes:   s.cfg.MaxBodyBytes,
 		AllowedHosts:   hosts,
 		AllowedOrigins: s.cfg.AllowedOrigins,

@@ -1,8 +1,11 @@
 // Command toolbus runs the toolbus gateway and manages its data directory.
 //
 //	toolbus serve      [flags]   run the gateway with its embedded broker
-//	toolbus mqtt-user  add|list|remove [flags]
+//	toolbus mqtt-user  add|list|disable|enable|passwd|remove [flags]
 //	toolbus token      create|list|revoke [flags]
+//	toolbus acl        export --format mosquitto [flags]
+//	toolbus acl rule   list|add|remove [flags]
+//	toolbus clients|agents|contexts [flags]
 //
 // Every flag can also be set through an environment variable TOOLBUS_<FLAG>,
 // e.g. --http-addr through TOOLBUS_HTTP_ADDR; a flag on the command line wins.
@@ -25,13 +28,30 @@ commands:
   serve                  run the gateway, the embedded MQTT broker and the store
   mqtt-user add          add an MQTT identity (password on stdin, or generated and printed)
   mqtt-user list         list MQTT identities
-  mqtt-user remove       remove an MQTT identity
+  mqtt-user disable      disable an MQTT identity (with --server: its clients are disconnected)
+  mqtt-user enable       enable it again
+  mqtt-user passwd       change its password (on stdin, or generated and printed)
+  mqtt-user remove       remove an MQTT identity and its ACL rules
   token create           create a personal access token (printed once, alone on the last line)
   token list             list personal access tokens (never their secrets)
   token revoke           revoke a personal access token
+  acl export             write a Mosquitto password_file and acl_file from the store
+  acl rule list          list topic ACL rules (the built-in ff/v1/mcp rules too, read-only)
+  acl rule add           add a topic ACL rule
+  acl rule remove        remove a topic ACL rule
+  clients                list the connected MQTT clients          (needs --server)
+  agents                 list the expert agents and their tools   (needs --server)
+  contexts list          list the cached contexts                 (needs --server)
+  contexts evict         evict (unsubscribe) a cached context     (needs --server)
+
+The operator commands (all but serve) work through the admin API of a
+running toolbus with --server URL --token T (a token with the admin scope;
+changes take effect at once), or directly on --data-dir DIR when no server
+is given. Tables by default, --json for scripts.
 
 Run 'toolbus <command> -h' for the flags of a command. Every flag also reads
-the environment variable TOOLBUS_<FLAG> (e.g. TOOLBUS_DATA_DIR).
+the environment variable TOOLBUS_<FLAG> (e.g. TOOLBUS_DATA_DIR, TOOLBUS_SERVER,
+TOOLBUS_TOKEN); --data-dir on the command line wins over TOOLBUS_SERVER.
 `
 
 func main() {
@@ -60,6 +80,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runMQTTUser(ctx, rest, stdin, stdout, stderr)
 	case "token":
 		return runToken(ctx, rest, stdout, stderr)
+	case "acl":
+		if len(rest) > 0 && rest[0] == "export" {
+			return runACLExport(ctx, rest[1:], stdout, stderr)
+		}
+		return runACL(ctx, rest, stdout, stderr)
+	case "clients":
+		return runClients(ctx, rest, stdout, stderr)
+	case "agents":
+		return runAgents(ctx, rest, stdout, stderr)
+	case "contexts":
+		return runContexts(ctx, rest, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

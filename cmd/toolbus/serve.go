@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -18,6 +22,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "TCP listen address of the embedded MQTT broker")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory of the store")
 	fs.StringVar(&cfg.PlatformID, "platform-id", "", "this gateway's name on the bus (default: random per start)")
+	fs.StringVar(&cfg.BrokerURL, "broker-url", "", "external MQTT broker, tcp://host:port or ssl://host:port: no embedded broker (see docs/external-broker.md)")
+	fs.StringVar(&cfg.BrokerUsername, "broker-username", "", "username on the external broker (an identity of role platform)")
+	fs.StringVar(&cfg.BrokerPassword, "broker-password", "", "password on the external broker (prefer TOOLBUS_BROKER_PASSWORD: a flag shows in ps)")
+	fs.StringVar(&cfg.BrokerClientID, "broker-client-id", "", "MQTT client ID on the external broker (default: toolbus-<platform id>, unique per replica)")
+	brokerCA := fs.String("broker-ca-file", "", "PEM CA certificates that verify an ssl:// broker (default: the system's)")
+	brokerCert := fs.String("broker-cert-file", "", "PEM client certificate for an ssl:// broker (with --broker-key-file)")
+	brokerKey := fs.String("broker-key-file", "", "PEM private key of --broker-cert-file")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", 30*time.Second, "deadline of an expert-agent tool call")
 	fs.DurationVar(&cfg.ListTimeout, "list-timeout", 5*time.Second, "deadline of an expert-agent tool list")
 	fs.IntVar(&cfg.MaxContexts, "max-contexts", 10000, "most per-context response subscriptions kept (LRU)")
@@ -44,6 +55,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Logger = log
 	cfg.AllowedHosts = splitList(*allowedHosts)
 	cfg.AllowedOrigins = splitList(*allowedOrigins)
+	if cfg.BrokerTLS, err = brokerTLS(cfg.BrokerURL, *brokerCA, *brokerCert, *brokerKey); err != nil {
+		return err
+	}
 
 	if *pprofAddr != "" {
 		stopPprof, err := pprofserver.Serve(*pprofAddr, log)
@@ -59,7 +73,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "toolbus: http://%s/api/v1/mcp  mqtt://%s  platform-id %s\n", srv.HTTPAddr(), srv.MQTTAddr(), srv.PlatformID())
+	mqtt := cfg.BrokerURL
+	if a := srv.MQTTAddr(); a != nil {
+		mqtt = "mqtt://" + a.String()
+	}
+	fmt.Fprintf(stdout, "toolbus: http://%s/api/v1/mcp  %s  platform-id %s\n", srv.HTTPAddr(), mqtt, srv.PlatformID())
 	<-ctx.Done()
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *shutdownTimeout)
@@ -76,4 +94,37 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// brokerTLS builds the TLS settings of an ssl:// external broker from the
+// --broker-*-file flags; nil when none is given (Go's defaults).
+func brokerTLS(brokerURL, caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	if !strings.HasPrefix(brokerURL, "ssl://") && !strings.HasPrefix(brokerURL, "wss://") {
+		return nil, errors.New("--broker-ca-file, --broker-cert-file and --broker-key-file need an ssl:// --broker-url")
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("--broker-cert-file and --broker-key-file go together")
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--broker-ca-file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--broker-ca-file %s: no PEM certificate in it", caFile)
+		}
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--broker-cert-file/--broker-key-file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }

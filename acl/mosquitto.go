@@ -1,0 +1,158 @@
+package acl
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The built-in rules in Mosquitto's acl_file syntax. Mosquitto's "+"
+// matches any level, so these are wider than the Policy's (see
+// MosquittoExport).
+const (
+	mosqRequests = ReservedPrefix + "+/+/+/+/+/req"
+	mosqReplies  = ReservedPrefix + "+/+/+/+/+/res"
+	mosqPresence = ReservedPrefix + "agents/+/status"
+	// mosqOwnPresence is a pattern: %c is the client's own client ID.
+	mosqOwnPresence = ReservedPrefix + "agents/%c/status"
+)
+
+// MosquittoFiles are the files `toolbus acl export --format mosquitto`
+// writes: Mosquitto 2's password_file and acl_file.
+type MosquittoFiles struct {
+	// Passwords has one "username:$7$..." line per exported identity.
+	Passwords []byte
+	// ACL grants each exported identity its role's built-in rules and the
+	// operator rules that name it or everyone.
+	ACL []byte
+	// Skipped says what was left out and why, one line each (disabled
+	// identities are not listed: leaving them out is the point).
+	Skipped []string
+}
+
+// MosquittoExport turns identities, their password hashes (username ->
+// "$7$..." hash, as Store.PasswordHashes returns them) and the operator
+// rules into files that make a Mosquitto 2 broker enforce what Policy
+// enforces in the embedded broker, as closely as Mosquitto's acl_file
+// allows. It is a pure function: same input, same bytes.
+//
+// Left out: disabled identities, identities without a hash or whose name is
+// not a valid level, rules that fail Rule.Validate or whose filter Mosquitto
+// cannot read back (whitespace, control characters), and rules of identities
+// that are not exported. Every omission but the first is in Skipped.
+//
+// Where Mosquitto is wider than the Policy (docs/external-broker.md):
+//   - "+" matches any level, not only ^[A-Za-z0-9_-]{1,128}$;
+//   - a platform may subscribe to ff/v1/mcp/+/+/+/+/+/res with wildcards,
+//     not only to exact response topics, and may use $share (Mosquitto
+//     checks the filter without its $share/<group>/ prefix);
+//   - the presence pattern ff/v1/mcp/agents/%c/status applies to every
+//     identity, as all acl_file patterns do, not to expert agents only.
+//
+// Operator rules for everyone are written into each identity's section
+// rather than as patterns, so that a '%' in a filter is never taken for a
+// pattern substitution.
+func MosquittoExport(ids []Identity, hashes map[string]string, rules []Rule) MosquittoFiles {
+	var out MosquittoFiles
+	sorted := slices.Clone(ids)
+	slices.SortFunc(sorted, func(a, b Identity) int { return strings.Compare(a.Username, b.Username) })
+
+	exported := make(map[string]bool, len(sorted))
+	var users []Identity
+	for _, id := range sorted {
+		switch {
+		case id.Disabled:
+			continue
+		case !ValidLevel(id.Username):
+			out.Skipped = append(out.Skipped, fmt.Sprintf("identity %q: not a valid username", id.Username))
+			continue
+		case exported[id.Username]:
+			out.Skipped = append(out.Skipped, fmt.Sprintf("identity %s: listed twice", id.Username))
+			continue
+		}
+		hash := hashes[id.Username]
+		if _, err := parseHash(hash); err != nil {
+			out.Skipped = append(out.Skipped, fmt.Sprintf("identity %s: no usable password hash", id.Username))
+			continue
+		}
+		exported[id.Username] = true
+		users = append(users, id)
+	}
+
+	var global []Rule
+	byUser := make(map[string][]Rule)
+	for _, r := range rules {
+		who := ruleWho(r.Username)
+		if err := r.Validate(); err != nil {
+			out.Skipped = append(out.Skipped, fmt.Sprintf("rule %d for %s: %v", r.ID, who, err))
+			continue
+		}
+		if !mosquittoSafeFilter(r.Filter) {
+			out.Skipped = append(out.Skipped, fmt.Sprintf("rule %d for %s: filter %q has whitespace or control characters, which an acl_file cannot hold", r.ID, who, r.Filter))
+			continue
+		}
+		if r.Username == "" {
+			global = append(global, r)
+			continue
+		}
+		if !exported[r.Username] {
+			if !slices.ContainsFunc(sorted, func(id Identity) bool { return id.Username == r.Username && id.Disabled }) {
+				out.Skipped = append(out.Skipped, fmt.Sprintf("rule %d: identity %s is not exported", r.ID, r.Username))
+			}
+			continue
+		}
+		byUser[r.Username] = append(byUser[r.Username], r)
+	}
+
+	var pw bytes.Buffer
+	for _, id := range users {
+		fmt.Fprintf(&pw, "%s:%s\n", id.Username, hashes[id.Username])
+	}
+	out.Passwords = pw.Bytes()
+
+	var b bytes.Buffer
+	b.WriteString("# Mosquitto 2 acl_file written by `toolbus acl export --format mosquitto`.\n")
+	b.WriteString("# Export it again after changing identities or rules, then reload Mosquitto (SIGHUP).\n")
+	b.WriteString("# Mosquitto is wider than toolbus's own policy in places: see docs/external-broker.md.\n\n")
+	b.WriteString("# Expert agents publish their presence on their own client ID's topic (a pattern\n")
+	b.WriteString("# applies to every user: Mosquitto cannot tie it to a role).\n")
+	fmt.Fprintf(&b, "pattern write %s\n", mosqOwnPresence)
+	for _, id := range users {
+		fmt.Fprintf(&b, "\nuser %s\n", id.Username)
+		switch id.Role {
+		case RolePlatform:
+			b.WriteString("# role platform: requests out, replies and presence in\n")
+			fmt.Fprintf(&b, "topic write %s\n", mosqRequests)
+			fmt.Fprintf(&b, "topic read %s\n", mosqReplies)
+			fmt.Fprintf(&b, "topic read %s\n", mosqPresence)
+		case RoleExpertAgent:
+			b.WriteString("# role expert-agent: requests in, replies out\n")
+			fmt.Fprintf(&b, "topic read %s\n", mosqRequests)
+			fmt.Fprintf(&b, "topic write %s\n", mosqReplies)
+		default:
+			fmt.Fprintf(&b, "# role %s: operator rules only\n", id.Role)
+		}
+		for _, r := range byUser[id.Username] {
+			fmt.Fprintf(&b, "topic %s %s\n", r.Access, r.Filter)
+		}
+		for _, r := range global {
+			fmt.Fprintf(&b, "topic %s %s\n", r.Access, r.Filter)
+		}
+	}
+	out.ACL = b.Bytes()
+	return out
+}
+
+// mosquittoSafeFilter reports whether f survives Mosquitto's acl_file
+// parser: it reads a line, trims trailing whitespace and splits on spaces,
+// so a filter with whitespace or control characters would come back as
+// another filter, or as another line.
+func mosquittoSafeFilter(f string) bool {
+	for i := 0; i < len(f); i++ {
+		if c := f[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/toolbus/toolbus/acl"
+)
+
+const aclExportHelp = `usage: toolbus acl export --format mosquitto --data-dir DIR --out OUTDIR
+
+Writes OUTDIR/passwords (Mosquitto 2 password_file: username:$7$... PBKDF2-SHA512
+hashes, the same the embedded broker verifies) and OUTDIR/acl (acl_file) from the
+store, so that an external Mosquitto knows the same identities and rules:
+
+  platform      write ff/v1/mcp/+/+/+/+/+/req, read ff/v1/mcp/+/+/+/+/+/res,
+                read ff/v1/mcp/agents/+/status
+  expert-agent  read ff/v1/mcp/+/+/+/+/+/req, write ff/v1/mcp/+/+/+/+/+/res,
+                write ff/v1/mcp/agents/<its client ID>/status (a pattern)
+  every role    the operator rules that name it or everyone
+
+Disabled identities are left out (they cannot log in). Point mosquitto.conf at
+the files (password_file, acl_file, allow_anonymous false), export again after
+every change, and send Mosquitto SIGHUP to reload them.
+
+Mosquitto is wider than the embedded broker's policy: "+" matches any level (the
+embedded broker only [A-Za-z0-9_-]{1,128}); a platform identity may subscribe to
+response topics with wildcards and through $share; the presence pattern applies
+to every identity, not to expert agents only. See docs/external-broker.md.
+
+flags:
+`
+
+// runACLExport is `toolbus acl export` (args after "export").
+func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("acl export", stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, aclExportHelp)
+		fs.PrintDefaults()
+	}
+	format := fs.String("format", "", "output format; only mosquitto")
+	dataDir := fs.String("data-dir", "./data", "directory of the store")
+	out := fs.String("out", "", "directory to write acl and passwords into (created if missing)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *format != "mosquitto" {
+		return fmt.Errorf("acl export: --format %q: want mosquitto", *format)
+	}
+	if *out == "" {
+		return errors.New("acl export: --out is required")
+	}
+	store, err := acl.Open(ctx, *dataDir, acl.StoreOptions{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ids, err := store.ListIdentities(ctx)
+	if err != nil {
+		return err
+	}
+	hashes, err := store.PasswordHashes(ctx)
+	if err != nil {
+		return err
+	}
+	rules, err := store.ListRules(ctx)
+	if err != nil {
+		return err
+	}
+	files := acl.MosquittoExport(ids, hashes, rules)
+	for _, s := range files.Skipped {
+		fmt.Fprintln(stderr, "toolbus: acl export: left out:", s)
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return fmt.Errorf("acl export: %w", err)
+	}
+	// The password file holds hashes: readable by its owner only (Mosquitto
+	// runs as that owner, or reads it before dropping privileges).
+	if err := writeFileAtomic(filepath.Join(*out, "passwords"), files.Passwords, 0o600); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(*out, "acl"), files.ACL, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*out, "passwords"), filepath.Join(*out, "acl"))
+	return nil
+}
+
+// writeFileAtomic replaces path with data through a rename, so that a
+// Mosquitto reloading meanwhile reads the old file or the new one, whole.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("acl export: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename, nothing is there
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("acl export: write %s: %w", path, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return fmt.Errorf("acl export: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("acl export: write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("acl export: %w", err)
+	}
+	return nil
+}

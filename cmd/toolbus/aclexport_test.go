@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolbus/toolbus/acl"
+)
+
+func TestACLExport(t *testing.T) {
+	isolateEnv(t)
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "mosquitto")
+	store, err := acl.Open(t.Context(), dir, acl.StoreOptions{HashIterations: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, role := range map[string]acl.Role{"gw": acl.RolePlatform, "agent1": acl.RoleExpertAgent, "old": acl.RoleExpertAgent} {
+		if _, err := store.AddIdentity(t.Context(), name, role, []byte("password-123456")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.SetDisabled(t.Context(), "old", true); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+
+	stdout, stderr, err := runCLI(t, "acl", "export", "--format", "mosquitto", "--data-dir", dir, "--out", out)
+	if err != nil {
+		t.Fatalf("acl export: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, filepath.Join(out, "acl")) {
+		t.Errorf("stdout %q does not name the files", stdout)
+	}
+	pw, err := os.ReadFile(filepath.Join(out, "passwords"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(pw)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "agent1:$7$1000$") || !strings.HasPrefix(lines[1], "gw:$7$1000$") {
+		t.Errorf("passwords:\n%s", pw)
+	}
+	if fi, err := os.Stat(filepath.Join(out, "passwords")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("passwords mode: %v %v, want 0600", fi.Mode(), err)
+	}
+	aclFile, err := os.ReadFile(filepath.Join(out, "acl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nuser gw\n", "\nuser agent1\n", "pattern write ff/v1/mcp/agents/%c/status\n"} {
+		if !strings.Contains(string(aclFile), want) {
+			t.Errorf("acl lacks %q:\n%s", want, aclFile)
+		}
+	}
+	if strings.Contains(string(aclFile), "user old") {
+		t.Errorf("acl has the disabled identity:\n%s", aclFile)
+	}
+
+	for _, args := range [][]string{
+		{"acl", "export", "--data-dir", dir, "--out", out},
+		{"acl", "export", "--format", "emqx", "--data-dir", dir, "--out", out},
+		{"acl", "export", "--format", "mosquitto", "--data-dir", dir},
+	} {
+		if _, _, err := runCLI(t, args...); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}

@@ -1,0 +1,357 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Bounds of the Mosquitto helpers.
+const (
+	// mosquittoInstallTimeout bounds apt-get (update and install).
+	mosquittoInstallTimeout = 5 * time.Minute
+	// mosquittoStartWait bounds one start, until the port accepts.
+	mosquittoStartWait = 10 * time.Second
+	// mosquittoStopWait is how long Stop waits after SIGTERM before SIGKILL.
+	mosquittoStopWait = 5 * time.Second
+	// mosquittoStartTries is how many free ports StartMosquitto tries.
+	mosquittoStartTries = 5
+)
+
+// mosquittoInstallLock serialises the install across test binaries: `go
+// test ./...` runs packages in parallel, and two apt-gets would fight over
+// dpkg's lock.
+const mosquittoInstallLock = "/tmp/toolbus-testenv-mosquitto.lock"
+
+// MosquittoOptions configures StartMosquitto.
+type MosquittoOptions struct {
+	// Dir holds the files `toolbus acl export --format mosquitto` writes:
+	// Dir/passwords and Dir/acl. Required.
+	Dir string
+	// Config are extra mosquitto.conf lines.
+	Config []string
+}
+
+// Mosquitto is a mosquitto process started by StartMosquitto, listening on
+// 127.0.0.1 only, with anonymous logins off and no persistence.
+type Mosquitto struct {
+	// URL is tcp://127.0.0.1:port; Addr is 127.0.0.1:port. Both stay the
+	// same across Restart.
+	URL, Addr string
+
+	t    testing.TB
+	bin  string
+	conf string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+var (
+	mosquittoOnce sync.Once
+	mosquittoBin  string
+	mosquittoErr  error
+	// mosquittoSkip: not installed and not installable here (not root).
+	mosquittoSkip bool
+)
+
+// MosquittoBinary returns the path of the mosquitto broker. When it is
+// missing and the test runs as root where apt-get exists (CI: a fresh
+// Debian), it installs Debian's mosquitto package, once per test binary
+// and under a lock file across them. Otherwise the test is skipped (not
+// root), or fails (the install failed).
+func MosquittoBinary(t testing.TB) string {
+	t.Helper()
+	mosquittoOnce.Do(func() { mosquittoBin, mosquittoSkip, mosquittoErr = findOrInstallMosquitto() })
+	switch {
+	case mosquittoSkip:
+		t.Skip("mosquitto is not installed and this user cannot install it (not root): apt-get install mosquitto, or run as root")
+	case mosquittoErr != nil:
+		t.Fatalf("mosquitto: %v", mosquittoErr)
+	}
+	return mosquittoBin
+}
+
+func lookMosquitto() string {
+	if p, err := exec.LookPath("mosquitto"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto", "/usr/bin/mosquitto"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+func findOrInstallMosquitto() (bin string, skip bool, err error) {
+	if p := lookMosquitto(); p != "" {
+		return p, false, nil
+	}
+	aptGet, aptErr := exec.LookPath("apt-get")
+	if os.Geteuid() != 0 || aptErr != nil {
+		return "", true, nil
+	}
+	lock, err := os.OpenFile(mosquittoInstallLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", false, fmt.Errorf("install lock: %w", err)
+	}
+	defer lock.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), mosquittoInstallTimeout)
+	defer cancel()
+	if err := flockContext(ctx, lock); err != nil {
+		return "", false, fmt.Errorf("install lock: %w", err)
+	}
+	// Closing the file unlocks it too; the explicit unlock is for clarity.
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
+	// Another test binary may have installed it while we waited.
+	if p := lookMosquitto(); p != "" {
+		return p, false, nil
+	}
+	install := func() ([]byte, error) {
+		cmd := exec.CommandContext(ctx, aptGet, "install", "-y", "--no-install-recommends", "mosquitto")
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		return cmd.CombinedOutput()
+	}
+	out, err := install()
+	if err != nil {
+		// A fresh machine has no package lists yet.
+		upd := exec.CommandContext(ctx, aptGet, "update")
+		upd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if uout, uerr := upd.CombinedOutput(); uerr != nil {
+			return "", false, fmt.Errorf("apt-get update: %w\n%s", uerr, uout)
+		}
+		if out, err = install(); err != nil {
+			return "", false, fmt.Errorf("apt-get install mosquitto: %w\n%s", err, out)
+		}
+	}
+	if p := lookMosquitto(); p != "" {
+		return p, false, nil
+	}
+	return "", false, fmt.Errorf("apt-get installed mosquitto, but no mosquitto binary is on PATH or in /usr/sbin")
+}
+
+// flockContext takes an exclusive lock on f, polling until ctx ends.
+func flockContext(ctx context.Context, f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// StartMosquitto starts mosquitto on a free 127.0.0.1 port with
+// o.Dir/passwords as its password_file and o.Dir/acl as its acl_file,
+// and returns once the port accepts connections. Its log goes to t.Log.
+// t.Cleanup stops it (by PID).
+func StartMosquitto(t testing.TB, o MosquittoOptions) *Mosquitto {
+	t.Helper()
+	if o.Dir == "" {
+		t.Fatal("StartMosquitto: no Dir")
+	}
+	bin := MosquittoBinary(t)
+	m := &Mosquitto{t: t, bin: bin}
+	t.Cleanup(m.Stop)
+	var lastErr error
+	for range mosquittoStartTries {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		m.URL = "tcp://" + m.Addr
+		m.conf = filepath.Join(t.TempDir(), "mosquitto.conf")
+		if err := os.WriteFile(m.conf, mosquittoConf(port, o), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Another process may take the port between our probe and
+		// mosquitto's bind: then it exits, and we try another port.
+		if lastErr = m.start(); lastErr == nil {
+			return m
+		}
+	}
+	t.Fatalf("mosquitto did not start: %v", lastErr)
+	return nil
+}
+
+func mosquittoConf(port int, o MosquittoOptions) []byte {
+	abs := func(name string) string {
+		p, err := filepath.Abs(filepath.Join(o.Dir, name))
+		if err != nil {
+			return filepath.Join(o.Dir, name)
+		}
+		return p
+	}
+	conf := fmt.Sprintf(`# written by internal/testenv
+listener %d 127.0.0.1
+allow_anonymous false
+password_file %s
+acl_file %s
+persistence false
+log_dest stderr
+log_type error
+log_type warning
+log_type notice
+log_type information
+connection_messages true
+`, port, abs("passwords"), abs("acl"))
+	if os.Geteuid() == 0 {
+		// As root, mosquitto would switch to the user "mosquitto", who
+		// cannot read the test's temporary files.
+		conf += "user root\n"
+	}
+	for _, l := range o.Config {
+		conf += l + "\n"
+	}
+	return []byte(conf)
+}
+
+// freePort returns a port that was free on 127.0.0.1 a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// start runs mosquitto with m.conf and waits until m.Addr accepts.
+func (m *Mosquitto) start() error {
+	cmd := exec.Command(m.bin, "-c", m.conf)
+	w := &prefixWriter{w: Writer(m.t), prefix: "mosquitto: "}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", m.bin, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	m.mu.Lock()
+	m.cmd, m.done = cmd, done
+	m.mu.Unlock()
+
+	deadline := time.Now().Add(mosquittoStartWait)
+	for {
+		c, err := net.DialTimeout("tcp", m.Addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			// The listener may be another process's (a race for a free
+			// port): ours must still be running.
+			select {
+			case <-done:
+				return fmt.Errorf("mosquitto exited (%v); %s is someone else's", cmd.ProcessState, m.Addr)
+			default:
+				return nil
+			}
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("mosquitto exited at start: %v", cmd.ProcessState)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			m.Kill()
+			return fmt.Errorf("mosquitto not accepting on %s after %v", m.Addr, mosquittoStartWait)
+		}
+	}
+}
+
+// signal sends sig to the running process and waits for it to exit, up to
+// wait; it reports false if it is still running then.
+func (m *Mosquitto) signal(sig syscall.Signal, wait time.Duration) bool {
+	m.mu.Lock()
+	cmd, done := m.cmd, m.done
+	m.mu.Unlock()
+	if cmd == nil {
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+		return true
+	case <-time.After(wait):
+		return false
+	}
+}
+
+// Stop stops mosquitto cleanly (SIGTERM; SIGKILL if it lingers). Clients
+// lose their connections.
+func (m *Mosquitto) Stop() {
+	if !m.signal(syscall.SIGTERM, mosquittoStopWait) {
+		m.Kill()
+	}
+}
+
+// Kill kills mosquitto (SIGKILL) and waits for it to exit, as a crash
+// would end it. It is a no-op when it is not running.
+func (m *Mosquitto) Kill() {
+	if !m.signal(syscall.SIGKILL, mosquittoStopWait) {
+		m.t.Errorf("mosquitto (pid %d) did not exit after SIGKILL", m.cmd.Process.Pid)
+	}
+}
+
+// Reload makes mosquitto read its password and ACL files again (SIGHUP).
+func (m *Mosquitto) Reload() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil {
+		_ = m.cmd.Process.Signal(syscall.SIGHUP)
+	}
+}
+
+// Restart stops mosquitto (if it runs) and starts it again on the same
+// port, with the same files: a broker without sessions or retained
+// messages (no persistence) that every client must reconnect to.
+func (m *Mosquitto) Restart(t testing.TB) {
+	t.Helper()
+	m.Stop()
+	var err error
+	Poll(t, mosquittoStartWait, "mosquitto to listen again on "+m.Addr, func() bool {
+		err = m.start()
+		return err == nil
+	})
+}
+
+// prefixWriter writes every write to w with a prefix (mosquitto writes a
+// log line per write).
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      interface{ Write([]byte) (int, error) }
+	prefix string
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := p.w.Write(append([]byte(p.prefix), b...)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
