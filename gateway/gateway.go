@@ -99,6 +99,13 @@ type Options struct {
 	// Instructions are returned by initialize; "" means none.
 	Instructions string
 
+	// Observer hears of tool calls, refusals and requests (metrics, the
+	// audit log); nil means nobody listens.
+	Observer Observer
+	// Metrics serves GET /metrics (Prometheus) to tokens with the admin or
+	// metrics scope; nil means no such endpoint.
+	Metrics http.Handler
+
 	// Logger receives request logs; nil discards them.
 	Logger *logrus.Entry
 }
@@ -197,6 +204,10 @@ func (g *Gateway) routes() {
 	g.router.Handle("/api/v1/mcp/{entityType}/{entityId}", mcp)
 	if g.opts.API != nil {
 		g.router.PathPrefix("/api/v1/").Handler(g.checkOrigin(g.authenticate(g.opts.API)))
+	}
+	if g.opts.Metrics != nil {
+		g.router.Handle("/metrics", g.checkOrigin(g.authenticate(g.requireScope(g.opts.Metrics, acl.ScopeAdmin, acl.ScopeMetrics)))).
+			Methods(http.MethodGet, http.MethodHead)
 	}
 }
 

@@ -33,6 +33,12 @@ func (g *Gateway) requestLogger(r *http.Request) *logrus.Entry {
 	return g.log.WithFields(f)
 }
 
+// requestIDOf is the request ID withRequestID gave the request.
+func requestIDOf(ctx context.Context) string {
+	id, _ := ctx.Value(ctxRequestID).(string)
+	return id
+}
+
 // withRequestID gives every request an ID (the client's X-Request-Id if it
 // is sane, else a new one) and echoes it.
 func (g *Gateway) withRequestID(next http.Handler) http.Handler {
@@ -142,6 +148,20 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// requireScope lets through only tokens holding one of scopes (403 otherwise).
+func (g *Gateway) requireScope(next http.Handler, scopes ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _, _ := acl.TokenFrom(r.Context())
+		for _, s := range scopes {
+			if tok.HasScope(s) {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		g.refuse(w, r, http.StatusForbidden, "forbidden", "the token lacks the "+strings.Join(scopes, " or ")+" scope")
+	})
+}
+
 func bearer(h string) (string, bool) {
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
@@ -159,6 +179,9 @@ func (g *Gateway) unauthenticated(w http.ResponseWriter, r *http.Request, msg st
 // refuse answers with the plain JSON error shape and counts the refusal.
 func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
 	g.stats.refused(code)
+	if g.opts.Observer != nil {
+		g.opts.Observer.Refused(r, status, code)
+	}
 	g.requestLogger(r).WithFields(logrus.Fields{"status": status, "reason": code}).Info("request refused")
 	writeError(w, status, code, msg)
 }

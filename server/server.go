@@ -18,6 +18,7 @@ import (
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
+	"github.com/toolbus/toolbus/metrics"
 	"github.com/toolbus/toolbus/platformtools"
 )
 
@@ -97,6 +98,7 @@ type Server struct {
 	http      *http.Server
 	httpLn    net.Listener
 	httpDone  chan error
+	metrics   *metrics.Metrics
 }
 
 // New checks cfg and fills in its defaults. It starts nothing.
@@ -289,6 +291,7 @@ func (s *Server) startGateway() error {
 	if ip := net.ParseIP(hostOf(s.httpLn.Addr())); ip != nil && ip.IsLoopback() {
 		hosts = append(append([]string{}, gateway.LoopbackHosts...), hosts...)
 	}
+	observer := s.observer()
 	gw, err := gateway.New(gateway.Options{
 		Tokens:         s.store,
 		Agents:         s.requester,
@@ -304,6 +307,8 @@ func (s *Server) startGateway() error {
 		ToolListTTL:    s.cfg.ToolListTTL,
 		ListTimeout:    s.cfg.ListTimeout,
 		MaxContexts:    s.cfg.MaxContexts,
+		Observer:       observer,
+		Metrics:        s.metrics.Handler(),
 		Logger:         s.cfg.Logger,
 	})
 	if err != nil {
