@@ -99,6 +99,10 @@ type Options struct {
 	// Instructions are returned by initialize; "" means none.
 	Instructions string
 
+	// RateLimits bound requests per token, per user and to the expert
+	// agents' tools; the zero value limits nothing.
+	RateLimits RateLimits
+
 	// Observer hears of tool calls, refusals and requests (metrics, the
 	// audit log); nil means nobody listens.
 	Observer Observer
@@ -118,6 +122,7 @@ type Gateway struct {
 	sessions *sessions
 	catalogs *catalogs
 	stats    gatewayStats
+	limits   *rateLimiter
 
 	platformRaw map[string]json.RawMessage // platform tools as listed, by name
 	serverInfo  json.RawMessage
@@ -178,6 +183,7 @@ func New(opts Options) (*Gateway, error) {
 		router:   mux.NewRouter(),
 		sessions: newSessions(opts.SessionSecret, opts.SessionTTL),
 		catalogs: newCatalogs(opts.MaxContexts, opts.ToolListTTL),
+		limits:   newRateLimiter(opts.RateLimits),
 		done:     make(chan struct{}),
 	}
 	g.requestPrefix = randomHex(4)
@@ -231,8 +237,9 @@ func (g *Gateway) sweepSessions() {
 		select {
 		case <-g.done:
 			return
-		case <-t.C:
+		case now := <-t.C:
 			g.sessions.sweep()
+			g.limits.sweep(now)
 		}
 	}
 }

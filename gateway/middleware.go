@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/platformtools"
 )
 
 type ctxKey int
@@ -143,6 +144,16 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			g.requestLogger(r).WithError(err).Error("token check failed")
 			g.refuse(w, r, http.StatusServiceUnavailable, "unavailable", "the token store is not available; try again")
 			return
+		}
+		if !platformtools.Injected(r.Context()) {
+			if ok, wait := g.limits.token.allow(tok.ID); !ok {
+				g.rateLimited(w, r, "this token", wait)
+				return
+			}
+			if ok, wait := g.limits.user.allow(tok.UserID); !ok {
+				g.rateLimited(w, r, "this user", wait)
+				return
+			}
 		}
 		next.ServeHTTP(w, r.WithContext(acl.WithToken(r.Context(), tok, secret)))
 	})

@@ -257,6 +257,10 @@ func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 		g.forbidden(c, "a read-only token may call only tools annotated readOnlyHint: true")
 		return
 	}
+	if ok, wait := g.limits.agentTools.allow(""); !ok {
+		g.rateLimitedCall(c, wait)
+		return
+	}
 	params := c.req.Params
 	if t.name != t.exposed {
 		var p map[string]json.RawMessage

@@ -77,6 +77,10 @@ type Config struct {
 	// call may run past it, up to CallTimeout. 0 means 60s.
 	ReadTimeout time.Duration
 
+	// RateLimits bound requests per token, per user and to the expert
+	// agents' tools; the zero value limits nothing.
+	RateLimits gateway.RateLimits
+
 	// Logger receives the process's logs; nil discards them.
 	Logger *logrus.Entry
 }
@@ -307,6 +311,7 @@ func (s *Server) startGateway() error {
 		ToolListTTL:    s.cfg.ToolListTTL,
 		ListTimeout:    s.cfg.ListTimeout,
 		MaxContexts:    s.cfg.MaxContexts,
+		RateLimits:     s.cfg.RateLimits,
 		Observer:       observer,
 		Metrics:        s.metrics.Handler(),
 		Logger:         s.cfg.Logger,

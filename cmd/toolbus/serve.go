@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/pprofserver"
 	"github.com/toolbus/toolbus/server"
 )
@@ -32,6 +33,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	allowedOrigins := fs.String("allowed-origins", "", "comma-separated browser origins allowed to call the MCP endpoint")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
+	limits := []struct {
+		flag, text string
+		dst        *gateway.Limit
+	}{
+		{flag: "rate-limit-token", dst: &cfg.RateLimits.PerToken},
+		{flag: "rate-limit-user", dst: &cfg.RateLimits.PerUser},
+		{flag: "rate-limit-agent-tools", dst: &cfg.RateLimits.AgentTools},
+	}
+	fs.StringVar(&limits[0].text, limits[0].flag, "", `requests a minute per token, "N" or "N:BURST" (e.g. 600:50); "" = no limit; over it: 429 with Retry-After`)
+	fs.StringVar(&limits[1].text, limits[1].flag, "", `requests a minute per user, all of its tokens together, "N" or "N:BURST"; "" = no limit`)
+	fs.StringVar(&limits[2].text, limits[2].flag, "", `expert-agent tool calls a minute, all callers together (protects the agents), "N" or "N:BURST"; "" = no limit`)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	if err := parseFlags(fs, args); err != nil {
@@ -42,6 +54,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Logger = log
+	for _, l := range limits {
+		if *l.dst, err = gateway.ParseLimit(l.text); err != nil {
+			return fmt.Errorf("--%s: %w", l.flag, err)
+		}
+	}
 	cfg.AllowedHosts = splitList(*allowedHosts)
 	cfg.AllowedOrigins = splitList(*allowedOrigins)
 
