@@ -17,6 +17,7 @@ require (
 	github.com/segmentio/encoding v0.5.4
 	github.com/sirupsen/logrus v1.10.2
 	go.uber.org/goleak v1.3.0
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sync v0.25.0
 	golang.org/x/text v0.43.0
 	golang.org/x/time v0.16.0

@@ -122,7 +122,7 @@ type Gateway struct {
 	sessions *sessions
 	catalogs *catalogs
 	stats    gatewayStats
-	limits   *rateLimiter
+	limits   atomic.Pointer[rateLimiter]
 
 	platformRaw map[string]json.RawMessage // platform tools as listed, by name
 	serverInfo  json.RawMessage
@@ -183,9 +183,9 @@ func New(opts Options) (*Gateway, error) {
 		router:   mux.NewRouter(),
 		sessions: newSessions(opts.SessionSecret, opts.SessionTTL),
 		catalogs: newCatalogs(opts.MaxContexts, opts.ToolListTTL),
-		limits:   newRateLimiter(opts.RateLimits),
 		done:     make(chan struct{}),
 	}
+	g.limits.Store(newRateLimiter(opts.RateLimits))
 	g.requestPrefix = randomHex(4)
 	g.serverInfo, _ = json.Marshal(map[string]string{"name": opts.ServerName, "version": opts.ServerVersion})
 	if err := g.encodePlatformTools(); err != nil {
@@ -239,7 +239,7 @@ func (g *Gateway) sweepSessions() {
 			return
 		case now := <-t.C:
 			g.sessions.sweep()
-			g.limits.sweep(now)
+			g.limits.Load().sweep(now)
 		}
 	}
 }

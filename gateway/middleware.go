@@ -146,11 +146,12 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if !platformtools.Injected(r.Context()) {
-			if ok, wait := g.limits.token.allow(tok.ID); !ok {
+			limits := g.limits.Load()
+			if ok, wait := limits.token.allow(tok.ID); !ok {
 				g.rateLimited(w, r, "this token", wait)
 				return
 			}
-			if ok, wait := g.limits.user.allow(tok.UserID); !ok {
+			if ok, wait := limits.user.allow(tok.UserID); !ok {
 				g.rateLimited(w, r, "this user", wait)
 				return
 			}

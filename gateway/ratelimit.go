@@ -130,13 +130,22 @@ func (ls *limiters) sweep(now time.Time) {
 	}
 }
 
+// SetRateLimits replaces the limits (SIGHUP). Requests already admitted
+// are not affected. When the limits change, every bucket starts full.
+func (g *Gateway) SetRateLimits(l RateLimits) {
+	if g.limits.Load().cfg != l {
+		g.limits.Store(newRateLimiter(l))
+	}
+}
+
 // rateLimiter applies RateLimits.
 type rateLimiter struct {
+	cfg                     RateLimits
 	token, user, agentTools *limiters
 }
 
 func newRateLimiter(l RateLimits) *rateLimiter {
-	return &rateLimiter{token: newLimiters(l.PerToken), user: newLimiters(l.PerUser), agentTools: newLimiters(l.AgentTools)}
+	return &rateLimiter{cfg: l, token: newLimiters(l.PerToken), user: newLimiters(l.PerUser), agentTools: newLimiters(l.AgentTools)}
 }
 
 func (rl *rateLimiter) sweep(now time.Time) {

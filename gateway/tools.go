@@ -257,7 +257,7 @@ func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 		g.forbidden(c, "a read-only token may call only tools annotated readOnlyHint: true")
 		return
 	}
-	if ok, wait := g.limits.agentTools.allow(""); !ok {
+	if ok, wait := g.limits.Load().agentTools.allow(""); !ok {
 		g.rateLimitedCall(c, wait)
 		return
 	}

@@ -29,6 +29,7 @@ commands:
   token create           create a personal access token (printed once, alone on the last line)
   token list             list personal access tokens (never their secrets)
   token revoke           revoke a personal access token
+  config check FILE      check a config file for serve (exit 0, or the line at fault)
 
 Run 'toolbus <command> -h' for the flags of a command. Every flag also reads
 the environment variable TOOLBUS_<FLAG> (e.g. TOOLBUS_DATA_DIR).
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runMQTTUser(ctx, rest, stdin, stdout, stderr)
 	case "token":
 		return runToken(ctx, rest, stdout, stderr)
+	case "config":
+		return runConfig(ctx, rest, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -44,9 +44,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&limits[0].text, limits[0].flag, "", `requests a minute per token, "N" or "N:BURST" (e.g. 600:50); "" = no limit; over it: 429 with Retry-After`)
 	fs.StringVar(&limits[1].text, limits[1].flag, "", `requests a minute per user, all of its tokens together, "N" or "N:BURST"; "" = no limit`)
 	fs.StringVar(&limits[2].text, limits[2].flag, "", `expert-agent tool calls a minute, all callers together (protects the agents), "N" or "N:BURST"; "" = no limit`)
+	fs.String(configFlag, "", "YAML config file: keys are these flags' names (nested keys join with -), beneath flags and TOOLBUS_* variables; see docs/config.md")
+	checkOnly := fs.Bool(checkConfigFlag, false, "check the settings (flags, environment, --config file) and exit without starting")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
-	if err := parseFlags(fs, args); err != nil {
+	explicit, err := parseCommandFlags(fs, args)
+	if err != nil {
 		return err
 	}
 	log, err := newLogger(*logLevel, *logFormat, stderr)
@@ -62,6 +65,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.AllowedHosts = splitList(*allowedHosts)
 	cfg.AllowedOrigins = splitList(*allowedOrigins)
 
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	if *checkOnly {
+		fmt.Fprintln(stdout, "toolbus: settings ok")
+		return nil
+	}
 	if *pprofAddr != "" {
 		stopPprof, err := pprofserver.Serve(*pprofAddr, log)
 		if err != nil {
@@ -69,15 +80,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer stopPprof()
 	}
-	srv, err := server.New(cfg)
-	if err != nil {
-		return err
-	}
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "toolbus: http://%s/api/v1/mcp  mqtt://%s  platform-id %s\n", srv.HTTPAddr(), srv.MQTTAddr(), srv.PlatformID())
-	<-ctx.Done()
+	serveUntilDone(ctx, srv, configPath(fs), explicit, cfg.RateLimits, log)
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *shutdownTimeout)
 	defer cancel()
