@@ -26,8 +26,11 @@ const (
 	ScopeToolsList = "tools:list"
 	// ScopeToolsCall lets the token call the tools it can see (tools/call).
 	ScopeToolsCall = "tools:call"
-	// ScopeAdmin lets the token use the admin API.
+	// ScopeAdmin lets the token use the admin API (and read /metrics).
 	ScopeAdmin = "admin"
+	// ScopeMetrics lets the token read /metrics and nothing else of the
+	// admin surface: the scope of a Prometheus scraper's token.
+	ScopeMetrics = "metrics"
 )
 
 // DefaultScopes are the scopes of a token created without any (TokenSpec.Scopes nil).

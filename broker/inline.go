@@ -36,12 +36,23 @@ type MessageHandler = func(topic string, payload []byte)
 // by OnPublish. mochi's topic tree then holds only the wildcard filters,
 // which halves what every publish spends walking it, and a context's
 // subscribe and unsubscribe cost a map operation.
+//
+// A reply (a response topic) usually has no subscriber but the bus: no
+// expert agent may read responses, and operator rules cannot reach them.
+// Until some filter that could match a response topic enters mochi's tree
+// (a platform identity connected over TCP, say), the inline hook hands
+// replies to the direct subscription from OnPublish and tells mochi not to
+// route them at all, which spares a walk of the tree per tool call.
 type InlineBus struct {
 	srv *mqtt.Server
 	qos byte
 
 	closed atomic.Bool
 	direct sync.Map // exact request/response topic -> MessageHandler
+	// resInTree is set, for good, once a filter that may match a response
+	// topic is subscribed in mochi's tree: replies are routed by mochi from
+	// then on.
+	resInTree atomic.Bool
 
 	mu     sync.Mutex     // serialises Subscribe/Unsubscribe with subs
 	subs   map[string]int // filter -> mochi inline subscription ID (directID: in direct)
@@ -74,6 +85,7 @@ func (b *InlineBus) deliverDirect(topic string, payload []byte) {
 // subscriptions. mochi calls OnPublished after routing a publish that the
 // ACL and every OnPublish let through (an ignored one is flagged), from
 // the publisher's goroutine: where it called the inline handlers before.
+// Replies take a shorter way, from OnPublish (see InlineBus).
 type inlineHook struct {
 	mqtt.HookBase
 	bus *InlineBus
@@ -81,7 +93,33 @@ type inlineHook struct {
 
 func (h *inlineHook) ID() string { return "toolbus-inline" }
 
-func (h *inlineHook) Provides(b byte) bool { return b == mqtt.OnPublished }
+func (h *inlineHook) Provides(b byte) bool {
+	return b == mqtt.OnPublished || b == mqtt.OnPublish || b == mqtt.OnSubscribe
+}
+
+// OnSubscribe notes a filter that may match a response topic before mochi
+// adds it to the tree (and before the SUBACK), so that no reply published
+// after the client learns of its subscription skips the tree.
+func (h *inlineHook) OnSubscribe(_ *mqtt.Client, pk packets.Packet) packets.Packet {
+	for _, f := range pk.Filters {
+		if mayMatchResponse(f.Filter) {
+			h.bus.resInTree.Store(true)
+		}
+	}
+	return pk
+}
+
+// OnPublish delivers a reply to the direct subscription and has mochi drop
+// it (still acknowledged) while nothing in the tree could want it. It runs
+// after the ACL check and after the ACL hook's OnPublish, which refuses
+// retained messages here.
+func (h *inlineHook) OnPublish(_ *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if pk.FixedHeader.Retain || h.bus.resInTree.Load() || !isResponseTopic(pk.TopicName) {
+		return pk, nil
+	}
+	h.bus.deliverDirect(pk.TopicName, pk.Payload)
+	return pk, packets.CodeSuccessIgnore
+}
 
 func (h *inlineHook) OnPublished(_ *mqtt.Client, pk packets.Packet) {
 	if !pk.Ignore {
@@ -132,6 +170,9 @@ func (b *InlineBus) Subscribe(ctx context.Context, filter string, h MessageHandl
 		// handlers matching a topic into one map keyed by ID.
 		b.nextID++
 		id = b.nextID
+	}
+	if mayMatchResponse(filter) {
+		b.resInTree.Store(true)
 	}
 	if err := b.srv.Subscribe(filter, id, deliver); err != nil {
 		return fmt.Errorf("inline subscribe %q: %w", filter, err)

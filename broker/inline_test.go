@@ -227,3 +227,37 @@ func TestInlineExactContextSubscription(t *testing.T) {
 		}
 	}
 }
+
+// TestInlineResponseAlsoToTreeSubscriber: replies skip mochi's routing only
+// while no network client could want them. Once a platform identity over
+// TCP subscribes to a response topic, it gets the replies too, and the
+// inline subscription still does.
+func TestInlineResponseAlsoToTreeSubscriber(t *testing.T) {
+	e := newEnv(t)
+	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	pwp := e.addIdentity(t, "plat2", acl.RolePlatform)
+	agent := e.mustConnect(t, "agent1-a", "agent1", pwa, nil)
+	bus := e.Broker.Bus()
+	ctx := testContext(t)
+
+	res := make(chan inlineMsg, 8)
+	if err := bus.Subscribe(ctx, ctxRes, chanHandler(res)); err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, agent, ctxRes, 1, false, "before")
+	if m := nextInline(t, res); m.payload != "before" {
+		t.Fatalf("inline got %+v, want before", m)
+	}
+
+	in := newInbox()
+	plat := e.mustConnect(t, "plat2-a", "plat2", pwp, in)
+	mustSubscribe(t, plat, ctxRes)
+	for _, qos := range []byte{0, 1} {
+		payload := "after-qos" + string('0'+qos)
+		mustPublish(t, agent, ctxRes, qos, false, payload)
+		in.expectNext(t, ctxRes, payload)
+		if m := nextInline(t, res); m.payload != payload {
+			t.Fatalf("inline got %+v, want %s", m, payload)
+		}
+	}
+}

@@ -102,3 +102,104 @@ func TestAgentBufferedConnReadsPackets(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+	return client, server
+}
+
+func writePacket(t *testing.T, w net.Conn, p packets.ControlPacket) {
+	t.Helper()
+	if err := p.Write(w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func puback(id uint16) *packets.PubackPacket {
+	ack := packets.NewControlPacket(packets.Puback).(*packets.PubackPacket)
+	ack.MessageID = id
+	return ack
+}
+
+// TestAgentConnAckRidesWithReply: a PUBACK is held until the next write
+// and then leaves before it; nothing is on the wire while it is held.
+func TestAgentConnAckRidesWithReply(t *testing.T) {
+	raw, peer := tcpPair(t)
+	c := newAgentConn(raw)
+	c.ackDelay = time.Hour // only the reply may carry the acks out
+	t.Cleanup(func() { _ = c.Close() })
+
+	writePacket(t, c, puback(7))
+	writePacket(t, c, puback(8))
+	_ = peer.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if n, err := peer.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("read %d bytes (%v) while the acks are held, want a timeout", n, err)
+	}
+
+	pub := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+	pub.Qos, pub.MessageID, pub.TopicName, pub.Payload = 1, 3, "ff/v1/mcp/p/u/s/_/_/res", []byte(`{"x":1}`)
+	writePacket(t, c, pub)
+
+	_ = peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for _, id := range []uint16{7, 8} {
+		p, err := packets.ReadPacket(peer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack, ok := p.(*packets.PubackPacket); !ok || ack.MessageID != id {
+			t.Fatalf("packet %v, want PUBACK %d", p, id)
+		}
+	}
+	p, err := packets.ReadPacket(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := p.(*packets.PublishPacket); !ok || got.MessageID != 3 || !bytes.Equal(got.Payload, pub.Payload) {
+		t.Fatalf("packet %v, want the PUBLISH", p)
+	}
+}
+
+// TestAgentConnAckAloneAfterDelay: with no reply to ride along with, a held
+// PUBACK still leaves once the delay runs out; after Close nothing is held.
+func TestAgentConnAckAloneAfterDelay(t *testing.T) {
+	raw, peer := tcpPair(t)
+	c := newAgentConn(raw)
+	writePacket(t, c, puback(42))
+	_ = peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	p, err := packets.ReadPacket(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack, ok := p.(*packets.PubackPacket); !ok || ack.MessageID != 42 {
+		t.Fatalf("packet %v, want PUBACK 42", p)
+	}
+
+	c.ackDelay = time.Hour
+	writePacket(t, c, puback(43))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := packets.ReadPacket(peer); err == nil {
+		t.Fatal("read a packet after Close, want EOF: the held ack is dropped")
+	}
+}

@@ -99,6 +99,17 @@ type Options struct {
 	// Instructions are returned by initialize; "" means none.
 	Instructions string
 
+	// RateLimits bound requests per token, per user and to the expert
+	// agents' tools; the zero value limits nothing.
+	RateLimits RateLimits
+
+	// Observer hears of tool calls, refusals and requests (metrics, the
+	// audit log); nil means nobody listens.
+	Observer Observer
+	// Metrics serves GET /metrics (Prometheus) to tokens with the admin or
+	// metrics scope; nil means no such endpoint.
+	Metrics http.Handler
+
 	// Logger receives request logs; nil discards them.
 	Logger *logrus.Entry
 }
@@ -111,6 +122,7 @@ type Gateway struct {
 	sessions *sessions
 	catalogs *catalogs
 	stats    gatewayStats
+	limits   atomic.Pointer[rateLimiter]
 
 	platformRaw map[string]json.RawMessage // platform tools as listed, by name
 	serverInfo  json.RawMessage
@@ -173,6 +185,7 @@ func New(opts Options) (*Gateway, error) {
 		catalogs: newCatalogs(opts.MaxContexts, opts.ToolListTTL),
 		done:     make(chan struct{}),
 	}
+	g.limits.Store(newRateLimiter(opts.RateLimits))
 	g.requestPrefix = randomHex(4)
 	g.serverInfo, _ = json.Marshal(map[string]string{"name": opts.ServerName, "version": opts.ServerVersion})
 	if err := g.encodePlatformTools(); err != nil {
@@ -198,6 +211,10 @@ func (g *Gateway) routes() {
 	if g.opts.API != nil {
 		g.router.PathPrefix("/api/v1/").Handler(g.checkOrigin(g.authenticate(g.opts.API)))
 	}
+	if g.opts.Metrics != nil {
+		g.router.Handle("/metrics", g.checkOrigin(g.authenticate(g.requireScope(g.opts.Metrics, acl.ScopeAdmin, acl.ScopeMetrics)))).
+			Methods(http.MethodGet, http.MethodHead)
+	}
 }
 
 // ServeHTTP implements http.Handler.
@@ -220,8 +237,9 @@ func (g *Gateway) sweepSessions() {
 		select {
 		case <-g.done:
 			return
-		case <-t.C:
+		case now := <-t.C:
 			g.sessions.sweep()
+			g.limits.Load().sweep(now)
 		}
 	}
 }

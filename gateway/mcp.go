@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gorilla/mux"
@@ -58,6 +59,7 @@ type call struct {
 	minLog  int // lowest log level relayed; -1: relay none (modern without logLevel)
 	rw      *rpcWriter
 	httpReq *http.Request
+	outcome callOutcome // how a tools/call ended, for the Observer
 }
 
 func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
@@ -453,6 +455,10 @@ func (g *Gateway) clientResponse(c *call) {
 
 // dispatch serves one request by method.
 func (g *Gateway) dispatch(c *call) {
+	if g.opts.Observer != nil {
+		start := time.Now()
+		defer func() { g.opts.Observer.Request(observedMethod(c.req.Method), time.Since(start)) }()
+	}
 	switch c.req.Method {
 	case "initialize":
 		if c.modern {
@@ -567,6 +573,10 @@ func (g *Gateway) discover(c *call) {
 // JSON-RPC error, so MCP clients see an ordinary error response.
 func (g *Gateway) forbidden(c *call, msg string) {
 	g.stats.refused("forbidden")
+	c.setOutcome("", OutcomeRefused, "forbidden")
+	if g.opts.Observer != nil {
+		g.opts.Observer.Refused(c.httpReq, http.StatusForbidden, "forbidden")
+	}
 	g.requestLogger(c.httpReq).WithField("method", c.req.Method).Info("forbidden: " + msg)
 	c.rw.error(http.StatusForbidden, &jsonrpc.Error{Code: codeForbidden, Message: "forbidden: " + msg})
 }

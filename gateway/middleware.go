@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/platformtools"
 )
 
 type ctxKey int
@@ -31,6 +32,12 @@ func (g *Gateway) requestLogger(r *http.Request) *logrus.Entry {
 		f["user"], f["token"] = tok.UserID, tok.ID
 	}
 	return g.log.WithFields(f)
+}
+
+// requestIDOf is the request ID withRequestID gave the request.
+func requestIDOf(ctx context.Context) string {
+	id, _ := ctx.Value(ctxRequestID).(string)
+	return id
 }
 
 // withRequestID gives every request an ID (the client's X-Request-Id if it
@@ -138,7 +145,32 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			g.refuse(w, r, http.StatusServiceUnavailable, "unavailable", "the token store is not available; try again")
 			return
 		}
+		if !platformtools.Injected(r.Context()) {
+			limits := g.limits.Load()
+			if ok, wait := limits.token.allow(tok.ID); !ok {
+				g.rateLimited(w, r, "this token", wait)
+				return
+			}
+			if ok, wait := limits.user.allow(tok.UserID); !ok {
+				g.rateLimited(w, r, "this user", wait)
+				return
+			}
+		}
 		next.ServeHTTP(w, r.WithContext(acl.WithToken(r.Context(), tok, secret)))
+	})
+}
+
+// requireScope lets through only tokens holding one of scopes (403 otherwise).
+func (g *Gateway) requireScope(next http.Handler, scopes ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _, _ := acl.TokenFrom(r.Context())
+		for _, s := range scopes {
+			if tok.HasScope(s) {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		g.refuse(w, r, http.StatusForbidden, "forbidden", "the token lacks the "+strings.Join(scopes, " or ")+" scope")
 	})
 }
 
@@ -159,6 +191,9 @@ func (g *Gateway) unauthenticated(w http.ResponseWriter, r *http.Request, msg st
 // refuse answers with the plain JSON error shape and counts the refusal.
 func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
 	g.stats.refused(code)
+	if g.opts.Observer != nil {
+		g.opts.Observer.Refused(r, status, code)
+	}
 	g.requestLogger(r).WithFields(logrus.Fields{"status": status, "reason": code}).Info("request refused")
 	writeError(w, status, code, msg)
 }

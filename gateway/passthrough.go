@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/expertagent"
@@ -135,7 +136,7 @@ func withCacheFields(result []byte) []byte {
 // (SEP-2322): it asks the client over the request's stream, as servers of
 // those versions do, and calls the agents again with the answers. On the
 // 2026 wire such answers go to the client as they are.
-func (g *Gateway) agentRequest(c *call, method string, params json.RawMessage, mrtr bool) (*jsonrpc.Message, error) {
+func (g *Gateway) agentRequest(c *call, method string, params json.RawMessage, mrtr bool) (_ *jsonrpc.Message, err error) {
 	ctx := c.httpReq.Context()
 	if c.sess != nil {
 		// A notifications/cancelled from the client for this request ends it.
@@ -149,6 +150,10 @@ func (g *Gateway) agentRequest(c *call, method string, params json.RawMessage, m
 			// Agents learn what the client can do from _meta, as on the 2026 wire.
 			params = withMeta(params, metaClientCapabilities, caps)
 		}
+	}
+	if g.opts.Observer != nil {
+		start := time.Now()
+		defer func() { g.opts.Observer.AgentRequest(method, time.Since(start), err) }()
 	}
 	relay := func(_ string, m *jsonrpc.Message) { g.relay(c, m) }
 	for round := 0; ; round++ {

@@ -177,12 +177,17 @@ func (g *Gateway) toolsCall(c *call) {
 		return
 	}
 	start := time.Now()
+	if g.opts.Observer != nil {
+		defer g.observeCall(c, name, start)
+	}
 	if g.opts.Platform != nil {
 		if t, ok := g.opts.Platform.Lookup(name); ok {
 			if !platformtools.Visible(c.tok, t) {
+				c.setOutcome("", OutcomeRefused, "unknown_tool")
 				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
 				return
 			}
+			c.outcome.source = SourcePlatform
 			if c.tok.ReadOnly && !readOnlyTool(t.Annotations) {
 				g.forbidden(c, "a read-only token may call only tools annotated readOnlyHint: true")
 				return
@@ -192,17 +197,22 @@ func (g *Gateway) toolsCall(c *call) {
 			})
 			switch {
 			case errors.Is(err, platformtools.ErrUnknownTool):
+				c.setOutcome("", OutcomeRefused, "unknown_tool")
 				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
 				return
 			case errors.Is(err, platformtools.ErrForbidden):
 				g.forbidden(c, err.Error())
 				return
 			case err != nil:
+				c.setOutcome("", OutcomeError, "platform_failure")
 				g.toolLog(c, name).WithError(err).Error("platform tool failed")
 				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "platform tool %s failed", name))
 				return
 			}
-			g.debugCall(c, name, "platform", start)
+			g.debugCall(c, name, SourcePlatform, start)
+			if g.opts.Observer != nil {
+				c.resultOutcome(SourcePlatform, res)
+			}
 			c.rw.result(res)
 			return
 		}
@@ -238,11 +248,17 @@ func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 	}
 	t, ok := cat.lookup(name)
 	if !ok {
+		c.setOutcome("", OutcomeRefused, "unknown_tool")
 		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
 		return
 	}
+	c.outcome.source = SourceAgent
 	if c.tok.ReadOnly && !t.readOnly {
 		g.forbidden(c, "a read-only token may call only tools annotated readOnlyHint: true")
+		return
+	}
+	if ok, wait := g.limits.Load().agentTools.allow(""); !ok {
+		g.rateLimitedCall(c, wait)
 		return
 	}
 	params := c.req.Params
@@ -258,16 +274,21 @@ func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 	msg, err := g.agentRequest(c, "tools/call", params, true)
 	if err != nil {
 		if ctx.Err() != nil {
+			c.setOutcome("", OutcomeCancelled, "client_gone")
 			g.toolLog(c, name).Debug("client gone during an agent call")
 			return
 		}
 		g.agentFailure(c, name, err)
 		return
 	}
-	g.debugCall(c, name, "agent", start)
+	g.debugCall(c, name, SourceAgent, start)
 	if msg.Error != nil {
+		c.setOutcome("", OutcomeError, "agent_rpc_error")
 		g.agentRPCError(c, msg.Error)
 		return
+	}
+	if g.opts.Observer != nil {
+		c.resultOutcome(SourceAgent, msg.Result)
 	}
 	c.rw.result(msg.Result)
 }
@@ -302,8 +323,17 @@ func (g *Gateway) relay(c *call, m *jsonrpc.Message) {
 func (g *Gateway) agentFailure(c *call, name string, err error) {
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
+		c.setOutcome("", OutcomeError, "agent_rpc_error")
 		c.rw.error(http.StatusOK, rpcErr)
 		return
+	}
+	switch {
+	case errors.Is(err, expertagent.ErrTimeout):
+		c.setOutcome("", OutcomeTimeout, "")
+	case errors.Is(err, expertagent.ErrNoAgent):
+		c.setOutcome("", OutcomeError, "no_agent")
+	default:
+		c.setOutcome("", OutcomeError, "agent_unreachable")
 	}
 	var text string
 	switch {

@@ -174,10 +174,25 @@ func (w *responseRecorder) Write(p []byte) (int, error) {
 func (w *responseRecorder) Flush() {}
 
 // noValues is a context with the deadline and cancellation of its parent
-// but none of its values.
+// but none of its values: only the mark that the request is injected.
 type noValues struct{ parent context.Context }
 
 func (c noValues) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 func (c noValues) Done() <-chan struct{}       { return c.parent.Done() }
 func (c noValues) Err() error                  { return c.parent.Err() }
-func (c noValues) Value(any) any               { return nil }
+func (c noValues) Value(k any) any {
+	if k == (injectedKey{}) {
+		return true
+	}
+	return nil
+}
+
+type injectedKey struct{}
+
+// Injected reports whether ctx is that of a request a platform tool
+// injected: part of a tools/call already admitted (and rate-limited) as a
+// whole, not a request of its own.
+func Injected(ctx context.Context) bool {
+	v, _ := ctx.Value(injectedKey{}).(bool)
+	return v
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
+	"github.com/toolbus/toolbus/metrics"
 	"github.com/toolbus/toolbus/platformtools"
 )
 
@@ -93,6 +94,10 @@ type Config struct {
 	// call may run past it, up to CallTimeout. 0 means 60s.
 	ReadTimeout time.Duration
 
+	// RateLimits bound requests per token, per user and to the expert
+	// agents' tools; the zero value limits nothing.
+	RateLimits gateway.RateLimits
+
 	// Logger receives the process's logs; nil discards them.
 	Logger *logrus.Entry
 }
@@ -115,6 +120,7 @@ type Server struct {
 	http      *http.Server
 	httpLn    net.Listener
 	httpDone  chan error
+	metrics   *metrics.Metrics
 }
 
 // New checks cfg and fills in its defaults. It starts nothing.
@@ -327,6 +333,7 @@ func (s *Server) startGateway() error {
 	if ip := net.ParseIP(hostOf(s.httpLn.Addr())); ip != nil && ip.IsLoopback() {
 		hosts = append(append([]string{}, gateway.LoopbackHosts...), hosts...)
 	}
+	observer := s.observer()
 	gw, err := gateway.New(gateway.Options{
 		Tokens:         s.store,
 		Agents:         s.requester,
@@ -342,6 +349,9 @@ func (s *Server) startGateway() error {
 		ToolListTTL:    s.cfg.ToolListTTL,
 		ListTimeout:    s.cfg.ListTimeout,
 		MaxContexts:    s.cfg.MaxContexts,
+		RateLimits:     s.cfg.RateLimits,
+		Observer:       observer,
+		Metrics:        s.metrics.Handler(),
 		Logger:         s.cfg.Logger,
 	})
 	if err != nil {

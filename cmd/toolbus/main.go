@@ -43,8 +43,9 @@ commands:
   agents                 list the expert agents and their tools   (needs --server)
   contexts list          list the cached contexts                 (needs --server)
   contexts evict         evict (unsubscribe) a cached context     (needs --server)
+  config check FILE      check a config file for serve (exit 0, or the line at fault)
 
-The operator commands (all but serve) work through the admin API of a
+The operator commands (all but serve and config) work through the admin API of a
 running toolbus with --server URL --token T (a token with the admin scope;
 changes take effect at once), or directly on --data-dir DIR when no server
 is given. Tables by default, --json for scripts.
@@ -91,6 +92,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runAgents(ctx, rest, stdout, stderr)
 	case "contexts":
 		return runContexts(ctx, rest, stdout, stderr)
+	case "config":
+		return runConfig(ctx, rest, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/pprofserver"
 	"github.com/toolbus/toolbus/server"
 )
@@ -43,9 +44,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	allowedOrigins := fs.String("allowed-origins", "", "comma-separated browser origins allowed to call the MCP endpoint")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
+	limits := []struct {
+		flag, text string
+		dst        *gateway.Limit
+	}{
+		{flag: "rate-limit-token", dst: &cfg.RateLimits.PerToken},
+		{flag: "rate-limit-user", dst: &cfg.RateLimits.PerUser},
+		{flag: "rate-limit-agent-tools", dst: &cfg.RateLimits.AgentTools},
+	}
+	fs.StringVar(&limits[0].text, limits[0].flag, "", `requests a minute per token, "N" or "N:BURST" (e.g. 600:50); "" = no limit; over it: 429 with Retry-After`)
+	fs.StringVar(&limits[1].text, limits[1].flag, "", `requests a minute per user, all of its tokens together, "N" or "N:BURST"; "" = no limit`)
+	fs.StringVar(&limits[2].text, limits[2].flag, "", `expert-agent tool calls a minute, all callers together (protects the agents), "N" or "N:BURST"; "" = no limit`)
+	fs.String(configFlag, "", "YAML config file: keys are these flags' names (nested keys join with -), beneath flags and TOOLBUS_* variables; see docs/config.md")
+	checkOnly := fs.Bool(checkConfigFlag, false, "check the settings (flags, environment, --config file) and exit without starting")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
-	if err := parseFlags(fs, args); err != nil {
+	explicit, err := parseCommandFlags(fs, args)
+	if err != nil {
 		return err
 	}
 	log, err := newLogger(*logLevel, *logFormat, stderr)
@@ -53,22 +68,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Logger = log
+	for _, l := range limits {
+		if *l.dst, err = gateway.ParseLimit(l.text); err != nil {
+			return fmt.Errorf("--%s: %w", l.flag, err)
+		}
+	}
 	cfg.AllowedHosts = splitList(*allowedHosts)
 	cfg.AllowedOrigins = splitList(*allowedOrigins)
 	if cfg.BrokerTLS, err = brokerTLS(cfg.BrokerURL, *brokerCA, *brokerCert, *brokerKey); err != nil {
 		return err
 	}
 
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	if *checkOnly {
+		fmt.Fprintln(stdout, "toolbus: settings ok")
+		return nil
+	}
 	if *pprofAddr != "" {
 		stopPprof, err := pprofserver.Serve(*pprofAddr, log)
 		if err != nil {
 			return err
 		}
 		defer stopPprof()
-	}
-	srv, err := server.New(cfg)
-	if err != nil {
-		return err
 	}
 	if err := srv.Start(ctx); err != nil {
 		return err
@@ -78,7 +102,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		mqtt = "mqtt://" + a.String()
 	}
 	fmt.Fprintf(stdout, "toolbus: http://%s/api/v1/mcp  %s  platform-id %s\n", srv.HTTPAddr(), mqtt, srv.PlatformID())
-	<-ctx.Done()
+	serveUntilDone(ctx, srv, configPath(fs), explicit, cfg.RateLimits, log)
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *shutdownTimeout)
 	defer cancel()

@@ -1,0 +1,205 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/toolbus/toolbus/jsonrpc"
+)
+
+// Limit is a token-bucket rate: PerMinute requests a minute on average,
+// up to Burst at once. The zero Limit means no limit; a Burst of 0 with a
+// rate means max(1, PerMinute/60), about a second's worth.
+type Limit struct {
+	PerMinute float64
+	Burst     int
+}
+
+// ErrLimitSyntax is returned by ParseLimit for text it cannot read.
+var ErrLimitSyntax = errors.New(`rate limit must be "PER_MINUTE" or "PER_MINUTE:BURST" (e.g. 600:50), or "" / 0 for none`)
+
+// ParseLimit reads "PER_MINUTE[:BURST]" ("" or "0" means no limit).
+func ParseLimit(s string) (Limit, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "0" {
+		return Limit{}, nil
+	}
+	perMin, burst, hasBurst := strings.Cut(s, ":")
+	var l Limit
+	var err error
+	if l.PerMinute, err = strconv.ParseFloat(perMin, 64); err != nil || l.PerMinute < 0 || math.IsInf(l.PerMinute, 0) || math.IsNaN(l.PerMinute) {
+		return Limit{}, fmt.Errorf("%w: %q", ErrLimitSyntax, s)
+	}
+	if hasBurst {
+		if l.Burst, err = strconv.Atoi(burst); err != nil || l.Burst < 1 {
+			return Limit{}, fmt.Errorf("%w: %q: burst must be a whole number >= 1", ErrLimitSyntax, s)
+		}
+	}
+	return l, nil
+}
+
+func (l Limit) String() string {
+	if l.PerMinute == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%g/min burst %d", l.PerMinute, l.burst())
+}
+
+func (l Limit) burst() int {
+	if l.Burst > 0 {
+		return l.Burst
+	}
+	return max(1, int(l.PerMinute/60))
+}
+
+// RateLimits are the gateway's request limits. The zero value limits nothing.
+type RateLimits struct {
+	// PerToken bounds the requests of one token, PerUser those of all of a
+	// user's tokens together (every authenticated request: MCP and API).
+	PerToken, PerUser Limit
+	// AgentTools bounds the tools/call requests the expert agents receive,
+	// all callers together: it protects the agents, not the gateway.
+	AgentTools Limit
+}
+
+// limiters holds one token bucket per key (a token ID, a user ID) for one
+// Limit. Buckets idle long enough to be full again are dropped by sweep.
+type limiters struct {
+	limit Limit
+	mu    sync.Mutex
+	m     map[string]*limiterEntry
+}
+
+type limiterEntry struct {
+	lim  *rate.Limiter
+	last time.Time
+}
+
+func newLimiters(l Limit) *limiters {
+	if l.PerMinute <= 0 {
+		return nil
+	}
+	return &limiters{limit: l, m: map[string]*limiterEntry{}}
+}
+
+// allow takes one request from key's bucket. When the bucket is empty it
+// takes nothing and says how long until a request would pass.
+func (ls *limiters) allow(key string) (bool, time.Duration) {
+	if ls == nil {
+		return true, 0
+	}
+	now := time.Now()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	e, ok := ls.m[key]
+	if !ok {
+		e = &limiterEntry{lim: rate.NewLimiter(rate.Limit(ls.limit.PerMinute/60), ls.limit.burst())}
+		ls.m[key] = e
+	}
+	e.last = now
+	r := e.lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+// sweep drops the buckets that have refilled since their last use: a new
+// bucket for the key would be the same.
+func (ls *limiters) sweep(now time.Time) {
+	if ls == nil {
+		return
+	}
+	refill := time.Duration(float64(ls.limit.burst()) / (ls.limit.PerMinute / 60) * float64(time.Second))
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for k, e := range ls.m {
+		if now.Sub(e.last) > refill {
+			delete(ls.m, k)
+		}
+	}
+}
+
+// SetRateLimits replaces the limits (SIGHUP). Requests already admitted
+// are not affected. When the limits change, every bucket starts full.
+func (g *Gateway) SetRateLimits(l RateLimits) {
+	if g.limits.Load().cfg != l {
+		g.limits.Store(newRateLimiter(l))
+	}
+}
+
+// rateLimiter applies RateLimits.
+type rateLimiter struct {
+	cfg                     RateLimits
+	token, user, agentTools *limiters
+}
+
+func newRateLimiter(l RateLimits) *rateLimiter {
+	return &rateLimiter{cfg: l, token: newLimiters(l.PerToken), user: newLimiters(l.PerUser), agentTools: newLimiters(l.AgentTools)}
+}
+
+func (rl *rateLimiter) sweep(now time.Time) {
+	rl.token.sweep(now)
+	rl.user.sweep(now)
+	rl.agentTools.sweep(now)
+}
+
+// codeRateLimited is the JSON-RPC error code of a rate-limited request
+// (HTTP 429), in the implementation-defined server error range.
+const codeRateLimited = -32029
+
+// retryAfterSeconds rounds a wait up to whole seconds, at least 1, as
+// Retry-After carries it.
+func retryAfterSeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+// rateLimited answers 429 with Retry-After. On the MCP endpoint the body is
+// a JSON-RPC error response (id null: the request was not read), elsewhere
+// the plain error shape.
+func (g *Gateway) rateLimited(w http.ResponseWriter, r *http.Request, what string, wait time.Duration) {
+	secs := retryAfterSeconds(wait)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	g.stats.refused("rate_limited")
+	if g.opts.Observer != nil {
+		g.opts.Observer.Refused(r, http.StatusTooManyRequests, "rate_limited")
+	}
+	msg := fmt.Sprintf("rate limit of %s reached; retry after %d s", what, secs)
+	g.requestLogger(r).WithField("limit", what).Info("request refused: rate limited")
+	if strings.HasPrefix(r.URL.Path, "/api/v1/mcp") {
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{
+			"jsonrpc": "2.0", "id": nil,
+			"error": map[string]any{"code": codeRateLimited, "message": msg, "data": map[string]any{"retryAfter": secs}},
+		})
+		return
+	}
+	writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate_limited", "message": msg, "retryAfter": secs})
+}
+
+// rateLimitedCall answers a tools/call that the agent-tools limit refused:
+// 429 with Retry-After while no stream has started, else a JSON-RPC error
+// on the stream.
+func (g *Gateway) rateLimitedCall(c *call, wait time.Duration) {
+	secs := retryAfterSeconds(wait)
+	g.stats.refused("rate_limited")
+	c.setOutcome("", OutcomeRefused, "rate_limited")
+	if g.opts.Observer != nil {
+		g.opts.Observer.Refused(c.httpReq, http.StatusTooManyRequests, "rate_limited")
+	}
+	if !c.rw.sse {
+		c.rw.w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	data, _ := json.Marshal(map[string]int{"retryAfter": secs})
+	c.rw.error(http.StatusTooManyRequests, &jsonrpc.Error{Code: codeRateLimited,
+		Message: fmt.Sprintf("rate limit of the expert-agent tools reached; retry after %d s", secs), Data: data})
+}
