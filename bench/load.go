@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,17 @@ const (
 	// ClientNetHTTP is net/http's client with keep-alive.
 	ClientNetHTTP = "net/http"
 )
+
+// Methods the load generator can call (LoadOptions.Method).
+const (
+	MethodToolsCall = "tools/call"
+	MethodToolsList = "tools/list"
+)
+
+// ContextEntityType is the entity type of the paths LoadOptions.Contexts and
+// a stateless LoadOptions.Cold spread calls over: the gateway derives an MQTT
+// context from /api/v1/mcp/{entityType}/{entityId}.
+const ContextEntityType = "bench"
 
 // Load generator defaults (the zero values of LoadOptions).
 const (
@@ -49,7 +61,13 @@ type LoadOptions struct {
 	URL string
 	// Token, if set, is sent as "Authorization: Bearer <Token>".
 	Token string
-	// Tool to call; "" means EchoTool.
+	// Method of every measured request: MethodToolsCall ("" means it) or
+	// MethodToolsList.
+	Method string
+	// MinTools, with MethodToolsList, is how many tools the (first page of
+	// the) list must hold for a call to count as a success; 0 means any.
+	MinTools int
+	// Tool to call; "" means EchoTool. Unused with MethodToolsList.
 	Tool string
 	// Arguments of every call. nil means {"text": <PayloadBytes of text>}
 	// and the result must be exactly that text as one text content; with
@@ -60,6 +78,20 @@ type LoadOptions struct {
 	// notifications/initialized; ProtocolModern sends per-request _meta and
 	// the Mcp-Method/Mcp-Name headers, after one server/discover per session.
 	ProtocolVersion string
+	// Cold makes every measured call the first of a new context. On a
+	// session-based version each call opens a new session (initialize,
+	// notifications/initialized), makes the call and ends the session with
+	// DELETE; on the stateless version (no sessions) each call goes to a
+	// fresh entity path (see ContextEntityType). The latency recorded is the
+	// call's alone; Result.ColdCycle has the whole cycle's.
+	Cold bool
+	// Contexts, if > 0, sends measured call n to the entity path
+	// <URL>/<ContextEntityType>/<run>-<n mod Contexts>, so that calls spread
+	// over that many contexts (with Calls == Contexts, each call opens one);
+	// the warm-up stays on URL. With ServerPIDs, Result.Memory has the
+	// servers' RSS before and after. Only for a toolbus gateway: other
+	// servers have no entity paths.
+	Contexts int
 	// Sessions is the number of MCP sessions; 0 means DefaultSessions.
 	Sessions int
 	// Concurrency is the number of calls in flight at once; 0 means
@@ -94,6 +126,9 @@ type LoadOptions struct {
 }
 
 func (o LoadOptions) withDefaults() LoadOptions {
+	if o.Method == "" {
+		o.Method = MethodToolsCall
+	}
 	if o.Tool == "" {
 		o.Tool = EchoTool
 	}
@@ -171,10 +206,16 @@ func Run(ctx context.Context, opts LoadOptions) (*Result, error) {
 		return nil, fmt.Errorf("bench: unknown client %q", opts.Client)
 	case strings.ContainsAny(opts.Token, "\r\n"), strings.ContainsAny(opts.Tool, "\r\n"):
 		return nil, errors.New("bench: token or tool name holds a line break")
+	case opts.Method != MethodToolsCall && opts.Method != MethodToolsList:
+		return nil, fmt.Errorf("bench: unknown method %q (want %s or %s)", opts.Method, MethodToolsCall, MethodToolsList)
+	case opts.Contexts < 0:
+		return nil, errors.New("bench: negative Contexts")
 	}
 	var expect *string
 	args := opts.Arguments
-	if args == nil {
+	if opts.Method == MethodToolsList {
+		args = nil
+	} else if args == nil {
 		text := payloadText(opts.PayloadBytes)
 		expect = &text
 		args, _ = json.Marshal(map[string]string{"text": text})
@@ -184,7 +225,7 @@ func Run(ctx context.Context, opts LoadOptions) (*Result, error) {
 	client, tr := newHTTPClient(opts.Concurrency, opts.CallTimeout)
 	defer tr.CloseIdleConnections()
 
-	c := &caller{opts: opts, url: u, client: client}
+	c := &caller{opts: opts, url: u, client: client, run: randomHex(4)}
 	sessions, err := c.openSessions(ctx)
 	defer c.closeSessions(sessions)
 	if err != nil {
@@ -197,36 +238,67 @@ func Run(ctx context.Context, opts LoadOptions) (*Result, error) {
 		opts.Logger.WithField("warmup", opts.Warmup).Debug("warming up")
 		c.phase(ctx, workers, 0, opts.Warmup, nil)
 	}
-	runtime.GC()
-	rssScoped := resetPeakRSS()
-	selfBefore := selfCPU()
-	busyBefore, busyOK := machineBusy()
-	srvBefore := make([]cpuTimes, len(opts.ServerPIDs))
-	for i, pid := range opts.ServerPIDs {
-		srvBefore[i] = procCPU(pid)
+	var mem *memoryProbe
+	if opts.Contexts > 0 {
+		mem = probeMemory(opts.ServerPIDs)
 	}
+	m := startMeter(opts.ServerPIDs)
 	res := &Result{}
-	start := time.Now()
+	c.measured.Store(true)
 	c.phase(ctx, workers, opts.Calls, opts.Duration, res)
-	elapsed := time.Since(start)
-	selfAfter := selfCPU()
-	busyAfter, busyOK2 := machineBusy()
-
+	elapsed := m.elapsed()
 	res.fill(opts, elapsed)
-	if selfBefore.ok && selfAfter.ok {
-		g := selfAfter.sub(selfBefore)
+	m.finish(res)
+	if mem != nil {
+		res.Memory = mem.finish(opts.Contexts)
+	}
+	return res, ctx.Err()
+}
+
+// meter brackets a measured phase: this process's and the servers' CPU
+// time, the machine's, and this process's peak RSS.
+type meter struct {
+	pids       []int
+	rssScoped  bool
+	selfBefore cpuTimes
+	busyBefore time.Duration
+	busyOK     bool
+	srvBefore  []cpuTimes
+	start      time.Time
+}
+
+func startMeter(pids []int) *meter {
+	runtime.GC()
+	m := &meter{pids: pids, rssScoped: resetPeakRSS(), selfBefore: selfCPU()}
+	m.busyBefore, m.busyOK = machineBusy()
+	m.srvBefore = make([]cpuTimes, len(pids))
+	for i, pid := range pids {
+		m.srvBefore[i] = procCPU(pid)
+	}
+	m.start = time.Now()
+	return m
+}
+
+func (m *meter) elapsed() time.Duration { return time.Since(m.start) }
+
+// finish fills res's process figures; res's counts must be filled.
+func (m *meter) finish(res *Result) {
+	selfAfter := selfCPU()
+	busyAfter, busyOK := machineBusy()
+	if m.selfBefore.ok && selfAfter.ok {
+		g := selfAfter.sub(m.selfBefore)
 		res.Generator = &g
 	} else {
 		res.Generator = &ProcStats{}
 	}
 	res.Generator.PeakRSSBytes = peakRSS(0)
 	res.Generator.PeakRSSSince = "process"
-	if rssScoped {
+	if m.rssScoped {
 		res.Generator.PeakRSSSince = "phase"
 	}
-	res.serverStats(opts.ServerPIDs, srvBefore)
-	if busyOK && busyOK2 {
-		other := (busyAfter - busyBefore).Seconds() - res.Generator.CPUSeconds
+	res.serverStats(m.pids, m.srvBefore)
+	if m.busyOK && busyOK {
+		other := (busyAfter - m.busyBefore).Seconds() - res.Generator.CPUSeconds
 		if res.Server != nil {
 			other -= res.Server.CPUSeconds
 		}
@@ -234,7 +306,6 @@ func Run(ctx context.Context, opts LoadOptions) (*Result, error) {
 		res.OtherCPUSeconds = max(other, 0)
 	}
 	res.derive()
-	return res, ctx.Err()
 }
 
 // caller holds what every worker shares.
@@ -242,6 +313,31 @@ type caller struct {
 	opts   LoadOptions
 	url    *url.URL
 	client *http.Client
+	// run prefixes the entity IDs of Contexts and Cold, so that two runs
+	// against one gateway never share a context.
+	run string
+	// measured is set once the warm-up is over: Contexts and Cold spread
+	// only measured calls.
+	measured atomic.Bool
+	ctxSeq   atomic.Int64
+}
+
+// contextPath returns the entity path of the next measured call, or "" to
+// use the session's URL.
+func (c *caller) contextPath() string {
+	if !c.measured.Load() {
+		return ""
+	}
+	var n int64
+	switch {
+	case c.opts.Cold && isModern(c.opts.ProtocolVersion):
+		n = c.ctxSeq.Add(1) - 1
+	case c.opts.Contexts > 0:
+		n = (c.ctxSeq.Add(1) - 1) % int64(c.opts.Contexts)
+	default:
+		return ""
+	}
+	return strings.TrimSuffix(c.url.Path, "/") + "/" + ContextEntityType + "/" + c.run + "-" + strconv.FormatInt(n, 10)
 }
 
 // encodedCall is a tools/call request encoded once: a body is prefix + id +
@@ -251,14 +347,17 @@ type encodedCall struct {
 }
 
 func encodeCall(opts LoadOptions, args json.RawMessage) encodedCall {
-	params := map[string]any{"name": opts.Tool, "arguments": args}
+	params := map[string]any{}
+	if opts.Method == MethodToolsCall {
+		params["name"], params["arguments"] = opts.Tool, args
+	}
 	if isModern(opts.ProtocolVersion) {
 		params["_meta"] = modernMeta(opts.ProtocolVersion)
 	}
 	p, _ := json.Marshal(params)
 	return encodedCall{
 		prefix: []byte(`{"jsonrpc":"2.0","id":`),
-		suffix: []byte(`,"method":"tools/call","params":` + string(p) + `}`),
+		suffix: []byte(`,"method":"` + opts.Method + `","params":` + string(p) + `}`),
 	}
 }
 
@@ -302,15 +401,37 @@ func closeWorkers(ws []*worker) {
 // phase runs the workers until calls calls were made (calls > 0) or d has
 // passed. With res nil nothing is recorded (warm-up).
 func (c *caller) phase(ctx context.Context, workers []*worker, calls int, d time.Duration, res *Result) {
+	for _, w := range workers {
+		w.hist = new(histogram)
+		w.cycle = new(histogram)
+		w.errs = errorTally{max: c.opts.MaxErrorSamples}
+		w.fullChecks = 0
+	}
+	drive(ctx, len(workers), calls, d, func(i int) { workers[i].callOnce(ctx) })
+	if res == nil {
+		return
+	}
+	res.hist = new(histogram)
+	res.cycle = new(histogram)
+	res.errs = errorTally{max: c.opts.MaxErrorSamples}
+	for _, w := range workers {
+		res.hist.merge(w.hist)
+		res.cycle.merge(w.cycle)
+		res.errs.merge(&w.errs)
+		res.FullChecks += w.fullChecks
+	}
+}
+
+// drive runs n goroutines, each calling call(i) one call after another,
+// until calls calls were made in all (calls > 0) or d has passed, and waits
+// for them.
+func drive(ctx context.Context, n, calls int, d time.Duration, call func(i int)) {
 	var (
 		issued   atomic.Int64
 		deadline = time.Now().Add(d)
 		wg       sync.WaitGroup
 	)
-	for _, w := range workers {
-		w.hist = new(histogram)
-		w.errs = errorTally{max: c.opts.MaxErrorSamples}
-		w.fullChecks = 0
+	for i := range n {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				if calls > 0 {
@@ -320,21 +441,11 @@ func (c *caller) phase(ctx context.Context, workers []*worker, calls int, d time
 				} else if !time.Now().Before(deadline) {
 					break
 				}
-				w.callOnce(ctx)
+				call(i)
 			}
 		})
 	}
 	wg.Wait()
-	if res == nil {
-		return
-	}
-	res.hist = new(histogram)
-	res.errs = errorTally{max: c.opts.MaxErrorSamples}
-	for _, w := range workers {
-		res.hist.merge(w.hist)
-		res.errs.merge(&w.errs)
-		res.FullChecks += w.fullChecks
-	}
 }
 
 // worker makes calls one after another on one session.
@@ -355,18 +466,36 @@ type worker struct {
 	raw     *rawConn // nil with ClientNetHTTP
 	rawHead []byte
 	body    []byte // request body, reused by the raw client
+
+	cycle *histogram    // Cold on a session-based version: whole cycles
+	hold  bool          // see ok
+	held  time.Duration // the held call's latency; -1: none succeeded
 }
 
 func (w *worker) callOnce(ctx context.Context) {
 	w.id++
 	w.idBuf = appendID(w.idBuf[:0], w.id)
+	if w.c.opts.Cold && !isModern(w.c.opts.ProtocolVersion) && w.c.measured.Load() {
+		w.callCold(ctx)
+		return
+	}
+	w.callOn(ctx, w.c.contextPath())
+}
+
+// callOn makes one call on w's session, to path when it is not "".
+func (w *worker) callOn(ctx context.Context, path string) {
 	if w.raw != nil {
-		w.callRaw(ctx)
+		w.callRaw(ctx, path)
 		return
 	}
 	body := make([]byte, 0, len(w.call.prefix)+len(w.idBuf)+len(w.call.suffix))
 	body = append(append(append(body, w.call.prefix...), w.idBuf...), w.call.suffix...)
 	req := w.s.request(ctx, body)
+	if path != "" {
+		u := *req.URL
+		u.Path, u.RawPath = path, ""
+		req.URL = &u
+	}
 
 	start := time.Now()
 	resp, err := w.c.client.Do(req)
@@ -394,26 +523,34 @@ func (w *worker) check(contentType string, lat time.Duration) {
 	sse := isEventStream(contentType)
 	body := w.buf.Bytes()
 	if w.tmpl.matches(sse, body, w.idBuf) {
-		w.hist.record(lat)
+		w.ok(lat)
 		return
 	}
 	w.fullChecks++
 	r, err := findResponse(contentType, body, w.idBuf)
 	if err == nil {
-		err = checkCall(r, w.expect)
+		if w.c.opts.Method == MethodToolsList {
+			err = checkList(r, w.c.opts.MinTools)
+		} else {
+			err = checkCall(r, w.expect)
+		}
 	}
 	if err != nil {
 		w.errs.add(err)
 		return
 	}
 	w.tmpl.learn(sse, body, w.idBuf)
-	w.hist.record(lat)
+	w.ok(lat)
 }
 
-func (w *worker) callRaw(ctx context.Context) {
+func (w *worker) callRaw(ctx context.Context, path string) {
 	w.body = append(append(append(w.body[:0], w.call.prefix...), w.idBuf...), w.call.suffix...)
+	head := w.rawHead
+	if path != "" {
+		head = rawHeadPath(w.s, path)
+	}
 	start := time.Now()
-	resp, err := w.raw.do(ctx, w.rawHead, w.body, &w.buf)
+	resp, err := w.raw.do(ctx, head, w.body, &w.buf)
 	lat := time.Since(start)
 	if err != nil {
 		w.errs.add(err)

@@ -89,14 +89,23 @@ func peakRSS(pid int) int64 {
 	if pid != 0 {
 		p = fmt.Sprintf("/proc/%d/status", pid)
 	}
-	f, err := os.Open(p)
+	if b := procStatusBytes(p, "VmHWM:"); b > 0 {
+		return b
+	}
+	return selfMaxRSS(pid)
+}
+
+// procStatusBytes reads one "<key> N kB" line of a /proc status file, in
+// bytes (0 when it cannot).
+func procStatusBytes(path, key string) int64 {
+	f, err := os.Open(path)
 	if err != nil {
-		return selfMaxRSS(pid)
+		return 0
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
+		rest, ok := strings.CutPrefix(sc.Text(), key)
 		if !ok {
 			continue
 		}
@@ -106,7 +115,7 @@ func peakRSS(pid int) int64 {
 		}
 		return kb << 10
 	}
-	return selfMaxRSS(pid)
+	return 0
 }
 
 // selfMaxRSS is the getrusage fallback for the harness itself (ru_maxrss is

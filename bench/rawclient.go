@@ -214,10 +214,13 @@ func (c *rawConn) readLine() ([]byte, error) {
 
 // rawHead encodes the request line and headers of a session's tools/call,
 // up to and including "Content-Length: ".
-func rawHead(s *session) []byte {
+func rawHead(s *session) []byte { return rawHeadPath(s, s.tmpl.URL.RequestURI()) }
+
+// rawHeadPath is rawHead with another request path (an entity path of
+// LoadOptions.Contexts).
+func rawHeadPath(s *session, path string) []byte {
 	var b bytes.Buffer
 	u := s.tmpl.URL
-	path := u.RequestURI()
 	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: toolbus-bench\r\n", path, u.Host)
 	for name, values := range s.tmpl.Header {
 		for _, v := range values {

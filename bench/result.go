@@ -15,12 +15,16 @@ type Result struct {
 	// Round numbers the repetitions of a suite from 1.
 	Round           int    `json:"round"`
 	URL             string `json:"url"`
+	Method          string `json:"method,omitempty"`
 	Tool            string `json:"tool"`
 	ProtocolVersion string `json:"protocol_version"`
 	Sessions        int    `json:"sessions"`
 	Concurrency     int    `json:"concurrency"`
 	PayloadBytes    int    `json:"payload_bytes"`
 	Client          string `json:"client"`
+	// Cold and Contexts repeat LoadOptions.Cold and LoadOptions.Contexts.
+	Cold     bool `json:"cold,omitempty"`
+	Contexts int  `json:"contexts,omitempty"`
 
 	// Calls is the number of calls made in the measured phase, OK the
 	// number that succeeded and Errors the rest.
@@ -43,6 +47,13 @@ type Result struct {
 	// Throughput is successful calls per second.
 	Throughput float64        `json:"calls_per_second"`
 	Latency    LatencySummary `json:"latency_ms"`
+	// ColdCycle is, for a cold run on a session-based version, the latency
+	// of whole cycles: initialize, notifications/initialized, the call and
+	// DELETE.
+	ColdCycle *LatencySummary `json:"cold_cycle_ms,omitempty"`
+	// Memory is the servers' RSS before and after a run over new contexts
+	// (LoadOptions.Contexts).
+	Memory *Memory `json:"memory,omitempty"`
 
 	// Generator is this process (the load generator, and the server too in
 	// "in-process" mode); Server is the server's processes, summed, when
@@ -68,8 +79,9 @@ type Result struct {
 	// when it was not measured).
 	Ratios *Ratios `json:"ratios,omitempty"`
 
-	hist *histogram
-	errs errorTally
+	hist  *histogram
+	cycle *histogram
+	errs  errorTally
 }
 
 // LatencySummary is in milliseconds.
@@ -95,7 +107,13 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // fill copies the run configuration and the counts into r.
 func (r *Result) fill(opts LoadOptions, elapsed time.Duration) {
 	r.URL = opts.URL
+	r.Method = opts.Method
 	r.Tool = opts.Tool
+	if opts.Method == MethodToolsList {
+		r.Tool = ""
+	}
+	r.Cold = opts.Cold
+	r.Contexts = opts.Contexts
 	r.ProtocolVersion = opts.ProtocolVersion
 	r.Sessions = opts.Sessions
 	r.Concurrency = opts.Concurrency
@@ -104,7 +122,16 @@ func (r *Result) fill(opts LoadOptions, elapsed time.Duration) {
 	if opts.Arguments != nil {
 		r.PayloadBytes = len(opts.Arguments)
 	}
+	r.counts(elapsed)
+}
+
+// counts fills the counts and latencies from r.hist, r.cycle and r.errs.
+func (r *Result) counts(elapsed time.Duration) {
 	r.ElapsedSeconds = elapsed.Seconds()
+	if r.cycle != nil && r.cycle.n > 0 {
+		c := summarize(r.cycle)
+		r.ColdCycle = &c
+	}
 	h := r.hist
 	if h == nil {
 		h = &histogram{}
@@ -117,7 +144,11 @@ func (r *Result) fill(opts LoadOptions, elapsed time.Duration) {
 	if elapsed > 0 {
 		r.Throughput = float64(r.OK) / elapsed.Seconds()
 	}
-	r.Latency = LatencySummary{
+	r.Latency = summarize(h)
+}
+
+func summarize(h *histogram) LatencySummary {
+	return LatencySummary{
 		Mean: ms(h.mean()),
 		P50:  ms(h.quantile(0.50)),
 		P90:  ms(h.quantile(0.90)),

@@ -72,8 +72,10 @@ func (c *caller) openSession(ctx context.Context) (*session, error) {
 		h.Set(headerSessionID, s.id)
 	}
 	if isModern(s.version) {
-		h.Set(headerMethod, "tools/call")
-		h.Set(headerName, c.opts.Tool)
+		h.Set(headerMethod, c.opts.Method)
+		if c.opts.Method == MethodToolsCall {
+			h.Set(headerName, c.opts.Tool)
+		}
 	}
 	tmpl, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url.String(), nil)
 	if err != nil {
@@ -193,22 +195,35 @@ func (c *caller) discover(ctx context.Context, version string) error {
 // release it before the next scenario.
 func (c *caller) closeSessions(sessions []*session) {
 	for _, s := range sessions {
-		if s.id == "" {
-			continue
+		if err := c.deleteSession(context.Background(), s); err != nil {
+			c.opts.Logger.WithError(err).Debug("closing session")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url.String(), nil)
-		if err == nil {
-			h := c.baseHeader()
-			h.Set(headerProtocolVersion, s.version)
-			h.Set(headerSessionID, s.id)
-			req.Header = h
-			if resp, err := c.client.Do(req); err == nil {
-				drain(resp)
-			} else {
-				c.opts.Logger.WithError(err).Debug("closing session")
-			}
-		}
-		cancel()
 	}
+}
+
+// deleteSession ends s with DELETE, within 2s; a session without an id has
+// nothing to end.
+func (c *caller) deleteSession(ctx context.Context, s *session) error {
+	if s.id == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url.String(), nil)
+	if err != nil {
+		return err
+	}
+	h := c.baseHeader()
+	h.Set(headerProtocolVersion, s.version)
+	h.Set(headerSessionID, s.id)
+	req.Header = h
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	body := drain(resp)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("DELETE: %w %d: %.200s", ErrHTTPStatus, resp.StatusCode, body)
+	}
+	return nil
 }

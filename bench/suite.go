@@ -36,6 +36,15 @@ type Scenario struct {
 	Tool            string
 	Arguments       json.RawMessage
 	ProtocolVersion string
+	// Cold and Contexts set LoadOptions.Cold and LoadOptions.Contexts for
+	// this scenario alone.
+	Cold     bool
+	Contexts int
+	// MQTTFloor, when set, makes this a raw MQTT request/response scenario
+	// (RunMQTTFloor) instead of an HTTP one; its Load is taken from the
+	// suite's, with PIDs as the server processes. Name defaults to
+	// MQTTFloorScenario.
+	MQTTFloor *MQTTFloorOptions
 }
 
 func (s Scenario) name() string {
@@ -44,6 +53,8 @@ func (s Scenario) name() string {
 		return s.Name
 	case s.Baseline != "":
 		return s.Baseline
+	case s.MQTTFloor != nil:
+		return MQTTFloorScenario
 	}
 	tool := s.Tool
 	if tool == "" {
@@ -97,6 +108,9 @@ type SuiteOptions struct {
 	// Baseline is the scenario name the ratios are computed against; ""
 	// means BaselineMCPGo (the issues state their targets against it).
 	Baseline string
+	// Title and Notes are copied into the Report.
+	Title string
+	Notes []string
 	// Rounds runs the whole scenario list this many times, interleaved, so
 	// that load from other processes spreads over every scenario instead
 	// of landing on one; the summary takes each scenario's median round.
@@ -112,6 +126,10 @@ type SuiteOptions struct {
 // Report is the outcome of a suite: every result in run order, the summary
 // (one per scenario), and the machine they were measured on.
 type Report struct {
+	// Title says what the report measured (a phase of scripts/bench.sh);
+	// Notes explain how, one sentence each. Both are printed with the table.
+	Title    string    `json:"title,omitempty"`
+	Notes    []string  `json:"notes,omitempty"`
 	Started  time.Time `json:"started"`
 	Baseline string    `json:"baseline"`
 	Rounds   int       `json:"rounds"`
@@ -144,6 +162,8 @@ func RunSuite(ctx context.Context, opts SuiteOptions) (*Report, error) {
 	}
 	host, _ := os.Hostname()
 	rep := &Report{
+		Title:    opts.Title,
+		Notes:    opts.Notes,
 		Started:  time.Now().UTC(),
 		Baseline: opts.Baseline,
 		Machine: Machine{
@@ -196,6 +216,12 @@ func runScenario(ctx context.Context, sc Scenario, opts SuiteOptions, log *logru
 	if sc.Arguments != nil {
 		lo.Arguments = sc.Arguments
 	}
+	if sc.Cold {
+		lo.Cold = true
+	}
+	if sc.Contexts > 0 {
+		lo.Contexts = sc.Contexts
+	}
 	if sc.ProtocolVersion != "" {
 		lo.ProtocolVersion = sc.ProtocolVersion
 	} else if sc.Baseline != "" && lo.ProtocolVersion == "" {
@@ -208,6 +234,19 @@ func runScenario(ctx context.Context, sc Scenario, opts SuiteOptions, log *logru
 		return r
 	}
 	switch {
+	case sc.MQTTFloor != nil:
+		fo := *sc.MQTTFloor
+		lo.ServerPIDs = sc.PIDs
+		fo.Load = lo
+		r, err := RunMQTTFloor(ctx, fo)
+		if r == nil {
+			if err == nil {
+				err = errors.New("bench: no result")
+			}
+			r = &Result{Mode: mode, URL: fo.BrokerURL, SetupError: err.Error()}
+		}
+		r.Scenario = sc.name()
+		return r
 	case sc.Baseline != "" && len(opts.Child.Command) > 0:
 		mode = "child-process"
 		child, err := StartChild(ctx, sc.Baseline, opts.Child)

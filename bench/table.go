@@ -12,19 +12,25 @@ import (
 // the generator's share of the CPU (a share near 50 % on a 2-core machine
 // means the generator, not the server, is what limits the throughput).
 func (rep *Report) WriteTable(w io.Writer) error {
+	if rep.Title != "" {
+		if _, err := fmt.Fprintf(w, "== %s\n", rep.Title); err != nil {
+			return err
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "scenario\tmode\tversion\tcalls/s\tx %s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tp99 x\terrors\tsrv cpu us/call\tgen cpu us/call\tgen cpu share\tsrv peak MiB\tgen peak MiB\tother cpu s\t\n", rep.Baseline)
+	fmt.Fprintf(tw, "scenario\tmode\tversion\tcalls/s\tx %s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tp50 x\tp99 x\terrors\tsrv cpu us/call\tgen cpu us/call\tgen cpu share\tsrv peak MiB\tgen peak MiB\tother cpu s\t\n", rep.Baseline)
 	for _, r := range rep.Summary {
 		if r.SetupError != "" {
 			fmt.Fprintf(tw, "%s\t%s\t%s\tdid not run: %s\t\n", r.Scenario, r.Mode, r.ProtocolVersion, oneLine(r.SetupError, 100))
 			continue
 		}
-		ratio, p99Ratio := "-", "-"
+		ratio, p50Ratio, p99Ratio := "-", "-", "-"
 		if r.Ratios != nil {
 			ratio = fmt.Sprintf("%.2f", r.Ratios.Throughput)
+			p50Ratio = fmt.Sprintf("%.2f", r.Ratios.P50)
 			p99Ratio = fmt.Sprintf("%.2f", r.Ratios.P99)
 		} else if r.Scenario == rep.Baseline {
-			ratio, p99Ratio = "1.00", "1.00"
+			ratio, p50Ratio, p99Ratio = "1.00", "1.00", "1.00"
 		}
 		srvCPU, share, srvRSS := "-", "-", "-"
 		if r.Server != nil {
@@ -41,9 +47,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			}
 			genRSS = mib(r.Generator.PeakRSSBytes)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",
 			r.Scenario, r.Mode, r.ProtocolVersion, r.Throughput, ratio,
-			r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max, p99Ratio,
+			r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max, p50Ratio, p99Ratio,
 			r.Errors, srvCPU, genCPU, share, srvRSS, genRSS, r.OtherCPUSeconds)
 	}
 	if err := tw.Flush(); err != nil {
@@ -51,6 +57,24 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	if rep.Rounds > 1 {
 		if _, err := fmt.Fprintf(w, "each row: the median-throughput round of %d (every round is in the JSON report)\n", rep.Rounds); err != nil {
+			return err
+		}
+	}
+	for _, r := range rep.Summary {
+		if c := r.ColdCycle; c != nil {
+			if _, err := fmt.Fprintf(w, "%s: whole cold cycle (initialize, initialized, call, DELETE) p50 %.2f ms, p99 %.2f ms\n", r.Scenario, c.P50, c.P99); err != nil {
+				return err
+			}
+		}
+		if m := r.Memory; m != nil {
+			if _, err := fmt.Fprintf(w, "%s: %d contexts; server RSS %s -> %s MiB, %.0f bytes per context (VmRSS, uncollected garbage included)\n",
+				r.Scenario, m.Contexts, mib(m.RSSBeforeBytes), mib(m.RSSAfterBytes), m.BytesPerContext); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range rep.Notes {
+		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,9 @@
 //
 //	expert-agent --broker-url tcp://127.0.0.1:1883 --username NAME --password PASS
 //
+// --extra-tools N adds N trivial tools (tool_0001 ... ) beside the real ones,
+// for benchmarks of tools/list with many tools (scripts/bench.sh).
+//
 // --pprof-addr 127.0.0.1:6061 serves Go's runtime profiles on a listener of
 // their own (off by default). On a small machine shared with the gateway,
 // GOMAXPROCS=1 lowers the agent's CPU per call by about a fifth: paho hands
@@ -58,6 +61,8 @@ type config struct {
 	logLevel  logrus.Level
 	logFormat string
 	pprofAddr string // "" = no profiles served
+	// extraTools is how many trivial tools to serve beside the real ones.
+	extraTools int
 }
 
 // parseFlags reads args, then TOOLBUS_AGENT_<FLAG> for every flag not on the
@@ -80,6 +85,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.DurationVar(&c.opts.ShutdownTimeout, "shutdown-timeout", expertagent.DefaultAgentShutdownTimeout, "how long to wait for calls in flight on shutdown")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
+	fs.IntVar(&c.extraTools, "extra-tools", 0, fmt.Sprintf("serve this many trivial extra tools (tool_0001 ...; at most %d) beside the real ones, for benchmarks", maxExtraTools))
 	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6061); off by default")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -89,6 +95,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	if err := envflag.Apply(fs, envPrefix, getenv); err != nil {
 		return config{}, err
+	}
+	if c.extraTools < 0 || c.extraTools > maxExtraTools {
+		return config{}, fmt.Errorf("--extra-tools: want 0 to %d, got %d", maxExtraTools, c.extraTools)
 	}
 	lvl, err := logrus.ParseLevel(logLevel)
 	if err != nil {
@@ -132,7 +141,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 
 	agent := expertagent.NewAgent(c.opts)
-	for _, t := range tools(time.Second, time.Now) {
+	for _, t := range append(tools(time.Second, time.Now), extraTools(c.extraTools)...) {
 		if err := agent.AddTool(t); err != nil {
 			return err
 		}

@@ -7,6 +7,11 @@
 //	    --tool-args 'platform_whoami={}' --target-pid GATEWAY_PID,AGENT_PID
 //	toolbus-bench --scenario bare,mcp-go@2026-07-28 --duration 3s --payload 1024
 //	toolbus-bench --rounds 3                     # interleaved repeats on a busy machine
+//	toolbus-bench --scenario target --target URL --method tools/list --min-tools 100
+//	toolbus-bench --scenario target --target URL --cold --baseline target:echo   # cold vs warm contexts
+//	toolbus-bench --scenario target --target URL --protocol-version 2026-07-28 --contexts 20000 --calls 20000
+//	toolbus-bench --scenario mcp-go,target --target URL --mqtt-floor tcp://127.0.0.1:1883 --mqtt-username U
+//	toolbus-bench --merge results/run-X --out results  # one table, JSON and SVG chart of several runs
 //
 // Baselines run in child processes (this binary with --serve), so that the
 // server's and the load generator's CPU time and peak RSS are reported apart;
@@ -69,6 +74,31 @@ type config struct {
 	cpuProfile  string
 	load        bench.LoadOptions
 	scenarioSet bool
+
+	label        string
+	title        string
+	notes        multiFlag
+	extraTargets multiFlag
+	cold         bool
+	contexts     int
+	chart        bool
+	merge        string
+	command      string
+	floorURL     string
+	floorUser    string
+	floorPass    string
+	floorPIDs    string
+	floorQoS0    bool
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string { return strings.Join(*m, " ") }
+
+func (m *multiFlag) Set(v string) error {
+	*m = append(*m, v)
+	return nil
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -100,6 +130,22 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.DurationVar(&c.pause, "pause", time.Second, "pause between scenarios")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the load generator, and in-process servers) to this file")
+	fs.StringVar(&c.load.Method, "method", bench.MethodToolsCall, "request to measure: "+bench.MethodToolsCall+" or "+bench.MethodToolsList)
+	fs.IntVar(&c.load.MinTools, "min-tools", 0, "with --method tools/list: fewest tools a list must hold to count as a success")
+	fs.StringVar(&c.label, "label", "", `name of the --target scenario ("<label>:<tool>" with several tools; default "target:<tool>")`)
+	fs.Var(&c.extraTargets, "extra-target", "NAME=URL[=PID,PID...]: another endpoint measured like --target (same tools, token and options), as scenario NAME (repeatable)")
+	fs.BoolVar(&c.cold, "cold", false, `also measure each target scenario with every call in a new context ("<name> cold"): a new session per call (initialize, call, DELETE), or a new entity path on the stateless version`)
+	fs.IntVar(&c.contexts, "contexts", 0, "spread each target scenario's calls over this many contexts (entity paths /"+bench.ContextEntityType+"/<id>); with --calls equal to it every call opens a context, and the RSS of --target-pid is reported per context")
+	fs.StringVar(&c.title, "title", "", "title of the report (printed above the table)")
+	fs.Var(&c.notes, "note", "a sentence printed under the table and kept in the report (repeatable)")
+	fs.BoolVar(&c.chart, "chart", true, "write an SVG chart beside the JSON report")
+	fs.StringVar(&c.merge, "merge", "", "read every bench-*.json report under this directory and print, with --out, write them as one JSON and SVG chart (no measuring)")
+	fs.StringVar(&c.command, "command", "", "with --merge: the command line that produced the reports, kept in the merged JSON")
+	fs.StringVar(&c.floorURL, "mqtt-floor", "", "also measure a raw MQTT request/response round trip through this broker (tcp://host:port), without HTTP: scenario "+bench.MQTTFloorScenario+"; an expert agent serving --tool echo must be connected")
+	fs.StringVar(&c.floorUser, "mqtt-username", "", "MQTT identity of --mqtt-floor (role platform)")
+	fs.StringVar(&c.floorPass, "mqtt-password", "", "its password (prefer "+envPrefix+"MQTT_PASSWORD)")
+	fs.StringVar(&c.floorPIDs, "mqtt-floor-pid", "", "PIDs of the broker's and the agent's processes for "+bench.MQTTFloorScenario+" (default: --target-pid)")
+	fs.BoolVar(&c.floorQoS0, "mqtt-qos0", false, "the MQTT floor at QoS 0 (default QoS 1, what the gateway and the agents use)")
 	fs.StringVar(&c.serve, "serve", "", "internal: serve this baseline for a parent toolbus-bench and exit when stdin closes")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -129,7 +175,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	return c, nil
 }
 
-// scenarios expands --scenario, adding one target scenario per --tool.
+// scenarioList expands --scenario, adding one target scenario per --tool
+// (and per --extra-target), their cold variants, and the MQTT floor.
 func (c config) scenarioList() ([]bench.Scenario, error) {
 	list := c.scenarios
 	if c.target != "" && !c.scenarioSet {
@@ -146,19 +193,39 @@ func (c config) scenarioList() ([]bench.Scenario, error) {
 		}
 		argsJSON = json.RawMessage(c.args)
 	}
-	var pids []int
-	for f := range strings.SplitSeq(c.targetPIDs, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
+	pids, err := parsePIDs("--target-pid", c.targetPIDs)
+	if err != nil {
+		return nil, err
+	}
+	type endpoint struct {
+		label, url string
+		pids       []int
+	}
+	targets := []endpoint{{c.label, c.target, pids}}
+	for _, e := range c.extraTargets {
+		parts := strings.SplitN(e, "=", 3) // a gateway URL holds no "="
+		if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
+			return nil, fmt.Errorf("--extra-target: want NAME=URL[=PIDS], got %q", e)
 		}
-		pid, err := strconv.Atoi(f)
-		if err != nil || pid <= 0 {
-			return nil, fmt.Errorf("--target-pid: %q is not a PID", f)
+		name, u, pidList := parts[0], parts[1], ""
+		if len(parts) == 3 {
+			pidList = parts[2]
 		}
-		pids = append(pids, pid)
+		p, err := parsePIDs("--extra-target "+name, pidList)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, endpoint{name, u, p})
+	}
+	var tools []string
+	for tool := range strings.SplitSeq(c.tools, ",") {
+		if tool = strings.TrimSpace(tool); tool != "" {
+			tools = append(tools, tool)
+		}
 	}
 	var out []bench.Scenario
 	for _, s := range parsed {
+		atVersion := s.ProtocolVersion // "target@<version>": named apart from the plain target
 		if s.ProtocolVersion == "" {
 			s.ProtocolVersion = c.version
 		}
@@ -169,19 +236,66 @@ func (c config) scenarioList() ([]bench.Scenario, error) {
 		if c.target == "" {
 			return nil, errors.New(`scenario "target" needs --target`)
 		}
-		for tool := range strings.SplitSeq(c.tools, ",") {
-			if tool = strings.TrimSpace(tool); tool == "" {
-				continue
+		for _, tg := range targets {
+			for _, tool := range tools {
+				t := s
+				t.URL, t.PIDs, t.Token, t.Tool, t.Arguments = tg.url, tg.pids, c.token, tool, argsJSON
+				if a, ok := c.toolArgs[tool]; ok {
+					t.Arguments = a
+				}
+				switch {
+				case tg.label != "" && len(tools) > 1:
+					t.Name = tg.label + ":" + tool
+				case tg.label != "":
+					t.Name = tg.label
+				case c.load.Method == bench.MethodToolsList:
+					t.Name = "target:tools/list"
+				}
+				if t.Name != "" && atVersion != "" {
+					t.Name += "@" + atVersion
+				}
+				t.Contexts = c.contexts
+				out = append(out, t)
+				if c.cold {
+					cold := t
+					if cold.Name == "" {
+						cold.Name = "target:" + tool
+					}
+					cold.Name += " cold"
+					cold.Cold = true
+					out = append(out, cold)
+				}
 			}
-			t := s
-			t.URL, t.PIDs, t.Token, t.Tool, t.Arguments = c.target, pids, c.token, tool, argsJSON
-			if a, ok := c.toolArgs[tool]; ok {
-				t.Arguments = a
-			}
-			out = append(out, t)
 		}
 	}
+	if c.floorURL != "" {
+		fp := pids
+		if c.floorPIDs != "" {
+			if fp, err = parsePIDs("--mqtt-floor-pid", c.floorPIDs); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, bench.Scenario{PIDs: fp, Tool: bench.EchoTool, MQTTFloor: &bench.MQTTFloorOptions{
+			BrokerURL: c.floorURL, Username: c.floorUser, Password: c.floorPass, QoS0: c.floorQoS0,
+		}})
+	}
 	return out, nil
+}
+
+// parsePIDs reads a comma-separated PID list.
+func parsePIDs(flagName, list string) ([]int, error) {
+	var pids []int
+	for f := range strings.SplitSeq(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("%s: %q is not a PID", flagName, f)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
 }
 
 // toolArgs is the repeatable --tool-args NAME=JSON flag.
@@ -221,6 +335,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintln(stderr, "toolbus-bench:", err)
 		return 1
 	}
+	if c.merge != "" {
+		return mergeReports(c, stdout, stderr)
+	}
 	if c.serve != "" {
 		if err := bench.ServeChild(ctx, c.serve, stdin, stdout, bench.ServerOptions{Logger: log}); err != nil {
 			fmt.Fprintln(stderr, "toolbus-bench --serve:", err)
@@ -237,6 +354,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		Scenarios: scenarios,
 		Load:      c.load,
 		Baseline:  c.baseline,
+		Title:     c.title,
+		Notes:     c.notes,
 		Pause:     c.pause,
 		Rounds:    c.rounds,
 		Logger:    log,
@@ -277,6 +396,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 				return 1
 			}
 			fmt.Fprintln(stdout, "report:", p)
+			if c.chart {
+				svg := strings.TrimSuffix(p, ".json") + ".svg"
+				if werr := bench.WriteSVGFile(svg, []*bench.Report{rep}); werr != nil {
+					fmt.Fprintln(stderr, "toolbus-bench:", werr)
+					return 1
+				}
+				fmt.Fprintln(stdout, "chart:", svg)
+			}
 		}
 	}
 	if err != nil {
@@ -284,6 +411,34 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return 1
 	}
 	if rep.Failed() {
+		return exitFailedCalls
+	}
+	return 0
+}
+
+// mergeReports is --merge: one table, JSON and chart of the reports under
+// c.merge. Its exit status is exitFailedCalls when any of them failed.
+func mergeReports(c config, stdout, stderr io.Writer) int {
+	reps, err := bench.ReadReports(c.merge)
+	if err != nil {
+		fmt.Fprintln(stderr, "toolbus-bench:", err)
+		return 1
+	}
+	col := bench.NewCollection(c.command, reps)
+	if err := col.WriteTable(stdout); err != nil {
+		fmt.Fprintln(stderr, "toolbus-bench:", err)
+		return 1
+	}
+	if c.out != "" {
+		j, svg, err := col.WriteFiles(c.out)
+		if err != nil {
+			fmt.Fprintln(stderr, "toolbus-bench:", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, "report:", j)
+		fmt.Fprintln(stdout, "chart:", svg)
+	}
+	if col.Failed() {
 		return exitFailedCalls
 	}
 	return 0
