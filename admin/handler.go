@@ -48,6 +48,7 @@ func (h *Handler) routes() {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
 	})
 	p := strings.TrimSuffix(PathPrefix, "/")
+	h.routeConfig(p)
 	svc := h.svc
 	user := func(r *http.Request) string { return r.URL.Query().Get("user") }
 	name := func(r *http.Request) string { return mux.Vars(r)["username"] }
@@ -117,6 +118,7 @@ func (h *Handler) routes() {
 			key := strings.Join([]string{v["platformId"], v["userId"], v["sessionId"], v["entityType"], v["entityId"]}, "/")
 			return Done{Done: "evicted context " + key}, svc.EvictContext(r.Context(), key)
 		})).Methods(http.MethodDelete)
+	h.auditRoutes(r, p) // GET /audit (audit.go)
 }
 
 // bodyKind says what body an endpoint takes.

@@ -77,6 +77,12 @@ type Options struct {
 	// at-least-once delivery from the broker.
 	InlineQoS byte
 
+	// Events, if set, hears of every login and disconnect of a network
+	// client and of every publish or subscription the ACL refused (the
+	// audit log; see events.go). It runs on the broker's goroutines and
+	// must not block. nil adds nothing to the broker.
+	Events func(Event)
+
 	// Logger receives the broker's logs and mochi's (bridged from log/slog);
 	// nil discards them.
 	Logger *logrus.Entry

@@ -134,7 +134,7 @@ func (d *doorFlags) open(ctx context.Context, cmd string, how doorOpen) (door, f
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := admin.NewService(admin.Options{Store: store})
+	svc, err := admin.NewService(admin.Options{Store: store, OnChange: recordLocalChange(store, os.Stderr)}) // audit.go
 	if err != nil {
 		_ = store.Close()
 		return nil, nil, err

@@ -1,0 +1,193 @@
+package acl
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// auditAt builds n tool-call events at base, base+1s, ... for user.
+func auditAt(base time.Time, n int, user, tool, outcome string) []AuditEvent {
+	out := make([]AuditEvent, n)
+	for i := range out {
+		out[i] = AuditEvent{Time: base.Add(time.Duration(i) * time.Second), Kind: AuditToolCall, UserID: user,
+			TokenID: "tb_user", Tool: tool, Source: "platform", Outcome: outcome, Duration: 1500 * time.Microsecond,
+			RequestID: fmt.Sprintf("r-%s-%d", user, i)}
+	}
+	return out
+}
+
+// TestPruneAudit: retention deletes exactly the events older than the
+// cutoff, then the oldest beyond the row bound, and nothing else.
+func TestPruneAudit(t *testing.T) {
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name        string
+		before      time.Time
+		maxRows     int64
+		chunk       int
+		wantDeleted int64
+		wantOldest  time.Time // of what is left
+		wantLeft    int
+	}{
+		{"nothing asked", time.Time{}, 0, 0, 0, base, 100},
+		{"cutoff before every event", base, 0, 0, 0, base, 100},
+		{"cutoff at the 30th", base.Add(30 * time.Second), 0, 0, 30, base.Add(30 * time.Second), 70},
+		{"cutoff in small chunks", base.Add(30 * time.Second), 0, 7, 30, base.Add(30 * time.Second), 70},
+		{"cutoff after every event", base.Add(time.Hour), 0, 0, 100, time.Time{}, 0},
+		{"row bound above the count", time.Time{}, 500, 0, 0, base, 100},
+		{"row bound", time.Time{}, 40, 0, 60, base.Add(60 * time.Second), 40},
+		{"row bound in small chunks", time.Time{}, 40, 9, 60, base.Add(60 * time.Second), 40},
+		{"both: age first", base.Add(10 * time.Second), 50, 0, 50, base.Add(50 * time.Second), 50},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTestStore(t, StoreOptions{})
+			ctx := testContext(t)
+			// Inserted out of time order: the oldest go by time, not by ID.
+			evs := auditAt(base, 100, "alice", "platform_echo", "ok")
+			for i, j := 0, len(evs)-1; i < j; i, j = i+2, j-2 {
+				evs[i], evs[j] = evs[j], evs[i]
+			}
+			if err := s.InsertAudit(ctx, evs); err != nil {
+				t.Fatal(err)
+			}
+			n, err := s.PruneAudit(ctx, tc.before, tc.maxRows, tc.chunk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != tc.wantDeleted {
+				t.Errorf("deleted %d, want %d", n, tc.wantDeleted)
+			}
+			left, _, err := s.QueryAudit(ctx, AuditQuery{Limit: MaxAuditLimit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(left) != tc.wantLeft {
+				t.Fatalf("%d left, want %d", len(left), tc.wantLeft)
+			}
+			if tc.wantLeft > 0 {
+				if oldest := left[len(left)-1].Time; !oldest.Equal(tc.wantOldest) {
+					t.Errorf("oldest left %v, want %v", oldest, tc.wantOldest)
+				}
+				if newest := left[0].Time; !newest.Equal(base.Add(99 * time.Second)) {
+					t.Errorf("newest left %v, want the newest inserted", newest)
+				}
+			}
+		})
+	}
+}
+
+// TestQueryAudit: filters, newest-first order, paging with the cursor,
+// and refusals of bad queries.
+func TestQueryAudit(t *testing.T) {
+	s := openTestStore(t, StoreOptions{})
+	ctx := testContext(t)
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var all []AuditEvent
+	all = append(all, auditAt(base, 30, "alice", "platform_echo", "ok")...)
+	all = append(all, auditAt(base, 20, "bob", "echo", "tool_error")...)
+	all = append(all, AuditEvent{Time: base.Add(5 * time.Second), Kind: AuditAdmin, UserID: "root", Action: "token.create",
+		Target: "user carol", Outcome: "ok", Source: "api"})
+	if err := s.InsertAudit(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		q    AuditQuery
+		want int
+	}{
+		{"everything", AuditQuery{Limit: 1000}, 51},
+		{"user", AuditQuery{User: "bob"}, 20},
+		{"tool", AuditQuery{Tool: "platform_echo"}, 30},
+		{"outcome", AuditQuery{Outcome: "tool_error"}, 20},
+		{"kind", AuditQuery{Kind: AuditAdmin}, 1},
+		{"since", AuditQuery{Since: base.Add(25 * time.Second)}, 5},
+		{"until", AuditQuery{Until: base.Add(2 * time.Second)}, 4},
+		{"range and user", AuditQuery{Since: base.Add(10 * time.Second), Until: base.Add(15 * time.Second), User: "alice"}, 5},
+		{"nothing matches", AuditQuery{User: "nobody"}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, next, err := s.QueryAudit(ctx, tc.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.want || next != "" {
+				t.Fatalf("%d events (next %q), want %d and no next page", len(got), next, tc.want)
+			}
+			for i := 1; i < len(got); i++ {
+				if got[i].Time.After(got[i-1].Time) {
+					t.Fatalf("event %d (%v) newer than event %d (%v): want newest first", i, got[i].Time, i-1, got[i-1].Time)
+				}
+			}
+		})
+	}
+
+	t.Run("paging", func(t *testing.T) {
+		seen := map[int64]bool{}
+		q := AuditQuery{Limit: 7}
+		var prev time.Time
+		for pages := 0; ; pages++ {
+			if pages > 10 {
+				t.Fatal("more than 10 pages of 7 for 51 events")
+			}
+			got, next, err := s.QueryAudit(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range got {
+				if seen[e.ID] {
+					t.Fatalf("event %d on two pages", e.ID)
+				}
+				if !prev.IsZero() && e.Time.After(prev) {
+					t.Fatalf("event %d out of order", e.ID)
+				}
+				seen[e.ID], prev = true, e.Time
+			}
+			if next == "" {
+				break
+			}
+			q.Cursor = next
+		}
+		if len(seen) != 51 {
+			t.Fatalf("paged through %d events, want 51", len(seen))
+		}
+	})
+
+	t.Run("fields round trip", func(t *testing.T) {
+		got, _, err := s.QueryAudit(ctx, AuditQuery{User: "alice", Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := all[29] // alice's newest
+		got[0].ID = 0
+		if got[0] != want {
+			t.Fatalf("read %+v, want %+v", got[0], want)
+		}
+	})
+
+	for _, q := range []AuditQuery{{Cursor: "nonsense"}, {Cursor: "12-0"}, {Limit: -1}, {Limit: MaxAuditLimit + 1},
+		{Since: base.Add(time.Hour), Until: base}} {
+		if _, _, err := s.QueryAudit(ctx, q); !errors.Is(err, ErrInvalidAuditQuery) {
+			t.Errorf("QueryAudit(%+v): %v, want ErrInvalidAuditQuery", q, err)
+		}
+	}
+}
+
+func TestTokenIDOf(t *testing.T) {
+	s := openTestStore(t, StoreOptions{})
+	secret, tok, err := s.CreateToken(testContext(t), TokenSpec{UserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := TokenIDOf(secret); got != tok.ID {
+		t.Errorf("TokenIDOf(secret) = %q, want %q", got, tok.ID)
+	}
+	for _, bad := range []string{"", "tb_", "not-a-token", secret + "x"} {
+		if got := TokenIDOf(bad); got != "" {
+			t.Errorf("TokenIDOf(%q) = %q, want \"\"", bad, got)
+		}
+	}
+}
