@@ -69,16 +69,72 @@ var migrations = []migration{
 			`CREATE INDEX tokens_user_id ON tokens (user_id)`,
 		},
 	},
+	{
+		version: 3,
+		name:    "audit log",
+		stmts: []string{
+			// One row per audited event (acl/audit.go). Queries are newest
+			// first by (time_ms, id), optionally narrowed by user, tool or
+			// outcome: each filter has an index ending in time_ms.
+			`CREATE TABLE audit_events (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	time_ms     BIGINT NOT NULL,
+	kind        TEXT NOT NULL,
+	token_id    TEXT NOT NULL DEFAULT '',
+	user_id     TEXT NOT NULL DEFAULT '',
+	client_id   TEXT NOT NULL DEFAULT '',
+	session_id  TEXT NOT NULL DEFAULT '',
+	entity_type TEXT NOT NULL DEFAULT '',
+	entity_id   TEXT NOT NULL DEFAULT '',
+	tool        TEXT NOT NULL DEFAULT '',
+	source      TEXT NOT NULL DEFAULT '',
+	action      TEXT NOT NULL DEFAULT '',
+	target      TEXT NOT NULL DEFAULT '',
+	status      INTEGER NOT NULL DEFAULT 0,
+	duration_us BIGINT NOT NULL DEFAULT 0,
+	outcome     TEXT NOT NULL,
+	reason      TEXT NOT NULL DEFAULT '',
+	request_id  TEXT NOT NULL DEFAULT ''
+)`,
+			`CREATE INDEX audit_events_time ON audit_events (time_ms, id)`,
+			`CREATE INDEX audit_events_user ON audit_events (user_id, time_ms)`,
+			`CREATE INDEX audit_events_tool ON audit_events (tool, time_ms)`,
+			`CREATE INDEX audit_events_outcome ON audit_events (outcome, time_ms)`,
+		},
+	},
+	{
+		version: 4,
+		name:    "ended MCP sessions",
+		stmts: []string{
+			// Sessions a client ended (DELETE) on any gateway replica: every
+			// replica refuses them (acl/sessions.go, gateway/session_shared.go).
+			// until_ms is when the session ID could no longer be presented
+			// anyway (its TTL); rows past it are purged.
+			`CREATE TABLE ended_sessions (
+	session_key TEXT PRIMARY KEY,
+	ended_ms    BIGINT NOT NULL,
+	until_ms    BIGINT NOT NULL
+)`,
+			`CREATE INDEX ended_sessions_until ON ended_sessions (until_ms)`,
+		},
+	},
 }
 
 // migrate brings db to the newest schema version. It refuses a database
 // written by a newer toolbus (a version it does not know).
-func migrate(ctx context.Context, db *sql.DB, log *logrus.Entry) error {
+func migrate(ctx context.Context, db *sql.DB, be *backend, log *logrus.Entry) error {
+	if be.lockMigrations != nil {
+		unlock, err := be.lockMigrations(ctx, db)
+		if err != nil {
+			return fmt.Errorf("lock schema migrations: %w", err)
+		}
+		defer unlock()
+	}
 	if _, err := db.ExecContext(ctx, qCreateMigrations); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	for _, m := range migrations {
-		if err := applyMigration(ctx, db, m, log); err != nil {
+		if err := applyMigration(ctx, db, be, m, log); err != nil {
 			return err
 		}
 	}
@@ -95,7 +151,7 @@ func migrate(ctx context.Context, db *sql.DB, log *logrus.Entry) error {
 // applyMigration runs m unless the database already has it. The version is
 // read inside the write transaction, so two processes opening the same
 // database at once (serve and a CLI command) apply each step once.
-func applyMigration(ctx context.Context, db *sql.DB, m migration, log *logrus.Entry) (err error) {
+func applyMigration(ctx context.Context, db *sql.DB, be *backend, m migration, log *logrus.Entry) (err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migration %d: begin: %w", m.version, err)
@@ -116,7 +172,7 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration, log *logrus.En
 		return fmt.Errorf("migration %d: schema is at version %d, want %d", m.version, current, m.version-1)
 	}
 	for i, stmt := range m.stmts {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+		if _, err := tx.ExecContext(ctx, be.ddl(stmt)); err != nil {
 			return fmt.Errorf("migration %d (%s), statement %d: %w", m.version, m.name, i+1, err)
 		}
 	}

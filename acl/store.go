@@ -44,12 +44,13 @@ type StoreOptions struct {
 	Logger *logrus.Entry
 }
 
-// Store keeps MQTT identities (with their password hashes) and operator
-// topic rules in SQLite. It is safe for concurrent use.
+// Store keeps MQTT identities (with their password hashes), operator topic
+// rules and tokens in SQLite (Open) or PostgreSQL (OpenURL). It is safe for concurrent use.
 type Store struct {
-	db    *sql.DB
-	log   *logrus.Entry
-	iters int
+	db      *sql.DB
+	backend *backend // what differs between SQLite and PostgreSQL (backend.go)
+	log     *logrus.Entry
+	iters   int
 
 	// kdf bounds how many password hashes run at once, so a burst of logins
 	// (or of guesses) cannot take every core; waiting honours the context.
@@ -68,28 +69,13 @@ type Store struct {
 
 // Open opens (creating if needed) the store in dataDir/toolbus.db and brings
 // its schema up to date. The directory is created with mode 0700 and the
-// database file with 0600: it holds password hashes.
+// database file with 0600: it holds password hashes. OpenURL opens a shared
+// PostgreSQL store instead.
 func Open(ctx context.Context, dataDir string, opts StoreOptions) (*Store, error) {
-	if opts.HashIterations == 0 {
-		opts.HashIterations = DefaultHashIterations
+	log, err := opts.fill()
+	if err != nil {
+		return nil, err
 	}
-	if opts.HashIterations < 1 || opts.HashIterations > MaxHashIterations {
-		return nil, fmt.Errorf("acl: HashIterations %d: want 1..%d", opts.HashIterations, MaxHashIterations)
-	}
-	if opts.AuthCacheSize == 0 {
-		opts.AuthCacheSize = 1024
-	}
-	if opts.BusyTimeout <= 0 {
-		opts.BusyTimeout = 5 * time.Second
-	}
-	log := opts.Logger
-	if log == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		log = logrus.NewEntry(l)
-	}
-	log = log.WithField("component", "acl")
-
 	if dataDir == "" {
 		return nil, errors.New("acl: empty data directory")
 	}
@@ -113,21 +99,53 @@ func Open(ctx context.Context, dataDir string, opts StoreOptions) (*Store, error
 	if err != nil {
 		return nil, fmt.Errorf("acl: open %s: %w", path, err)
 	}
+	return newStore(ctx, db, sqliteBackend, path, opts, log)
+}
+
+// fill applies the documented defaults to opts and returns the store's logger.
+func (opts *StoreOptions) fill() (*logrus.Entry, error) {
+	if opts.HashIterations == 0 {
+		opts.HashIterations = DefaultHashIterations
+	}
+	if opts.HashIterations < 1 || opts.HashIterations > MaxHashIterations {
+		return nil, fmt.Errorf("acl: HashIterations %d: want 1..%d", opts.HashIterations, MaxHashIterations)
+	}
+	if opts.AuthCacheSize == 0 {
+		opts.AuthCacheSize = 1024
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = 5 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		log = logrus.NewEntry(l)
+	}
+	return log.WithField("component", "acl"), nil
+}
+
+// newStore checks db, migrates it and starts the store's goroutine. where
+// names the database in errors (never with a password). It closes db when
+// it fails.
+func newStore(ctx context.Context, db *sql.DB, be *backend, where string, opts StoreOptions, log *logrus.Entry) (*Store, error) {
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("acl: open %s: %w", path, err)
+		return nil, fmt.Errorf("acl: open %s: %w", where, err)
 	}
-	if err := migrate(ctx, db, log); err != nil {
+	if err := migrate(ctx, db, be, log); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("acl: %s: %w", path, classifyWriteErr(err))
+		return nil, fmt.Errorf("acl: %s: %w", where, classifyWriteErr(err))
 	}
 
 	s := &Store{
-		db:    db,
-		log:   log,
-		iters: opts.HashIterations,
-		kdf:   make(chan struct{}, runtime.GOMAXPROCS(0)),
+		db:      db,
+		backend: be,
+		log:     log,
+		iters:   opts.HashIterations,
+		kdf:     make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}
+	var err error
 	if s.dummyHash, err = newDummyHash(opts.HashIterations); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("acl: %w", err)

@@ -28,7 +28,7 @@ func openTestStoreIn(t *testing.T, dir string, opts StoreOptions) *Store {
 	if opts.HashIterations == 0 {
 		opts.HashIterations = testIterations
 	}
-	s, err := Open(testContext(t), dir, opts)
+	s, err := openAny(testContext(t), t, dir, opts)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
 	}
@@ -90,7 +90,7 @@ func TestOpenMigratesOnce(t *testing.T) {
 	logger, hook := test.NewNullLogger()
 	log := logrus.NewEntry(logger)
 
-	s, err := Open(ctx, dir, StoreOptions{HashIterations: testIterations, Logger: log})
+	s, err := openAny(ctx, t, dir, StoreOptions{HashIterations: testIterations, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestOpenMigratesOnce(t *testing.T) {
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	dir := t.TempDir()
 	ctx := testContext(t)
-	s, err := Open(ctx, dir, StoreOptions{HashIterations: testIterations})
+	s, err := openAny(ctx, t, dir, StoreOptions{HashIterations: testIterations})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(ctx, dir, StoreOptions{HashIterations: testIterations})
+	s, err = openAny(ctx, t, dir, StoreOptions{HashIterations: testIterations})
 	if err == nil {
 		_ = s.Close()
 		t.Fatal("Open of a database with a newer schema succeeded")

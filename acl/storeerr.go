@@ -59,6 +59,9 @@ func classifyWriteErr(err error) error {
 		}
 		return err
 	}
+	if pe := classifyPgErr(err); pe != nil {
+		return pe
+	}
 	switch {
 	case errors.Is(err, syscall.EROFS), errors.Is(err, fs.ErrPermission):
 		return &storeError{ErrStoreReadOnly, "the data directory or its database file cannot be written", err}

@@ -298,7 +298,7 @@ func TestTokenLastUsedOnceAcrossReloads(t *testing.T) {
 func TestTokenLastUsedWrittenOnClose(t *testing.T) {
 	dir := t.TempDir()
 	ctx := testContext(t)
-	s, err := Open(ctx, dir, StoreOptions{HashIterations: testIterations})
+	s, err := openAny(ctx, t, dir, StoreOptions{HashIterations: testIterations})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestTokenLastUsedWrittenOnClose(t *testing.T) {
 func TestStoreCloseStopsTokenWriter(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := testContext(t)
-	s, err := Open(ctx, t.TempDir(), StoreOptions{HashIterations: testIterations})
+	s, err := openAny(ctx, t, t.TempDir(), StoreOptions{HashIterations: testIterations})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,8 +35,11 @@ type session struct {
 	mu       sync.Mutex
 	lastUsed time.Time
 	ended    bool
-	logLevel int             // index into logLevels; -1: not set
-	caps     json.RawMessage // the client's capabilities from initialize
+	// sharedUntil: until then, the shared store's "not ended" answer
+	// holds (session_shared.go).
+	sharedUntil time.Time
+	logLevel    int             // index into logLevels; -1: not set
+	caps        json.RawMessage // the client's capabilities from initialize
 	// waiting: server-to-client requests awaiting the client's answer, by id.
 	waiting map[string]chan clientResponse
 	// inflight: how to cancel the client's running requests, by raw id.
@@ -51,6 +54,10 @@ type sessionClaims struct {
 	TokenID string `json:"t"`
 	Version string `json:"v"`
 	Created int64  `json:"c"`
+	// Caps are the client's capabilities from initialize (claimCaps), so
+	// that another replica can relay sampling and elicitation requests
+	// and tell the agents what the client can do.
+	Caps json.RawMessage `json:"p,omitempty"`
 }
 
 // sessions issues and checks session IDs of the form
@@ -64,6 +71,8 @@ type sessions struct {
 	live  map[string]*session  // by key
 	byID  map[string]*session  // by full session ID: spares the HMAC on every request
 	ended map[string]time.Time // key -> when it stops mattering (created + ttl bound)
+
+	shared *sharedEnded // nil: ended sessions are known to this process only
 }
 
 func newSessions(secret []byte, ttl time.Duration) *sessions {
@@ -82,7 +91,8 @@ func (ss *sessions) create(userID, tokenID, version string, caps json.RawMessage
 	now := ss.now()
 	s := &session{key: hex.EncodeToString(kb), userID: userID, tokenID: tokenID, version: version,
 		created: now, lastUsed: now, logLevel: -1, caps: caps}
-	id := ss.sign(sessionClaims{Key: s.key, UserID: userID, TokenID: tokenID, Version: version, Created: now.Unix()})
+	id := ss.sign(sessionClaims{Key: s.key, UserID: userID, TokenID: tokenID, Version: version, Created: now.Unix(),
+		Caps: claimCaps(caps)})
 	ss.mu.Lock()
 	ss.live[s.key] = s
 	ss.byID[id] = s
@@ -126,7 +136,7 @@ func (ss *sessions) lookup(id, userID, tokenID string) (*session, error) {
 				return nil, errSessionUnknown
 			}
 			s = &session{key: c.Key, userID: c.UserID, tokenID: c.TokenID, version: c.Version,
-				created: time.Unix(c.Created, 0), lastUsed: now, logLevel: -1}
+				created: time.Unix(c.Created, 0), lastUsed: now, logLevel: -1, caps: c.Caps}
 			ss.live[c.Key] = s
 		}
 		ss.byID[id] = s
@@ -167,7 +177,7 @@ func (ss *sessions) forget(s *session) {
 func (ss *sessions) verify(id string) (sessionClaims, bool) {
 	var c sessionClaims
 	p, sig, ok := strings.Cut(id, ".")
-	if !ok || len(id) > 1024 {
+	if !ok || len(id) > maxSessionIDLen {
 		return c, false
 	}
 	got, err := base64.RawURLEncoding.DecodeString(sig)

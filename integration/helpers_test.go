@@ -27,7 +27,7 @@ func testLogger(t testing.TB) *logrus.Entry {
 }
 
 // startServer starts an in-process toolbus on free loopback ports.
-func startServer(t *testing.T, cfg server.Config) *server.Server {
+func startServer(t testing.TB, cfg server.Config) *server.Server {
 	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()

@@ -44,6 +44,7 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	format := fs.String("format", "", "output format; only mosquitto")
 	dataDir := fs.String("data-dir", "./data", "directory of the store")
+	storeURL := fs.String("store-url", "", "a shared PostgreSQL store (postgres://...) instead of --data-dir")
 	out := fs.String("out", "", "directory to write acl and passwords into (created if missing)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -54,7 +55,13 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *out == "" {
 		return errors.New("acl export: --out is required")
 	}
-	store, err := acl.Open(ctx, *dataDir, acl.StoreOptions{})
+	var store *acl.Store
+	var err error
+	if *storeURL != "" {
+		store, err = acl.OpenURL(ctx, *storeURL, acl.StoreOptions{})
+	} else {
+		store, err = acl.Open(ctx, *dataDir, acl.StoreOptions{})
+	}
 	if err != nil {
 		return err
 	}

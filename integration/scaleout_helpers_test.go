@@ -1,0 +1,229 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/internal/testenv"
+	"github.com/toolbus/toolbus/server"
+)
+
+// The identities of the scale-out tests: every replica logs in as one
+// platform identity, every worker of the pool as one agent identity; each
+// has its own client ID.
+const (
+	soGatewayUser   = "gw-pool"
+	soWorkerUser    = "pool"
+	soPassword      = "scaleout-password-1"
+	soSessionSecret = "scale-out-session-secret-0123456789"
+	soGroup         = "pool"
+)
+
+// scaleOut is a shared PostgreSQL store, a Mosquitto configured from
+// `toolbus acl export` of that store, gateway replicas in external mode and
+// a pool of agent workers in one share group.
+type scaleOut struct {
+	storeURL   string
+	mosq       *testenv.Mosquitto
+	brokerAddr string // where workers connect: Mosquitto, or an embedded broker
+	direct     bool   // workers connect without the proxy (benchmarks): kill does nothing
+	replicas   []*gwEnv
+	workers    []*poolWorker
+}
+
+// startScaleOut makes the store and the broker; add replicas and workers
+// with replica and worker.
+func startScaleOut(t testing.TB) *scaleOut {
+	t.Helper()
+	testenv.MosquittoBinary(t) // skip (or install) before doing anything else
+	pg := testenv.StartPostgres(t)
+	so := &scaleOut{storeURL: pg.CreateDatabase(t)}
+	ctx := testCtx(t, 30*time.Second)
+	store, err := acl.OpenURL(ctx, so.storeURL, acl.StoreOptions{HashIterations: testenv.HashIterations})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []struct {
+		name string
+		role acl.Role
+	}{{soGatewayUser, acl.RolePlatform}, {soWorkerUser, acl.RoleExpertAgent}} {
+		if _, err := store.AddIdentity(ctx, id.name, id.role, []byte(soPassword)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := t.TempDir()
+	out, err := exec.CommandContext(ctx, bins.toolbus, "acl", "export", "--format", "mosquitto",
+		"--store-url", so.storeURL, "--out", files).CombinedOutput()
+	if err != nil {
+		t.Fatalf("acl export: %v\n%s", err, out)
+	}
+	so.mosq = testenv.StartMosquitto(t, testenv.MosquittoOptions{Dir: files})
+	so.brokerAddr = so.mosq.Addr
+	return so
+}
+
+// replica starts one more gateway replica: its own platform ID (and so its
+// own MQTT client ID), the shared store, broker and session secret.
+func (so *scaleOut) replica(t testing.TB, cfg server.Config) *gwEnv {
+	t.Helper()
+	cfg.PlatformID = fmt.Sprintf("gw-%c", 'a'+len(so.replicas))
+	cfg.StoreURL = so.storeURL
+	cfg.BrokerURL = so.mosq.URL
+	cfg.BrokerUsername, cfg.BrokerPassword = soGatewayUser, soPassword
+	cfg.SessionSecret = soSessionSecret
+	srv := startServer(t, cfg)
+	g := &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
+	so.replicas = append(so.replicas, g)
+	return g
+}
+
+// poolWorker is one expert-agent worker of the share group, in this process.
+type poolWorker struct {
+	clientID string
+	calls    atomic.Int64 // echo calls it served
+	held     chan string  // hold calls it started, by text
+	kill     func()       // drops its connection (as a crash would): the broker sends its Will
+	stop     func()
+}
+
+// worker starts one more worker, connected through a proxy that can drop
+// its connection, and waits until every replica sees it online. Its tools:
+// echo (the text back) and hold (waits for the call's end when holds is
+// true, else answers "passed").
+func (so *scaleOut) worker(t testing.TB, holds bool) *poolWorker {
+	t.Helper()
+	w := &poolWorker{clientID: fmt.Sprintf("pool-%d", len(so.workers)+1), held: make(chan string, 16)}
+	brokerURL := "tcp://" + so.brokerAddr
+	w.kill = func() {}
+	if !so.direct {
+		proxy := testenv.StartStallProxy(t, so.brokerAddr)
+		w.kill, brokerURL = proxy.Close, proxy.URL()
+	}
+	a := expertagent.NewAgent(expertagent.AgentOptions{
+		BrokerURL: brokerURL, Username: soWorkerUser, Password: soPassword,
+		ClientID: w.clientID, Name: "pool", Group: soGroup, Concurrency: 64,
+		ConnectTimeout: 5 * time.Second,
+		Logger:         testenv.LoggerAt(t, "agent", logrus.WarnLevel).WithField("worker", w.clientID),
+	})
+	yes := true
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	textArg := json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)
+	must(a.AddTool(expertagent.Tool{
+		Name: "echo", Description: "Returns its text.", InputSchema: textArg,
+		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
+		Handler: func(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+			var p struct{ Text string }
+			if err := req.Bind(&p); err != nil {
+				return nil, err
+			}
+			w.calls.Add(1)
+			return expertagent.Text(p.Text), nil
+		},
+	}))
+	must(a.AddTool(expertagent.Tool{
+		Name: "hold", Description: "Holds the call on a holding worker.", InputSchema: textArg,
+		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
+		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+			var p struct{ Text string }
+			if err := req.Bind(&p); err != nil {
+				return nil, err
+			}
+			if !holds {
+				return expertagent.Text("passed"), nil
+			}
+			w.held <- p.Text
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+	}))
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("worker %s: %v", w.clientID, err)
+	case <-time.After(15 * time.Second):
+		cancel()
+		t.Fatalf("worker %s not ready", w.clientID)
+	}
+	var once sync.Once
+	w.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done: // a killed worker's Run may end with its lost connection: not the test's point
+			case <-time.After(20 * time.Second):
+				t.Errorf("worker %s did not stop", w.clientID)
+			}
+		})
+	}
+	t.Cleanup(w.stop)
+	for _, g := range so.replicas {
+		poll(t, 10*time.Second, w.clientID+" online at "+g.srv.PlatformID(), func() bool { return agentOnline(g.srv, w.clientID) })
+	}
+	so.workers = append(so.workers, w)
+	return w
+}
+
+// alternating is an http.RoundTripper that sends each request of one MCP
+// session to the next replica in turn (the same URL path on another host),
+// as a load balancer without stickiness would.
+type alternating struct {
+	token string
+	hosts []string // host:port of the replicas
+	n     atomic.Uint64
+	per   []atomic.Int64 // requests sent to each replica
+}
+
+func newAlternating(token string, replicas []*gwEnv) *alternating {
+	a := &alternating{token: token, per: make([]atomic.Int64, len(replicas))}
+	for _, g := range replicas {
+		a.hosts = append(a.hosts, strings.TrimPrefix(g.base, "http://"))
+	}
+	return a
+}
+
+func (a *alternating) RoundTrip(r *http.Request) (*http.Response, error) {
+	i := int(a.n.Add(1)-1) % len(a.hosts)
+	a.per[i].Add(1)
+	r = r.Clone(r.Context())
+	r.URL.Host, r.Host = a.hosts[i], a.hosts[i]
+	r.Header.Set("Authorization", "Bearer "+a.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connectAlternating opens an MCP session (go-sdk client, legacy-era
+// protocol with sessions) whose requests alternate between the replicas.
+func connectAlternating(ctx context.Context, tr *alternating, path string) (*mcp.ClientSession, error) {
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolbus-scaleout", Version: "1"}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   "http://" + tr.hosts[0] + path,
+		HTTPClient: &http.Client{Transport: tr},
+		// No standalone GET stream: it would pin one replica for the
+		// session's server-to-client messages, which these calls do not use.
+		DisableStandaloneSSE: true,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+}
