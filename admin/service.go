@@ -74,6 +74,9 @@ type Options struct {
 	AgentTools func(ctx context.Context, tok acl.Token) ([]AgentTool, error)
 	// ToolsTimeout bounds AgentTools; 0 means 5s.
 	ToolsTimeout time.Duration
+	// Settings returns the process's effective settings (GET /config);
+	// nil means none to show (a data directory).
+	Settings func() []Setting
 	// OnChange, if set, is called after every change the Service is asked
 	// for, made or refused (the audit hook). It runs on the request's
 	// goroutine: it must not block for long.

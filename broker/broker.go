@@ -104,6 +104,10 @@ func New(opts Options) (*Broker, error) {
 		cancel()
 		return nil, fmt.Errorf("broker: add inline hook: %w", err)
 	}
+	if err := b.addEventsHook(); err != nil { // after the ACL hook: see eventsHook
+		cancel()
+		return nil, fmt.Errorf("broker: add events hook: %w", err)
+	}
 	return b, nil
 }
 

@@ -34,13 +34,20 @@ type agentTool struct {
 
 // agentCatalog is the tool list of the expert agents for one context.
 type agentCatalog struct {
-	tools   []agentTool // by exposed name
-	byName  map[string]int
+	*toolSet
 	gen     uint64 // presence generation it was fetched at
 	fetched time.Time
 }
 
-func (c *agentCatalog) lookup(exposed string) (agentTool, bool) {
+// toolSet is a tool list as built from one tools/list answer. It is never
+// changed once built, so the contexts whose agents gave the same answer
+// (usually all of them) share one (see toolSets).
+type toolSet struct {
+	tools  []agentTool // by exposed name
+	byName map[string]int
+}
+
+func (c *toolSet) lookup(exposed string) (agentTool, bool) {
 	i, ok := c.byName[exposed]
 	if !ok {
 		return agentTool{}, false
@@ -86,6 +93,15 @@ func (cs *catalogs) get(ctx context.Context, key expertagent.Context, gen uint64
 	return v.(*agentCatalog), nil
 }
 
+// peek returns the context's catalog if one is cached and fresh, without
+// fetching; nil otherwise.
+func (cs *catalogs) peek(key expertagent.Context, gen uint64) *agentCatalog {
+	if c, ok := cs.cache.Peek(key); ok && c.gen == gen && cs.now().Sub(c.fetched) < cs.ttl {
+		return c
+	}
+	return nil
+}
+
 // invalidate drops a context's catalog (the agent said its list changed).
 func (cs *catalogs) invalidate(key expertagent.Context) { cs.cache.Remove(key) }
 
@@ -95,8 +111,8 @@ const maxToolPages = 100
 // buildCatalog turns an agent's tools/list results into a catalog, renaming
 // tools whose names platform tools hold and filling what MCP clients need
 // (a description, an object inputSchema).
-func buildCatalog(pages []json.RawMessage, taken func(name string) bool, warn func(msg string, args ...any)) (*agentCatalog, error) {
-	c := &agentCatalog{byName: map[string]int{}}
+func buildCatalog(pages []json.RawMessage, taken func(name string) bool, warn func(msg string, args ...any)) (*toolSet, error) {
+	c := &toolSet{byName: map[string]int{}}
 	for _, page := range pages {
 		var res struct {
 			Tools []map[string]json.RawMessage `json:"tools"`

@@ -80,6 +80,15 @@ type Options struct {
 	// SessionSecret signs session IDs; replicas that share it accept each
 	// other's sessions. Empty means a random secret per process.
 	SessionSecret []byte
+	// EndedSessions is the store the replicas share, where a session a
+	// client ends is recorded and every replica looks before serving one
+	// (session_shared.go); nil means this process alone knows.
+	EndedSessions EndedSessions
+	// EndedSessionsCacheTTL is how long a "not ended" answer of
+	// EndedSessions is trusted per session: how late another replica may
+	// still serve a session ended elsewhere. 0 means 1s; negative asks on
+	// every request.
+	EndedSessionsCacheTTL time.Duration
 	// SessionTTL is how long an idle session lives; 0 means 24h.
 	SessionTTL time.Duration
 	// ToolListTTL is how long an expert agent's tool list is reused for a
@@ -121,6 +130,7 @@ type Gateway struct {
 	router   *mux.Router
 	sessions *sessions
 	catalogs *catalogs
+	toolSets *toolSets
 	stats    gatewayStats
 	limits   atomic.Pointer[rateLimiter]
 
@@ -183,8 +193,10 @@ func New(opts Options) (*Gateway, error) {
 		router:   mux.NewRouter(),
 		sessions: newSessions(opts.SessionSecret, opts.SessionTTL),
 		catalogs: newCatalogs(opts.MaxContexts, opts.ToolListTTL),
+		toolSets: newToolSets(),
 		done:     make(chan struct{}),
 	}
+	g.sessions.shareEnded(opts.EndedSessions, opts.EndedSessionsCacheTTL, g.log)
 	g.limits.Store(newRateLimiter(opts.RateLimits))
 	g.requestPrefix = randomHex(4)
 	g.serverInfo, _ = json.Marshal(map[string]string{"name": opts.ServerName, "version": opts.ServerVersion})

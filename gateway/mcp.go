@@ -97,7 +97,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
 		var netErr net.Error
 		switch {
 		case errors.As(err, &tooBig):
-			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "request body over the limit")
+			g.refuse(w, r, http.StatusRequestEntityTooLarge, "body_too_large", "request body over the limit") // counted and audited
 		case errors.As(err, &netErr) && netErr.Timeout():
 			writeError(w, http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time")
 		default:
@@ -379,6 +379,9 @@ func (g *Gateway) acceptLegacy(c *call, header string) bool {
 		return false
 	}
 	s, err := g.sessions.lookup(id, c.tok.UserID, c.tok.ID)
+	if err == nil {
+		err = g.sessions.checkShared(c.httpReq.Context(), s) // ended on another replica?
+	}
 	if err != nil {
 		g.stats.refused("unknown_session")
 		c.rw.error(http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "%v: initialize a new session", err))
@@ -406,11 +409,19 @@ func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s, err := g.sessions.lookup(id, tok.UserID, tok.ID)
+	if err == nil {
+		err = g.sessions.checkShared(r.Context(), s)
+	}
 	if err != nil {
 		writeError(w, http.StatusNotFound, "unknown_session", err.Error())
 		return
 	}
-	g.sessions.end(s)
+	if err := g.sessions.endShared(r.Context(), s); err != nil {
+		g.log.WithError(err).Error("could not record an ended session in the store")
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable",
+			"the session could not be ended (the store is unavailable): retry the DELETE")
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -127,3 +128,42 @@ func (g *Gateway) observeCall(c *call, name string, start time.Time) {
 		Tool: clip(name), Source: o.source, Outcome: o.outcome, Reason: o.reason,
 	})
 }
+
+// Observers fans every report out to each Observer in turn (metrics, then
+// the audit log). Each must be quick: they run on the request's goroutine.
+type Observers []Observer
+
+var _ Observer = Observers(nil)
+
+// ToolCall implements Observer.
+func (obs Observers) ToolCall(tc *ToolCall) {
+	for _, o := range obs {
+		o.ToolCall(tc)
+	}
+}
+
+// Refused implements Observer.
+func (obs Observers) Refused(r *http.Request, status int, reason string) {
+	for _, o := range obs {
+		o.Refused(r, status, reason)
+	}
+}
+
+// Request implements Observer.
+func (obs Observers) Request(method string, d time.Duration) {
+	for _, o := range obs {
+		o.Request(method, d)
+	}
+}
+
+// AgentRequest implements Observer.
+func (obs Observers) AgentRequest(method string, d time.Duration, err error) {
+	for _, o := range obs {
+		o.AgentRequest(method, d, err)
+	}
+}
+
+// RequestID is the ID the gateway gave the request of ctx (the one echoed in
+// X-Request-Id), or "" outside a gateway request: for Observers, whose
+// Refused gets the request.
+func RequestID(ctx context.Context) string { return requestIDOf(ctx) }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -63,7 +64,11 @@ func (g *Gateway) fetchCatalog(ctx context.Context, key expertagent.Context, tok
 		if cursor != "" {
 			params, _ = json.Marshal(map[string]string{"cursor": cursor})
 		}
+		start := time.Now()
 		m, err := g.opts.Agents.Request(ctx, key, callerOf(tok), "tools/list", params, nil)
+		if g.opts.Observer != nil {
+			g.opts.Observer.AgentRequest("tools/list", time.Since(start), err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -79,13 +84,19 @@ func (g *Gateway) fetchCatalog(ctx context.Context, key expertagent.Context, tok
 			break
 		}
 	}
-	return buildCatalog(pages, g.platformTaken, func(msg string, args ...any) {
-		f := logrus.Fields{}
-		for i := 0; i+1 < len(args); i += 2 {
-			f[fmt.Sprint(args[i])] = args[i+1]
-		}
-		log.WithFields(f).Warn(msg)
+	set, err := g.toolSets.get(pages, func() (*toolSet, error) {
+		return buildCatalog(pages, g.platformTaken, func(msg string, args ...any) {
+			f := logrus.Fields{}
+			for i := 0; i+1 < len(args); i += 2 {
+				f[fmt.Sprint(args[i])] = args[i+1]
+			}
+			log.WithFields(f).Warn(msg)
+		})
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &agentCatalog{toolSet: set}, nil
 }
 
 func (g *Gateway) toolsList(c *call) {
@@ -241,12 +252,11 @@ func readOnlyTool(a *platformtools.Annotations) bool {
 // their notifications while it runs.
 func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 	ctx := c.httpReq.Context()
-	cat, err := g.agentCatalog(ctx, c)
+	t, ok, err := g.agentToolOf(ctx, c, name)
 	if err != nil {
 		g.agentFailure(c, name, err)
 		return
 	}
-	t, ok := cat.lookup(name)
 	if !ok {
 		c.setOutcome("", OutcomeRefused, "unknown_tool")
 		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
@@ -291,6 +301,32 @@ func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 		c.resultOutcome(SourceAgent, msg.Result)
 	}
 	c.rw.result(msg.Result)
+}
+
+// agentToolOf finds the agent tool a call names in the context's tool
+// list, fetched from the agents (a round trip) when it is not cached. The
+// first call in a new context would cost two round trips; instead, when
+// the last tool list any context got has the tool, the call goes straight
+// to the agents, which refuse a tool they do not serve here (-32602). Only
+// names some agent listed ever leave the gateway. A read-only token, whose
+// check needs the context's own annotations, and a prefixed name, whose
+// agent-side name the context's list says, always wait for the list.
+func (g *Gateway) agentToolOf(ctx context.Context, c *call, name string) (agentTool, bool, error) {
+	if !c.tok.ReadOnly && !strings.HasPrefix(name, AgentToolPrefix) {
+		if cat := g.catalogs.peek(c.ctx, g.opts.Agents.PresenceGeneration()); cat != nil {
+			t, ok := cat.lookup(name)
+			return t, ok, nil
+		}
+		if t, ok := g.toolSets.lastListed(name); ok {
+			return t, true, nil
+		}
+	}
+	cat, err := g.agentCatalog(ctx, c)
+	if err != nil {
+		return agentTool{}, false, err
+	}
+	t, ok := cat.lookup(name)
+	return t, ok, nil
 }
 
 // relay sends an agent's interim message for an open call to the client.

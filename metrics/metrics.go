@@ -63,6 +63,7 @@ type Metrics struct {
 	requests      *prometheus.HistogramVec
 	agentRequests *prometheus.HistogramVec
 	refused       *prometheus.CounterVec
+	reloads       *prometheus.CounterVec
 }
 
 var _ gateway.Observer = (*Metrics)(nil)
@@ -95,9 +96,13 @@ func New(opts Options) *Metrics {
 	}, []string{"method", "outcome"})
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "refused_requests_total",
-		Help: "Requests refused before they ran, by reason (unauthenticated, forbidden, too_large, rate_limited, ...).",
+		Help: "Requests refused before they ran, by reason (unauthenticated, forbidden, body_too_large, rate_limited, ...).",
 	}, []string{"reason"})
-	m.reg.MustRegister(m.toolCalls, m.requests, m.agentRequests, m.refused,
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "config_reloads_total",
+		Help: "Reloads of the settings (SIGHUP), by result (ok, error: the running settings stayed).",
+	}, []string{"result"})
+	m.reg.MustRegister(m.toolCalls, m.requests, m.agentRequests, m.refused, m.reloads,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: Namespace}),
 		&statsCollector{opts: opts},
@@ -112,6 +117,15 @@ func (m *Metrics) Handler() http.Handler {
 
 // Registry is the underlying registry, for tests and for other collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Reloaded counts one reload of the settings and its result.
+func (m *Metrics) Reloaded(err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.reloads.WithLabelValues(result).Inc()
+}
 
 // ToolCall implements gateway.Observer.
 func (m *Metrics) ToolCall(tc *gateway.ToolCall) {

@@ -28,6 +28,8 @@ func (s *Server) withAdmin(api http.Handler) http.Handler {
 // embedded broker, /clients answers 501 and identity changes are not live.
 func (s *Server) adminHandler() http.Handler {
 	opts := admin.Options{Store: s.store, Logger: s.cfg.Logger}
+	opts.Settings = s.cfg.Settings
+	opts.OnChange = s.auditChange()
 	if s.policy != nil {
 		opts.Policy = s.policy
 	}

@@ -13,7 +13,7 @@ func (s *Server) observer() gateway.Observer {
 		opts.Broker = s.broker
 	}
 	s.metrics = metrics.New(opts)
-	return s.metrics
+	return s.withAudit(s.metrics) // server/audit.go
 }
 
 // Metrics is the process's Prometheus registry, once started.

@@ -16,6 +16,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/admin"
+	"github.com/toolbus/toolbus/audit"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
@@ -48,8 +50,12 @@ type Config struct {
 	// "toolbus-" + PlatformID, so that replicas (each with its own platform
 	// ID) never share one and knock each other off.
 	BrokerClientID string
-	// DataDir holds the store. Required.
+	// DataDir holds the store. Required unless StoreURL is set.
 	DataDir string
+	// StoreURL is a shared PostgreSQL store
+	// (postgres://user:password@host:port/dbname), for several replicas;
+	// "" means SQLite in DataDir. See docs/scale-out.md.
+	StoreURL string
 	// PlatformID names this process on the bus; "" means a random one per
 	// start, so each replica receives only the replies to its own requests.
 	PlatformID string
@@ -72,6 +78,11 @@ type Config struct {
 	SessionSecret string
 	// SessionTTL is how long an idle MCP session lives; 0 means 24h.
 	SessionTTL time.Duration
+	// EndedSessionsCacheTTL is how long a replica trusts the store's "not
+	// ended" answer for an MCP session, i.e. how late it may still serve a
+	// session another replica ended; 0 means 1s, negative asks the store
+	// on every request. See docs/scale-out.md.
+	EndedSessionsCacheTTL time.Duration
 	// ToolListTTL is how long an expert agent's tool list is reused per
 	// context; 0 means 30s.
 	ToolListTTL time.Duration
@@ -94,9 +105,16 @@ type Config struct {
 	// call may run past it, up to CallTimeout. 0 means 60s.
 	ReadTimeout time.Duration
 
+	// Settings are the effective settings as the command resolved them,
+	// secrets masked, for GET /api/v1/admin/config; nil shows none.
+	Settings func() []admin.Setting
+
 	// RateLimits bound requests per token, per user and to the expert
 	// agents' tools; the zero value limits nothing.
 	RateLimits gateway.RateLimits
+
+	// Audit configures the audit log (server/audit.go).
+	Audit AuditConfig
 
 	// Logger receives the process's logs; nil discards them.
 	Logger *logrus.Entry
@@ -121,12 +139,13 @@ type Server struct {
 	httpLn    net.Listener
 	httpDone  chan error
 	metrics   *metrics.Metrics
+	audit     *audit.Log // server/audit.go
 }
 
 // New checks cfg and fills in its defaults. It starts nothing.
 func New(cfg Config) (*Server, error) {
-	if cfg.DataDir == "" {
-		return nil, errors.New("server: DataDir is required")
+	if err := checkStore(&cfg); err != nil {
+		return nil, err
 	}
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = "127.0.0.1:8080"
@@ -171,12 +190,12 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			_ = s.Shutdown(closeCtx)
 		}
 	}()
-	s.store, err = acl.Open(ctx, s.cfg.DataDir, acl.StoreOptions{
-		HashIterations: s.cfg.HashIterations,
-		Logger:         s.cfg.Logger.WithField("component", "store"),
-	})
+	s.store, err = s.openStore(ctx) // store.go
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
+	}
+	if err := s.startAudit(); err != nil {
+		return err
 	}
 	rules, err := s.store.ListRules(ctx)
 	if err != nil {
@@ -193,6 +212,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			Addr:          s.cfg.MQTTAddr,
 			Authenticator: s.store,
 			Authorizer:    s.policy,
+			Events:        s.auditBrokerEvents(),
 			Logger:        s.cfg.Logger.WithField("component", "broker"),
 		})
 		if err != nil {
@@ -296,6 +316,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		s.pahoBus = nil
 	}
+	if err := s.closeAudit(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("audit log: %w", err))
+	}
 	if s.store != nil {
 		if err := s.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("store: %w", err))
@@ -353,6 +376,10 @@ func (s *Server) startGateway() error {
 		Observer:       observer,
 		Metrics:        s.metrics.Handler(),
 		Logger:         s.cfg.Logger,
+
+		// A session ended on one replica is refused by all (server/store.go).
+		EndedSessions:         s.store,
+		EndedSessionsCacheTTL: s.cfg.EndedSessionsCacheTTL,
 	})
 	if err != nil {
 		return err

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
+	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/envflag"
 )
@@ -25,21 +27,32 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return err
 }
 
-// parseCommandFlags is parseFlags that also returns the flags the command
-// line and the environment set: a config file read again later (SIGHUP)
-// must not override those.
-func parseCommandFlags(fs *flag.FlagSet, args []string) (map[string]bool, error) {
+// flagSources says where each flag not left at its default got its value:
+// "flag" (the command line), "env" or "file".
+type flagSources map[string]string
+
+// explicit reports whether the command line or the environment set the
+// flag: a config file read again later (SIGHUP) must not override it.
+func (s flagSources) explicit(name string) bool { return s[name] == "flag" || s[name] == "env" }
+
+// parseCommandFlags is parseFlags that also says where each value came from.
+func parseCommandFlags(fs *flag.FlagSet, args []string) (flagSources, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	src := flagSources{}
+	fs.Visit(func(f *flag.Flag) { src[f.Name] = "flag" })
 	if err := envflag.Apply(fs, "TOOLBUS_", os.Getenv); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	explicit := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) {
+		if src[f.Name] == "" {
+			src[f.Name] = "env"
+		}
+	})
 	if path := configPath(fs); path != "" {
 		file, err := config.Load(path)
 		if err != nil {
@@ -48,8 +61,30 @@ func parseCommandFlags(fs *flag.FlagSet, args []string) (map[string]bool, error)
 		if err := file.Apply(fs, configFlag, checkConfigFlag); err != nil {
 			return nil, err
 		}
+		fs.Visit(func(f *flag.Flag) {
+			if src[f.Name] == "" {
+				src[f.Name] = "file"
+			}
+		})
 	}
-	return explicit, nil
+	return src, nil
+}
+
+// effectiveSettings lists every flag of fs with its value and source;
+// values of flags that hold secrets are masked.
+func effectiveSettings(fs *flag.FlagSet, src flagSources) []admin.Setting {
+	var out []admin.Setting
+	fs.VisitAll(func(f *flag.Flag) {
+		s := admin.Setting{Name: f.Name, Value: f.Value.String(), Source: src[f.Name]}
+		if s.Source == "" {
+			s.Source = "default"
+		}
+		if (strings.Contains(f.Name, "password") || strings.Contains(f.Name, "secret") || f.Name == "store-url") && s.Value != "" {
+			s.Value = "********"
+		}
+		out = append(out, s)
+	})
+	return out
 }
 
 func configPath(fs *flag.FlagSet) string {

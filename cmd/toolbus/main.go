@@ -43,6 +43,7 @@ commands:
   agents                 list the expert agents and their tools   (needs --server)
   contexts list          list the cached contexts                 (needs --server)
   contexts evict         evict (unsubscribe) a cached context     (needs --server)
+  audit                  query the audit log (--since --until --user --tool --outcome --kind --limit)
   config check FILE      check a config file for serve (exit 0, or the line at fault)
 
 The operator commands (all but serve and config) work through the admin API of a
@@ -94,6 +95,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runContexts(ctx, rest, stdout, stderr)
 	case "config":
 		return runConfig(ctx, rest, stdout, stderr)
+	case "audit":
+		return runAudit(ctx, rest, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -3,14 +3,16 @@ package main
 import (
 	"context"
 	"flag"
-	"io"
+	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/server"
@@ -19,11 +21,38 @@ import (
 // reloadTimeout bounds one SIGHUP reload (it reads the store).
 const reloadTimeout = 10 * time.Second
 
+// reloadable are the settings a SIGHUP takes from the config file again.
+var reloadable = []string{"log-level", "rate-limit-token", "rate-limit-user", "rate-limit-agent-tools"}
+
+// liveSettings are the effective settings as GET /api/v1/admin/config
+// shows them, kept up to date by reloads.
+type liveSettings struct {
+	mu   sync.Mutex
+	list []admin.Setting
+}
+
+func (l *liveSettings) get() []admin.Setting {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]admin.Setting(nil), l.list...)
+}
+
+func (l *liveSettings) set(name, value, source string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range l.list {
+		if l.list[i].Name == name {
+			l.list[i].Value, l.list[i].Source = value, source
+		}
+	}
+}
+
 // serveUntilDone waits for ctx to end, reloading on every SIGHUP what can
 // change at run time: the log level and the rate limits from the config
-// file (unless the command line or the environment set them), and the ACL
-// rules from the store. Connections stay up.
-func serveUntilDone(ctx context.Context, srv *server.Server, configFile string, explicit map[string]bool, limits gateway.RateLimits, log *logrus.Entry) {
+// file (unless the command line or the environment set them; a setting
+// taken out of the file goes back to its default), and the ACL rules from
+// the store. Connections stay up. A bad file changes nothing.
+func serveUntilDone(ctx context.Context, srv *server.Server, fs *flag.FlagSet, src flagSources, live *liveSettings, log *logrus.Entry) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -32,63 +61,81 @@ func serveUntilDone(ctx context.Context, srv *server.Server, configFile string, 
 		case <-ctx.Done():
 			return
 		case <-hup:
-			rctx, cancel := context.WithTimeout(ctx, reloadTimeout)
-			r, err := reloadSettings(configFile, explicit, limits)
+			values, err := reloadValues(fs, src)
+			var r server.Reload
 			if err == nil {
-				err = srv.Reload(rctx, r)
+				r, err = reloadOf(values, fs)
 			}
-			cancel()
+			if err == nil {
+				rctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+				err = srv.Reload(rctx, r)
+				cancel()
+			}
+			if m := srv.Metrics(); m != nil {
+				m.Reloaded(err)
+			}
 			if err != nil {
 				log.WithError(err).Error("reload failed; the running settings stay")
+				continue
+			}
+			for name, v := range values {
+				live.set(name, v.value, v.source)
 			}
 		}
 	}
 }
 
-// reloadSettings reads the reloadable settings from the config file again;
-// limits are those the process started with, kept where the command line
-// or the environment set them. A bad file changes nothing.
-func reloadSettings(configFile string, explicit map[string]bool, limits gateway.RateLimits) (server.Reload, error) {
-	var r server.Reload
-	if configFile == "" {
-		return r, nil
-	}
-	file, err := config.Load(configFile)
-	if err != nil {
-		return r, err
-	}
-	// The same flags as serve's, on a scratch set: the file is checked as
-	// at start, and only the reloadable values are taken from it.
-	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	level := fs.String("log-level", "", "")
-	texts := map[string]*string{}
-	dsts := map[string]*gateway.Limit{"rate-limit-token": &limits.PerToken, "rate-limit-user": &limits.PerUser, "rate-limit-agent-tools": &limits.AgentTools}
-	for name := range dsts {
-		texts[name] = fs.String(name, "", "")
-	}
-	var reloadable []config.Setting
-	for _, s := range file.Settings {
-		if fs.Lookup(s.Key) != nil && !explicit[s.Key] {
-			reloadable = append(reloadable, s)
+type sourcedValue struct{ value, source string }
+
+// reloadValues reads the reloadable settings that the command line and the
+// environment left to the file: the file's value, or the default when the
+// file no longer sets it.
+func reloadValues(fs *flag.FlagSet, src flagSources) (map[string]sourcedValue, error) {
+	values := map[string]sourcedValue{}
+	for _, name := range reloadable {
+		if !src.explicit(name) {
+			values[name] = sourcedValue{fs.Lookup(name).DefValue, "default"}
 		}
 	}
-	if err := (&config.File{Path: file.Path, Settings: reloadable}).Apply(fs); err != nil {
-		return r, err
+	path := configPath(fs)
+	if path == "" {
+		return values, nil
 	}
-	if *level != "" {
-		lv, err := logrus.ParseLevel(*level)
+	file, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range file.Settings {
+		if _, ok := values[s.Key]; ok {
+			values[s.Key] = sourcedValue{s.Value, "file"}
+		} else if fs.Lookup(s.Key) == nil || s.Key == configFlag || s.Key == checkConfigFlag {
+			// The file must still be one serve would start with.
+			return nil, &config.Error{File: file.Path, Line: s.Line, Key: s.Key, Err: config.ErrUnknownKey}
+		}
+	}
+	return values, nil
+}
+
+// reloadOf turns reloaded values into a server.Reload; settings not in
+// values keep what the process runs with.
+func reloadOf(values map[string]sourcedValue, fs *flag.FlagSet) (server.Reload, error) {
+	var r server.Reload
+	if v, ok := values["log-level"]; ok {
+		lv, err := logrus.ParseLevel(v.value)
 		if err != nil {
-			return r, err
+			return r, fmt.Errorf("log-level: %w", err)
 		}
 		r.LogLevel = &lv
 	}
-	for name, dst := range dsts {
-		if explicit[name] {
-			continue
+	var limits gateway.RateLimits
+	for name, dst := range map[string]*gateway.Limit{"rate-limit-token": &limits.PerToken, "rate-limit-user": &limits.PerUser, "rate-limit-agent-tools": &limits.AgentTools} {
+		text := fs.Lookup(name).Value.String() // as started, for one the file may not change
+		if v, ok := values[name]; ok {
+			text = v.value
 		}
-		if *dst, err = gateway.ParseLimit(*texts[name]); err != nil {
-			return r, err
+		var err error
+		if *dst, err = gateway.ParseLimit(text); err != nil {
+			return r, fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	r.RateLimits = &limits

@@ -22,6 +22,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address of the gateway")
 	fs.StringVar(&cfg.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "TCP listen address of the embedded MQTT broker")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory of the store")
+	fs.StringVar(&cfg.StoreURL, "store-url", "", "shared PostgreSQL store for several replicas, postgres://user:password@host:port/db (prefer TOOLBUS_STORE_URL: a flag shows in ps); default: SQLite in --data-dir (see docs/scale-out.md)")
 	fs.StringVar(&cfg.PlatformID, "platform-id", "", "this gateway's name on the bus (default: random per start)")
 	fs.StringVar(&cfg.BrokerURL, "broker-url", "", "external MQTT broker, tcp://host:port or ssl://host:port: no embedded broker (see docs/external-broker.md)")
 	fs.StringVar(&cfg.BrokerUsername, "broker-username", "", "username on the external broker (an identity of role platform)")
@@ -36,6 +37,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.ContextTTL, "context-ttl", 24*time.Hour, "idle time after which a context's subscription is dropped")
 	fs.StringVar(&cfg.SessionSecret, "session-secret", "", "secret that signs MCP session IDs; replicas that share it accept each other's sessions (default: random per start)")
 	fs.DurationVar(&cfg.SessionTTL, "session-ttl", 24*time.Hour, "idle time after which an MCP session ends")
+	fs.DurationVar(&cfg.EndedSessionsCacheTTL, "ended-sessions-cache-ttl", time.Second, "how long a replica trusts the store's \"session not ended\" per session: how late it may serve a session another replica ended (negative: ask on every request)")
 	fs.DurationVar(&cfg.ToolListTTL, "tool-list-ttl", 30*time.Second, "how long an expert agent's tool list is reused per context")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 4<<20, "largest MCP request body accepted (413 above)")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "http-read-header-timeout", 10*time.Second, "how long a client may take to send a request's headers (slow clients are disconnected)")
@@ -55,11 +57,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&limits[0].text, limits[0].flag, "", `requests a minute per token, "N" or "N:BURST" (e.g. 600:50); "" = no limit; over it: 429 with Retry-After`)
 	fs.StringVar(&limits[1].text, limits[1].flag, "", `requests a minute per user, all of its tokens together, "N" or "N:BURST"; "" = no limit`)
 	fs.StringVar(&limits[2].text, limits[2].flag, "", `expert-agent tool calls a minute, all callers together (protects the agents), "N" or "N:BURST"; "" = no limit`)
+	auditRetention := addAuditFlags(fs, &cfg.Audit) // audit.go
 	fs.String(configFlag, "", "YAML config file: keys are these flags' names (nested keys join with -), beneath flags and TOOLBUS_* variables; see docs/config.md")
 	checkOnly := fs.Bool(checkConfigFlag, false, "check the settings (flags, environment, --config file) and exit without starting")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "json", "log format: json or text")
-	explicit, err := parseCommandFlags(fs, args)
+	sources, err := parseCommandFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -73,12 +76,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("--%s: %w", l.flag, err)
 		}
 	}
+	if err := auditRetention(); err != nil {
+		return err
+	}
 	cfg.AllowedHosts = splitList(*allowedHosts)
 	cfg.AllowedOrigins = splitList(*allowedOrigins)
 	if cfg.BrokerTLS, err = brokerTLS(cfg.BrokerURL, *brokerCA, *brokerCert, *brokerKey); err != nil {
 		return err
 	}
 
+	live := &liveSettings{list: effectiveSettings(fs, sources)}
+	cfg.Settings = live.get
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
@@ -102,7 +110,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		mqtt = "mqtt://" + a.String()
 	}
 	fmt.Fprintf(stdout, "toolbus: http://%s/api/v1/mcp  %s  platform-id %s\n", srv.HTTPAddr(), mqtt, srv.PlatformID())
-	serveUntilDone(ctx, srv, configPath(fs), explicit, cfg.RateLimits, log)
+	serveUntilDone(ctx, srv, fs, sources, live, log)
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *shutdownTimeout)
 	defer cancel()

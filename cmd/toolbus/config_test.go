@@ -1,0 +1,92 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestConfigCheck: a good file passes; a bad one fails with its file, line
+// and setting, the same whether checked alone or given to serve (which
+// then refuses to start).
+func TestConfigCheck(t *testing.T) {
+	isolateEnv(t)
+	good := writeFile(t, "good.yaml", "data-dir: "+t.TempDir()+"\ncall-timeout: 5s\nrate-limit:\n  token: \"600:50\"\nallowed-hosts: [gw.example.com]\n")
+	if out, errOut, err := runCLI(t, "config", "check", good); err != nil || !strings.Contains(out, "settings ok") {
+		t.Fatalf("config check good: %v, stdout %q, stderr %q", err, out, errOut)
+	}
+
+	tests := []struct {
+		name, text, want string
+	}{
+		{"unknown setting", "call-timeout: 5s\n\nhttp-adr: x\n", "bad.yaml:3: http-adr: unknown setting"},
+		{"bad duration", "call-timeout: soon\n", `bad.yaml:1: call-timeout: invalid value "soon"`},
+		{"bad rate limit", "rate-limit:\n  user: fast\n", "rate-limit-user"},
+		{"bad yaml", "call-timeout: 5s\n  x: y\n", "bad.yaml:2: not valid YAML"},
+		{"bad platform id", "platform-id: a/b\n", "platform id"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := filepath.Join(t.TempDir(), "bad.yaml")
+			if err := os.WriteFile(bad, []byte(tc.text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := runCLI(t, "config", "check", bad)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("config check: %v, want an error with %q", err, tc.want)
+			}
+			_, _, err = runCLI(t, "serve", "--config", bad, "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("serve --config: %v, want a refusal with %q", err, tc.want)
+			}
+		})
+	}
+	if _, _, err := runCLI(t, "config", "check"); err == nil {
+		t.Fatal("config check without a file passed")
+	}
+	if _, _, err := runCLI(t, "config", "check", filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestConfigPrecedence: the command line beats the environment, which
+// beats the file; the sources are reported that way, secrets masked.
+func TestConfigPrecedence(t *testing.T) {
+	isolateEnv(t)
+	file := writeFile(t, "c.yaml", "call-timeout: 5s\nlist-timeout: 2s\nmax-contexts: 50\nsession-secret: hunter2hunter2\n")
+	t.Setenv("TOOLBUS_LIST_TIMEOUT", "3s")
+	t.Setenv("TOOLBUS_MAX_CONTEXTS", "60")
+	fs := newFlagSet("serve", os.Stderr)
+	fs.String(configFlag, "", "")
+	fs.Duration("call-timeout", 0, "")
+	fs.Duration("list-timeout", 0, "")
+	fs.Int("max-contexts", 0, "")
+	fs.String("session-secret", "", "")
+	fs.String("http-addr", "127.0.0.1:8080", "")
+	src, err := parseCommandFlags(fs, []string{"--config", file, "--max-contexts", "70"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range effectiveSettings(fs, src) {
+		got[s.Name] = s.Value + " (" + s.Source + ")"
+	}
+	for name, want := range map[string]string{
+		"call-timeout": "5s (file)", "list-timeout": "3s (env)", "max-contexts": "70 (flag)",
+		"session-secret": "******** (file)", "http-addr": "127.0.0.1:8080 (default)", "config": file + " (flag)",
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %q, want %q", name, got[name], want)
+		}
+	}
+}
