@@ -1,8 +1,6 @@
 package testenv
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolbus/toolbus/internal/debpkg"
 )
 
 // Bounds of the Mosquitto helpers.
@@ -26,11 +26,6 @@ const (
 	// mosquittoStartTries is how many free ports StartMosquitto tries.
 	mosquittoStartTries = 5
 )
-
-// mosquittoInstallLock serialises the install across test binaries: `go
-// test ./...` runs packages in parallel, and two apt-gets would fight over
-// dpkg's lock.
-const mosquittoInstallLock = "/tmp/toolbus-testenv-mosquitto.lock"
 
 // MosquittoOptions configures StartMosquitto.
 type MosquittoOptions struct {
@@ -95,68 +90,7 @@ func lookMosquitto() string {
 }
 
 func findOrInstallMosquitto() (bin string, skip bool, err error) {
-	if p := lookMosquitto(); p != "" {
-		return p, false, nil
-	}
-	aptGet, aptErr := exec.LookPath("apt-get")
-	if os.Geteuid() != 0 || aptErr != nil {
-		return "", true, nil
-	}
-	lock, err := os.OpenFile(mosquittoInstallLock, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", false, fmt.Errorf("install lock: %w", err)
-	}
-	defer lock.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), mosquittoInstallTimeout)
-	defer cancel()
-	if err := flockContext(ctx, lock); err != nil {
-		return "", false, fmt.Errorf("install lock: %w", err)
-	}
-	// Closing the file unlocks it too; the explicit unlock is for clarity.
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
-	// Another test binary may have installed it while we waited.
-	if p := lookMosquitto(); p != "" {
-		return p, false, nil
-	}
-	install := func() ([]byte, error) {
-		cmd := exec.CommandContext(ctx, aptGet, "install", "-y", "--no-install-recommends", "mosquitto")
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		return cmd.CombinedOutput()
-	}
-	out, err := install()
-	if err != nil {
-		// A fresh machine has no package lists yet.
-		upd := exec.CommandContext(ctx, aptGet, "update")
-		upd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if uout, uerr := upd.CombinedOutput(); uerr != nil {
-			return "", false, fmt.Errorf("apt-get update: %w\n%s", uerr, uout)
-		}
-		if out, err = install(); err != nil {
-			return "", false, fmt.Errorf("apt-get install mosquitto: %w\n%s", err, out)
-		}
-	}
-	if p := lookMosquitto(); p != "" {
-		return p, false, nil
-	}
-	return "", false, fmt.Errorf("apt-get installed mosquitto, but no mosquitto binary is on PATH or in /usr/sbin")
-}
-
-// flockContext takes an exclusive lock on f, polling until ctx ends.
-func flockContext(ctx context.Context, f *os.File) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return debpkg.Find("mosquitto", lookMosquitto, mosquittoInstallTimeout)
 }
 
 // StartMosquitto starts mosquitto on a free 127.0.0.1 port with

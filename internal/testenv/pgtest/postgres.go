@@ -1,12 +1,11 @@
 // Package pgtest starts throwaway PostgreSQL servers for tests. It is a
-// leaf package (only the standard library and pgx) so that the acl
+// leaf package (the standard library, pgx and debpkg only) so that the acl
 // package's own tests can use it; testenv re-exports it.
 package pgtest
 
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -23,6 +22,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+
+	"github.com/toolbus/toolbus/internal/debpkg"
 )
 
 // Bounds of the PostgreSQL helpers.
@@ -39,9 +40,6 @@ const (
 	// are trusted (the server listens on 127.0.0.1 only).
 	postgresUser = "toolbus"
 )
-
-// postgresInstallLock serialises the install across test binaries.
-const postgresInstallLock = "/tmp/toolbus-testenv-postgres.lock"
 
 var (
 	postgresOnce sync.Once
@@ -114,47 +112,7 @@ func lookPostgres() string {
 }
 
 func findOrInstallPostgres() (bin string, skip bool, err error) {
-	if d := lookPostgres(); d != "" {
-		return d, false, nil
-	}
-	aptGet, aptErr := exec.LookPath("apt-get")
-	if os.Geteuid() != 0 || aptErr != nil {
-		return "", true, nil
-	}
-	lock, err := os.OpenFile(postgresInstallLock, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", false, fmt.Errorf("install lock: %w", err)
-	}
-	defer lock.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), postgresInstallTimeout)
-	defer cancel()
-	if err := flockContext(ctx, lock); err != nil {
-		return "", false, fmt.Errorf("install lock: %w", err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
-	if d := lookPostgres(); d != "" {
-		return d, false, nil
-	}
-	install := func() ([]byte, error) {
-		cmd := exec.CommandContext(ctx, aptGet, "install", "-y", "--no-install-recommends", "postgresql")
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		return cmd.CombinedOutput()
-	}
-	out, err := install()
-	if err != nil {
-		upd := exec.CommandContext(ctx, aptGet, "update")
-		upd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if uout, uerr := upd.CombinedOutput(); uerr != nil {
-			return "", false, fmt.Errorf("apt-get update: %w\n%s", uerr, uout)
-		}
-		if out, err = install(); err != nil {
-			return "", false, fmt.Errorf("apt-get install postgresql: %w\n%s", err, out)
-		}
-	}
-	if d := lookPostgres(); d != "" {
-		return d, false, nil
-	}
-	return "", false, fmt.Errorf("apt-get installed postgresql, but no initdb/pg_ctl/postgres in /usr/lib/postgresql/*/bin")
+	return debpkg.Find("postgresql", lookPostgres, postgresInstallTimeout)
 }
 
 // Start makes a new cluster (initdb) in a temporary directory and
@@ -299,24 +257,6 @@ func (p *Postgres) CreateDatabase(t testing.TB, stmts ...string) string {
 		}
 	}
 	return u
-}
-
-// flockContext takes an exclusive lock on f, polling until ctx ends.
-func flockContext(ctx context.Context, f *os.File) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // freePort returns a port that was free on 127.0.0.1 a moment ago.
