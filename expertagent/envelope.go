@@ -33,6 +33,14 @@ type Caller struct {
 	ReadOnly bool     `json:"readOnly"`
 }
 
+// ClaimMethod is the notification an agent sends on the response topic,
+// with its client ID in the envelope's "agent", to claim a call that runs
+// for a while: when that agent goes offline (its Last Will) before its
+// answer, the gateway fails the call at once, even though other agents of
+// the pool are online, instead of letting it wait for its deadline. Any
+// response-topic message with "agent" set claims the call the same way.
+const ClaimMethod = "notifications/toolbus/claimed"
+
 // Envelope is the payload of every message on a request or response topic:
 // one JSON-RPC 2.0 message with the correlation ID of the call it belongs to.
 type Envelope struct {
@@ -42,7 +50,9 @@ type Envelope struct {
 	Deadline int64 `json:"deadline,omitempty"`
 	// Caller is set on requests from the gateway.
 	Caller *Caller `json:"caller,omitempty"`
-	// Agent is reserved for buses that carry several distinct agents.
+	// Agent is the client ID of the agent that sends a response-topic
+	// message. It claims the call for that agent (see ClaimMethod); on
+	// requests it is unused.
 	Agent   string          `json:"agent,omitempty"`
 	Message json.RawMessage `json:"message"`
 }

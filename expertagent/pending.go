@@ -25,6 +25,7 @@ type pendingCall struct {
 	topic string
 
 	mu      sync.Mutex
+	agent   string // client ID of the agent that claimed the call, if it said
 	interim []*jsonrpc.Message
 	final   *jsonrpc.Message
 	err     error
@@ -157,6 +158,40 @@ func (t *pendingTable) remove(p *pendingCall, answered bool) bool {
 		*f = finishedCall{seq: p.seq, answered: answered}
 	}
 	return true
+}
+
+// claim records which agent took the call; the first one to say wins.
+func (p *pendingCall) claim(agent string) {
+	p.mu.Lock()
+	if p.agent == "" {
+		p.agent = agent
+	}
+	p.mu.Unlock()
+}
+
+func (p *pendingCall) claimedBy(agent string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.agent == agent
+}
+
+// failClaimed fails the open calls that agent claimed with err.
+func (t *pendingTable) failClaimed(agent string, err error) int {
+	t.mu.Lock()
+	var calls []*pendingCall
+	for _, p := range t.calls {
+		if p.claimedBy(agent) {
+			calls = append(calls, p)
+		}
+	}
+	t.mu.Unlock()
+	n := 0
+	for _, p := range calls {
+		if p.finish(nil, err) {
+			n++
+		}
+	}
+	return n
 }
 
 // failAll fails every open call with err (the calls stay in the table until

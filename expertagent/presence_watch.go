@@ -61,20 +61,20 @@ func presenceClientID(topic string) (string, bool) {
 
 // handle applies one presence message. It reports whether the message was
 // understood and whether it took the last online agent away.
-func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (ok, lastGone bool) {
+func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (ok, lastGone bool, gone string) {
 	id, ok := presenceClientID(topic)
 	if !ok {
-		return false, false
+		return false, false, ""
 	}
 	var st AgentStatus
 	cleared := len(payload) == 0
 	if !cleared {
 		var p Presence
 		if err := json.Unmarshal(payload, &p); err != nil {
-			return false, false
+			return false, false, ""
 		}
 		if p.Status != StatusOnline && p.Status != StatusOffline {
-			return false, false
+			return false, false, ""
 		}
 		st = AgentStatus{ClientID: id, Name: p.Name, Version: p.Version, Online: p.Status == StatusOnline, Since: now}
 		if p.Since > 0 {
@@ -87,6 +87,9 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (ok,
 	before := w.online
 	if old, had := w.agents[id]; had && old.Online {
 		w.online--
+		if cleared || !st.Online {
+			gone = id
+		}
 	}
 	if cleared {
 		delete(w.agents, id)
@@ -102,7 +105,7 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (ok,
 	close(w.changed)
 	w.changed = make(chan struct{})
 	w.gen++
-	return true, before > 0 && w.online == 0
+	return true, before > 0 && w.online == 0, gone
 }
 
 // forgetOldestOffline drops the offline agent heard of longest ago. Called

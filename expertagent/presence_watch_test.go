@@ -11,7 +11,8 @@ func TestPresenceWatch(t *testing.T) {
 	type step struct {
 		topic, payload string
 		ok, lastGone   bool
-		online         bool // anyOnline after the step
+		online         bool   // anyOnline after the step
+		gone           string // the agent the step took offline
 	}
 	tests := []struct {
 		name  string
@@ -19,44 +20,44 @@ func TestPresenceWatch(t *testing.T) {
 		want  []AgentStatus // Agents() at the end
 	}{
 		{"one agent online then offline", []step{
-			{PresenceTopic("a1"), `{"status":"online","clientId":"a1","name":"echo","version":"1.2","since":1767225600000}`, true, false, true},
-			{PresenceTopic("a1"), `{"status":"offline","clientId":"a1","name":"echo","version":"1.2"}`, true, true, false},
+			{PresenceTopic("a1"), `{"status":"online","clientId":"a1","name":"echo","version":"1.2","since":1767225600000}`, true, false, true, ""},
+			{PresenceTopic("a1"), `{"status":"offline","clientId":"a1","name":"echo","version":"1.2"}`, true, true, false, "a1"},
 		}, []AgentStatus{{ClientID: "a1", Name: "echo", Version: "1.2", Online: false, Since: now}}},
 		{"two agents, one leaves", []step{
-			{PresenceTopic("a1"), `{"status":"online"}`, true, false, true},
-			{PresenceTopic("a2"), `{"status":"online"}`, true, false, true},
-			{PresenceTopic("a1"), `{"status":"offline"}`, true, false, true},
+			{PresenceTopic("a1"), `{"status":"online"}`, true, false, true, ""},
+			{PresenceTopic("a2"), `{"status":"online"}`, true, false, true, ""},
+			{PresenceTopic("a1"), `{"status":"offline"}`, true, false, true, "a1"},
 		}, []AgentStatus{{ClientID: "a2", Online: true, Since: now}, {ClientID: "a1", Since: now}}},
 		{"empty retained payload clears", []step{
-			{PresenceTopic("a1"), `{"status":"online"}`, true, false, true},
-			{PresenceTopic("a1"), ``, true, true, false},
+			{PresenceTopic("a1"), `{"status":"online"}`, true, false, true, ""},
+			{PresenceTopic("a1"), ``, true, true, false, "a1"},
 		}, []AgentStatus{}},
 		{"repeated online counts once", []step{
-			{PresenceTopic("a1"), `{"status":"online"}`, true, false, true},
-			{PresenceTopic("a1"), `{"status":"online"}`, true, false, true},
-			{PresenceTopic("a1"), `{"status":"offline"}`, true, true, false},
+			{PresenceTopic("a1"), `{"status":"online"}`, true, false, true, ""},
+			{PresenceTopic("a1"), `{"status":"online"}`, true, false, true, ""},
+			{PresenceTopic("a1"), `{"status":"offline"}`, true, true, false, "a1"},
 		}, []AgentStatus{{ClientID: "a1", Since: now}}},
 		{"topic is the authority, not the payload", []step{
-			{PresenceTopic("a1"), `{"status":"online","clientId":"someone-else"}`, true, false, true},
+			{PresenceTopic("a1"), `{"status":"online","clientId":"someone-else"}`, true, false, true, ""},
 		}, []AgentStatus{{ClientID: "a1", Online: true, Since: now}}},
 		{"bad messages change nothing", []step{
-			{PresenceTopic("a1"), `{"status":"online"}`, true, false, true},
-			{PresenceTopic("a1"), `not json`, false, false, true},
-			{PresenceTopic("a1"), `{"status":"gone"}`, false, false, true},
-			{PresenceTopic("a1"), `["online"]`, false, false, true},
-			{TopicPrefix + "agents/a+b/status", `{"status":"offline"}`, false, false, true},
-			{TopicPrefix + "agents/a1/other", `{"status":"offline"}`, false, false, true},
-			{"elsewhere/a1/status", `{"status":"offline"}`, false, false, true},
+			{PresenceTopic("a1"), `{"status":"online"}`, true, false, true, ""},
+			{PresenceTopic("a1"), `not json`, false, false, true, ""},
+			{PresenceTopic("a1"), `{"status":"gone"}`, false, false, true, ""},
+			{PresenceTopic("a1"), `["online"]`, false, false, true, ""},
+			{TopicPrefix + "agents/a+b/status", `{"status":"offline"}`, false, false, true, ""},
+			{TopicPrefix + "agents/a1/other", `{"status":"offline"}`, false, false, true, ""},
+			{"elsewhere/a1/status", `{"status":"offline"}`, false, false, true, ""},
 		}, []AgentStatus{{ClientID: "a1", Online: true, Since: now}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newPresenceWatch()
 			for i, s := range tc.steps {
-				ok, lastGone := w.handle(s.topic, []byte(s.payload), now)
+				ok, lastGone, gone := w.handle(s.topic, []byte(s.payload), now)
 				online, _ := w.anyOnline()
-				if ok != s.ok || lastGone != s.lastGone || online != s.online {
-					t.Errorf("step %d: ok=%v lastGone=%v online=%v; want %v %v %v", i, ok, lastGone, online, s.ok, s.lastGone, s.online)
+				if ok != s.ok || lastGone != s.lastGone || online != s.online || gone != s.gone {
+					t.Errorf("step %d: ok=%v lastGone=%v online=%v gone=%q; want %v %v %v %q", i, ok, lastGone, online, gone, s.ok, s.lastGone, s.online, s.gone)
 				}
 			}
 			got := w.list()

@@ -22,6 +22,10 @@ var (
 	// ErrNoAgent is returned when no expert agent is online to take a
 	// request, and to calls still waiting when the last one goes offline.
 	ErrNoAgent = errors.New("no expert agent online")
+	// ErrAgentGone is returned to a call whose expert agent (the one that
+	// claimed it, see ClaimMethod) went offline before answering, while
+	// other agents stay online.
+	ErrAgentGone = errors.New("the expert agent serving the call went offline")
 	// ErrTimeout is returned when a request's deadline passes before the
 	// agent's final answer arrives. Such errors also match
 	// context.DeadlineExceeded.

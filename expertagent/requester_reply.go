@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
@@ -50,6 +52,9 @@ func (r *Requester) handleReply(topic string, payload []byte) {
 			m.JSONRPC = "" // dropped below
 		}
 	}
+	if env.Agent != "" {
+		p.claim(env.Agent)
+	}
 	if m.JSONRPC != jsonrpc.Version {
 		r.dropped.Add(1)
 		r.log.WithField("correlationId", env.CorrelationID).Debug("dropped reply: not a JSON-RPC 2.0 message")
@@ -65,6 +70,9 @@ func (r *Requester) handleReply(topic string, payload []byte) {
 			r.duplicates.Add(1)
 		}
 		return
+	}
+	if m.Method == ClaimMethod {
+		return // said all it had to say in env.Agent
 	}
 	if !p.addInterim(m) {
 		r.interimDropped.Add(1)
@@ -83,15 +91,24 @@ func rawIDIs(raw json.RawMessage, id string) bool {
 
 // handlePresence is the MessageHandler of PresenceFilter.
 func (r *Requester) handlePresence(topic string, payload []byte) {
-	ok, lastGone := r.presence.handle(topic, payload, time.Now())
+	ok, lastGone, gone := r.presence.handle(topic, payload, time.Now())
 	if !ok {
 		r.badPresence.Add(1)
 		r.log.WithField("topic", topic).Debug("dropped presence message")
 		return
 	}
-	if lastGone && !r.opts.IgnorePresence {
+	if r.opts.IgnorePresence {
+		return
+	}
+	if lastGone {
 		if n := r.pending.failAll(ErrNoAgent); n > 0 {
 			r.log.WithField("calls", n).Warn("last expert agent went offline; failed waiting calls")
+		}
+		return
+	}
+	if gone != "" {
+		if n := r.pending.failClaimed(gone, ErrAgentGone); n > 0 {
+			r.log.WithFields(logrus.Fields{"calls": n, "agent": gone}).Warn("expert agent went offline; failed the calls it had claimed")
 		}
 	}
 }

@@ -93,6 +93,8 @@ func (g *Gateway) agentError(c *call, err error) {
 		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "no expert agent is online to serve %s; try again once one is connected", c.req.Method))
 	case errors.Is(err, expertagent.ErrTimeout):
 		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent did not answer %s in time", c.req.Method))
+	case errors.Is(err, expertagent.ErrAgentGone):
+		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent serving %s went offline before it answered; try again", c.req.Method))
 	case errors.Is(err, expertagent.ErrLinkLost):
 		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the gateway lost its connection to the MQTT broker during %s; try again in a moment", c.req.Method))
 	case errors.Is(err, expertagent.ErrClosed):

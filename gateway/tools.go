@@ -368,6 +368,8 @@ func (g *Gateway) agentFailure(c *call, name string, err error) {
 		c.setOutcome("", OutcomeTimeout, "")
 	case errors.Is(err, expertagent.ErrNoAgent):
 		c.setOutcome("", OutcomeError, "no_agent")
+	case errors.Is(err, expertagent.ErrAgentGone):
+		c.setOutcome("", OutcomeError, "agent_gone")
 	default:
 		c.setOutcome("", OutcomeError, "agent_unreachable")
 	}
@@ -377,6 +379,8 @@ func (g *Gateway) agentFailure(c *call, name string, err error) {
 		text = fmt.Sprintf("Tool %s is served by an expert agent, and no expert agent is online. Try again once one is connected; the platform tools still work.", name)
 	case errors.Is(err, expertagent.ErrTimeout):
 		text = fmt.Sprintf("The expert agent did not answer %s in time. The call was cancelled; try again, or with less work.", name)
+	case errors.Is(err, expertagent.ErrAgentGone):
+		text = fmt.Sprintf("The expert agent that was running %s went offline before it answered; the tool may or may not have run. Other agents are online: try again.", name)
 	case errors.Is(err, expertagent.ErrLinkLost):
 		text = fmt.Sprintf("The gateway lost its connection to the MQTT broker while calling %s; the tool may or may not have run. Try again in a moment.", name)
 	case errors.Is(err, expertagent.ErrClosed):
