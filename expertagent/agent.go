@@ -112,6 +112,7 @@ type Agent struct {
 	toolList  json.RawMessage
 	serveCtx  context.Context // parent of every request's context; cancelled when shutdown gives up waiting
 	link      agentLink
+	usePaho   bool // tests: the paho link even where the lean client serves (export_test.go)
 	filter    string
 	connected chan struct{} // OnConnect signals (re)connections here; size 1, coalescing
 

@@ -32,7 +32,7 @@ type agentLink interface {
 func (a *Agent) newLink() agentLink {
 	will, _ := a.presencePayload(StatusOffline)
 	u, ok := agentLeanURL(a.opts.BrokerURL)
-	if !ok {
+	if !ok || a.usePaho {
 		return &agentPahoLink{client: mqtt.NewClient(a.pahoOptions(will))}
 	}
 	return agentLeanLink{newLeanClient(leanOptions{
