@@ -52,7 +52,9 @@ var (
 // value with a documented default.
 type AgentOptions struct {
 	// BrokerURL is the MQTT broker: tcp://host:port, ssl://host:port or
-	// ws://host:port/path. Required.
+	// ws://host:port/path. Required. tcp:// and ssl:// (and mqtt://,
+	// tls://, mqtts://) go through the Agent's own MQTT client; ws://,
+	// wss://, unix:// and any broker while ALL_PROXY is set, through paho.
 	BrokerURL string
 	// Username and Password log in to the broker (an identity with the
 	// expert-agent role).
