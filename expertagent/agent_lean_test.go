@@ -521,3 +521,46 @@ func TestLeanClientSubscribeFailsOnLoss(t *testing.T) {
 		t.Fatalf("subscribe = %v, want errLeanConnLost", err)
 	}
 }
+
+// TestLeanConnConcurrentWriters: packets of writers that run at once (some
+// taken along by another's write, some large ones written with writev)
+// arrive whole, each writer's in its own order.
+func TestLeanConnConcurrentWriters(t *testing.T) {
+	raw, peer := tcpPair(t)
+	c := newLeanConn(raw, bufio.NewReader(raw))
+	t.Cleanup(func() { c.close(false) })
+	const writers, each = 8, 50
+	errc := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := range each {
+				payload := []byte(fmt.Sprintf("%d:%d", w, i))
+				if i%10 == 9 {
+					payload = append(payload, bytes.Repeat([]byte("z"), 2*leanCopyLimit)...)
+				}
+				if err := c.writePublish(fmt.Sprint("w/", w), uint16(w*each+i+1), 1, false, false, payload); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	next := make([]int, writers)
+	for range writers * each {
+		p, ok := readPacket(t, peer).(*packets.PublishPacket)
+		if !ok {
+			t.Fatal("want a PUBLISH")
+		}
+		var w, i int
+		if _, err := fmt.Sscanf(string(p.Payload), "%d:%d", &w, &i); err != nil || p.TopicName != fmt.Sprint("w/", w) || i != next[w] {
+			t.Fatalf("PUBLISH %s %.20q: want writer %d's packet %d", p.TopicName, p.Payload, w, next[w])
+		}
+		next[w]++
+	}
+	for range writers {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
