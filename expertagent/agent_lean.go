@@ -332,15 +332,25 @@ func leanSubackErr(codes []byte) error {
 	return nil
 }
 
-// leanAckKinds maps an acknowledgement to the kind of wait it ends.
-var leanAckKinds = map[byte]byte{leanPuback: leanPublish, leanSuback: leanSubscribe, leanUnsuback: leanUnsubscribe}
+// leanAckKind is the kind of wait an acknowledgement ends.
+func leanAckKind(ack byte) byte {
+	switch ack {
+	case leanPuback:
+		return leanPublish
+	case leanSuback:
+		return leanSubscribe
+	case leanUnsuback:
+		return leanUnsubscribe
+	}
+	return 0
+}
 
 // complete ends the wait for id, if it is of the kind ack acknowledges.
 func (c *leanClient) complete(id uint16, ack byte, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.pending[id]
-	if p == nil || p.kind != leanAckKinds[ack] {
+	if p == nil || p.kind != leanAckKind(ack) {
 		return // an ack for a wait that gave up: nothing to do
 	}
 	delete(c.pending, id)

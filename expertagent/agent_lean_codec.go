@@ -311,7 +311,7 @@ func (p *leanPacket) decodePublish(body []byte) error {
 // leanReadLength reads a remaining length (one to four bytes).
 func leanReadLength(r *bufio.Reader) (int, error) {
 	n, mult := 0, 1
-	for i := range 4 {
+	for range 4 {
 		d, err := r.ReadByte()
 		if err != nil {
 			return 0, leanUnexpectedEOF(err)
@@ -321,9 +321,6 @@ func leanReadLength(r *bufio.Reader) (int, error) {
 			return n, nil
 		}
 		mult *= 128
-		if i == 3 {
-			break
-		}
 	}
 	return 0, fmt.Errorf("%w: remaining length longer than 4 bytes", errLeanProtocol)
 }
