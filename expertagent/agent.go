@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
@@ -53,7 +52,9 @@ var (
 // value with a documented default.
 type AgentOptions struct {
 	// BrokerURL is the MQTT broker: tcp://host:port, ssl://host:port or
-	// ws://host:port/path. Required.
+	// ws://host:port/path. Required. tcp:// and ssl:// (and mqtt://,
+	// tls://, mqtts://) go through the Agent's own MQTT client; ws://,
+	// wss://, unix:// and any broker while ALL_PROXY is set, through paho.
 	BrokerURL string
 	// Username and Password log in to the broker (an identity with the
 	// expert-agent role).
@@ -112,11 +113,12 @@ type Agent struct {
 	// Set by Run before the client connects, read-only afterwards.
 	toolList  json.RawMessage
 	serveCtx  context.Context // parent of every request's context; cancelled when shutdown gives up waiting
-	client    mqtt.Client
+	link      agentLink
+	usePaho   bool // tests: the paho link even where the lean client serves (export_test.go)
 	filter    string
 	connected chan struct{} // OnConnect signals (re)connections here; size 1, coalescing
 
-	// inMu guards the hand-off from the MQTT client's delivery goroutine to
+	// inMu guards the hand-off from the link's delivery goroutine to
 	// the workers: closing is set (and the channels closed) under the write
 	// lock, sends happen under the read lock.
 	inMu     sync.RWMutex
@@ -303,7 +305,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	rejecter.Go(a.rejectLoop)
 
-	a.client = mqtt.NewClient(a.clientOptions())
+	a.link = a.newLink()
 	err := a.connect(ctx)
 	if err == nil {
 		err = a.serve(ctx)
@@ -318,23 +320,10 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // connect makes the first connection, bounded by ConnectTimeout and ctx.
 func (a *Agent) connect(ctx context.Context) error {
-	tok := a.client.Connect()
-	t := time.NewTimer(a.opts.ConnectTimeout + time.Second) // paho enforces ConnectTimeout itself; this is the backstop
-	defer t.Stop()
-	select {
-	case <-tok.Done():
-		if err := tok.Error(); err != nil {
-			return fmt.Errorf("%w %s: %w", ErrAgentConnect, a.opts.BrokerURL, err)
-		}
-		return nil
-	case <-ctx.Done():
-		// Let the attempt finish so that shutdown's Disconnect closes a
-		// connection paho might otherwise open behind our back.
-		tok.WaitTimeout(a.opts.ConnectTimeout)
-		return fmt.Errorf("%w %s: %w", ErrAgentConnect, a.opts.BrokerURL, ctx.Err())
-	case <-t.C:
-		return fmt.Errorf("%w %s: no CONNACK after %s", ErrAgentConnect, a.opts.BrokerURL, a.opts.ConnectTimeout)
+	if err := a.link.connect(ctx); err != nil {
+		return fmt.Errorf("%w %s: %w", ErrAgentConnect, a.opts.BrokerURL, err)
 	}
+	return nil
 }
 
 // serve (re)subscribes and announces presence after every connection, until
@@ -383,7 +372,7 @@ func (a *Agent) announce(ctx context.Context) error {
 // wait for handlers (bounded), disconnect.
 func (a *Agent) shutdown(ctx context.Context, workers, rejecter *sync.WaitGroup, stopServe context.CancelCauseFunc) {
 	base := context.WithoutCancel(ctx)
-	if a.client.IsConnectionOpen() {
+	if a.link.isOpen() {
 		if err := a.publishPresence(base, StatusOffline); err != nil {
 			a.log.WithError(err).Warn("publish offline presence")
 		}
@@ -408,7 +397,7 @@ func (a *Agent) shutdown(ctx context.Context, workers, rejecter *sync.WaitGroup,
 	if !agentWaitGroup(rejecter, agentOpTimeout) {
 		a.log.Warn("busy replies still pending at shutdown")
 	}
-	a.client.Disconnect(250)
+	a.link.close()
 }
 
 // errAgentStopping is the cause of a request context the Agent cancels

@@ -6,54 +6,40 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	mqtt "github.com/eclipse/paho.mqtt.golang"
 )
 
-// agentBenchClient stands in for the paho client in BenchmarkAgentDispatch:
-// Publish completes at once, as if the broker acknowledged it, so that the
+// agentBenchLink stands in for the broker link in BenchmarkAgentDispatch:
+// publish completes at once, as if the broker acknowledged it, so that the
 // benchmark measures the Agent's own work per message (decode, queue,
 // dispatch, tool, encode) and none of the network's.
-type agentBenchClient struct {
-	mqtt.Client // unused methods: a call panics (nil)
-	published   sync.WaitGroup
+type agentBenchLink struct {
+	published sync.WaitGroup
 }
 
-func (c *agentBenchClient) Publish(_ string, _ byte, _ bool, payload any) mqtt.Token {
-	if p, ok := payload.([]byte); !ok || len(p) == 0 {
-		panic("agentBenchClient: empty payload")
+func (c *agentBenchLink) publish(_ context.Context, _ string, payload []byte, _ bool) error {
+	if len(payload) == 0 {
+		panic("agentBenchLink: empty payload")
 	}
 	c.published.Done()
-	return agentDoneToken{}
+	return nil
 }
 
-func (c *agentBenchClient) IsConnectionOpen() bool { return false }
-func (c *agentBenchClient) Disconnect(uint)        {}
-
-// agentDoneToken is an acknowledged token.
-type agentDoneToken struct{}
-
-var agentClosedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-func (agentDoneToken) Wait() bool                     { return true }
-func (agentDoneToken) WaitTimeout(time.Duration) bool { return true }
-func (agentDoneToken) Done() <-chan struct{}          { return agentClosedChan }
-func (agentDoneToken) Error() error                   { return nil }
+func (c *agentBenchLink) connect(context.Context) error             { panic("unused") }
+func (c *agentBenchLink) subscribe(context.Context, string) error   { panic("unused") }
+func (c *agentBenchLink) unsubscribe(context.Context, string) error { panic("unused") }
+func (c *agentBenchLink) isOpen() bool                              { return false }
+func (c *agentBenchLink) close()                                    {}
 
 // agentBenchMessage is a delivered MQTT message.
 type agentBenchMessage struct {
-	mqtt.Message
 	topic   string
 	payload []byte
 }
 
-func (m *agentBenchMessage) Topic() string   { return m.topic }
-func (m *agentBenchMessage) Payload() []byte { return m.payload }
-
 // BenchmarkAgentDispatch measures the Agent's CPU per tools/call of a
 // trivial echo tool, the way the gateway sends it, from the delivery
 // callback to the published reply, without the network: onMessage on the
-// benchmark goroutine (paho's delivery goroutine in production), a worker
+// benchmark goroutine (the link's reader in production), a worker
 // for the rest. Every request is a fresh payload, as paho delivers them.
 func BenchmarkAgentDispatch(b *testing.B) {
 	echo := Tool{Name: "echo", Handler: func(_ context.Context, req *CallRequest) (*CallResult, error) {
@@ -70,7 +56,7 @@ func BenchmarkAgentDispatch(b *testing.B) {
 	if err := a.AddTool(echo); err != nil {
 		b.Fatal(err)
 	}
-	client := &agentBenchClient{}
+	client := &agentBenchLink{}
 	stop := agentBenchStart(b, a, client)
 
 	c := Context{PlatformID: "gw-1", UserID: "bench", SessionID: "s-0123456789abcdef", EntityType: NoEntity, EntityID: NoEntity}
@@ -93,7 +79,7 @@ func BenchmarkAgentDispatch(b *testing.B) {
 		client.published.Add(len(msgs))
 		b.StartTimer()
 		for i := range msgs {
-			a.onMessage(nil, &msgs[i])
+			a.onMessage(msgs[i].topic, msgs[i].payload)
 		}
 		client.published.Wait()
 	}
@@ -104,9 +90,9 @@ func BenchmarkAgentDispatch(b *testing.B) {
 	}
 }
 
-// agentBenchStart starts a's workers with client in place of paho, the way
+// agentBenchStart starts a's workers with link in place of the broker's, the way
 // Run does; stop drains them (tb.Cleanup does too, if stop was not called).
-func agentBenchStart(tb testing.TB, a *Agent, client mqtt.Client) (stop func()) {
+func agentBenchStart(tb testing.TB, a *Agent, link agentLink) (stop func()) {
 	tb.Helper()
 	if err := a.start(); err != nil {
 		tb.Fatal(err)
@@ -115,7 +101,7 @@ func agentBenchStart(tb testing.TB, a *Agent, client mqtt.Client) (stop func()) 
 	a.serveCtx = serveCtx
 	a.queue = make(chan *agentCall, a.opts.Concurrency)
 	a.rejects = make(chan *agentCall, a.opts.Concurrency)
-	a.client = client
+	a.link = link
 	var workers, rejecter sync.WaitGroup
 	for range a.opts.Concurrency {
 		workers.Go(a.worker)

@@ -13,47 +13,6 @@ import (
 // agentSubackFailure is the SUBACK return code of a refused subscription (MQTT 3.1.1).
 const agentSubackFailure = 0x80
 
-// clientOptions configures the paho client. paho does not re-subscribe after
-// a reconnect, so OnConnect signals serve, which subscribes again; messages
-// are dispatched by the default handler (subscriptions carry no handler of
-// their own).
-func (a *Agent) clientOptions() *mqtt.ClientOptions {
-	o := mqtt.NewClientOptions().
-		AddBroker(a.opts.BrokerURL).
-		SetClientID(a.opts.ClientID).
-		SetUsername(a.opts.Username).
-		SetPassword(a.opts.Password).
-		SetCleanSession(true).
-		SetAutoReconnect(true).
-		SetConnectRetry(false).
-		SetResumeSubs(false).
-		SetConnectTimeout(a.opts.ConnectTimeout).
-		SetWriteTimeout(agentOpTimeout).
-		SetKeepAlive(30 * time.Second).
-		SetPingTimeout(10 * time.Second).
-		SetMaxReconnectInterval(30 * time.Second).
-		SetOrderMatters(true). // our handler never blocks; order keeps a cancel behind its call
-		SetDefaultPublishHandler(a.onMessage).
-		SetOnConnectHandler(func(mqtt.Client) {
-			select {
-			case a.connected <- struct{}{}:
-			default: // a signal is already pending: one subscribe serves both
-			}
-		}).
-		SetConnectionLostHandler(func(_ mqtt.Client, err error) {
-			a.log.WithError(err).Warn("connection to the broker lost; reconnecting")
-		})
-	if a.opts.TLSConfig != nil {
-		o.SetTLSConfig(a.opts.TLSConfig)
-	}
-	if open := agentOpenConnection(a.opts.BrokerURL); open != nil {
-		o.SetCustomOpenConnectionFn(open)
-	}
-	will, _ := a.presencePayload(StatusOffline)
-	o.SetBinaryWill(PresenceTopic(a.opts.ClientID), will, 1, true)
-	return o
-}
-
 // presencePayload is the retained presence message for status.
 func (a *Agent) presencePayload(status string) ([]byte, error) {
 	return json.Marshal(Presence{
@@ -73,27 +32,17 @@ func (a *Agent) publishPresence(ctx context.Context, status string) error {
 	return nil
 }
 
-// subscribe subscribes to the request filter and checks the SUBACK: a
-// broker that refuses the filter answers 0x80 rather than an error.
+// subscribe subscribes to the request filter; a refusal (SUBACK 0x80) is
+// an error.
 func (a *Agent) subscribe(ctx context.Context) error {
-	tok := a.client.Subscribe(a.filter, 1, nil)
-	if err := agentWaitToken(ctx, tok); err != nil {
+	if err := a.link.subscribe(ctx, a.filter); err != nil {
 		return fmt.Errorf("%w %s: %w", ErrAgentSubscribe, a.filter, err)
-	}
-	st, ok := tok.(*mqtt.SubscribeToken)
-	if !ok {
-		return nil
-	}
-	for _, code := range st.Result() {
-		if code == agentSubackFailure {
-			return fmt.Errorf("%w %s: refused by the broker", ErrAgentSubscribe, a.filter)
-		}
 	}
 	return nil
 }
 
 func (a *Agent) unsubscribe(ctx context.Context) error {
-	if err := agentWaitToken(ctx, a.client.Unsubscribe(a.filter)); err != nil {
+	if err := a.link.unsubscribe(ctx, a.filter); err != nil {
 		return fmt.Errorf("unsubscribe %s: %w", a.filter, err)
 	}
 	return nil
@@ -110,16 +59,16 @@ func (a *Agent) reply(ctx context.Context, topic string, envelope []byte) error 
 }
 
 // publish sends at QoS 1 and waits for the PUBACK, at most agentOpTimeout.
-// It is never called from the client's delivery goroutine.
+// It is never called from the link's delivery goroutine.
 //
 // Replies stay QoS 1, although a QoS 0 reply would spare the broker a
-// PUBACK and the agent a read per call: paho keeps a QoS 1 publish in its
-// store and sends it again once a lost connection is back (it drops QoS 0
-// ones silently while reconnecting), the PUBACK is how the Agent learns that
+// PUBACK and the agent a read per call: both links keep a QoS 1 publish and
+// send it again once a lost connection is back (paho drops QoS 0 ones
+// silently while reconnecting), the PUBACK is how the Agent learns that
 // a reply was lost (PublishErrors), and with an external broker the gateway's
 // QoS 1 subscription gets at-least-once delivery only from a QoS 1 publish.
 func (a *Agent) publish(ctx context.Context, topic string, payload []byte, retained bool) error {
-	if err := agentWaitToken(ctx, a.client.Publish(topic, 1, retained, payload)); err != nil {
+	if err := a.link.publish(ctx, topic, payload, retained); err != nil {
 		return fmt.Errorf("publish %s: %w", topic, err)
 	}
 	return nil

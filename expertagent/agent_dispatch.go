@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	mqtt "github.com/eclipse/paho.mqtt.golang"
-
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
@@ -31,17 +29,18 @@ type agentInbound struct {
 	msg   jsonrpc.Message
 }
 
-// onMessage runs on paho's delivery goroutine: it decodes, handles
-// cancellation at once (a cancel must not wait behind the calls it cancels),
-// and hands everything else to the workers without blocking.
-func (a *Agent) onMessage(_ mqtt.Client, m mqtt.Message) {
+// onMessage runs on the link's delivery goroutine (the lean client's
+// reader): it decodes, handles cancellation at once (a cancel must not wait
+// behind the calls it cancels), and hands everything else to the workers
+// without blocking. payload is the message's own: in keeps pointing into it.
+func (a *Agent) onMessage(topic string, payload []byte) {
 	a.stats.received.Add(1)
 	// The call carries its decoded request: one allocation for both.
 	call := &agentCall{agent: a}
 	in := &call.in
-	if err := a.decode(m.Topic(), m.Payload(), in); err != nil {
+	if err := a.decode(topic, payload, in); err != nil {
 		a.stats.dropped.Add(1)
-		a.log.WithError(err).WithField("topic", m.Topic()).Debug("dropped message")
+		a.log.WithError(err).WithField("topic", topic).Debug("dropped message")
 		return
 	}
 	switch {
@@ -63,9 +62,9 @@ func (a *Agent) onMessage(_ mqtt.Client, m mqtt.Message) {
 }
 
 // decode fills in from a request topic and its payload, the envelope and
-// its JSON-RPC message in one pass (agentDecodeRequest). paho hands every
-// message its own payload slice, which nobody changes: in keeps pointing
-// into it.
+// its JSON-RPC message in one pass (agentDecodeRequest). Both links hand
+// every message its own payload slice, which nobody changes: in keeps
+// pointing into it.
 func (a *Agent) decode(topic string, payload []byte, in *agentInbound) error {
 	c, err := agentParseRequestTopic(topic)
 	if err != nil {

@@ -15,10 +15,10 @@ import (
 	"github.com/toolbus/toolbus/server"
 )
 
-// This test is left out of -race builds, like the agent reconnect test in
-// expertagent: paho.mqtt.golang v1.5.1 races with itself when it resends a
-// stored QoS 1 publish on reconnect (upstream issue #703), and under load
-// both the gateway and the agent have such publishes when Mosquitto goes.
+// This test is left out of -race builds: paho.mqtt.golang v1.5.1 races with
+// itself when it resends a stored QoS 1 publish on reconnect (upstream issue
+// #703), and under load the gateway's PahoBus has such publishes when
+// Mosquitto goes (the agent's own client does not use paho over tcp://).
 // `make test` runs it again without -race.
 
 // The gateway's texts (in isError results) for a call cut by the broker link, and for no agent

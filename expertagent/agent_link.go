@@ -1,0 +1,164 @@
+package expertagent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+)
+
+// agentLink is the Agent's connection to the broker: the lean client
+// (leanClient) for tcp:// and ssl:// brokers, paho (agentPahoLink) for the
+// rest (WebSocket, unix sockets, a proxy from ALL_PROXY). Either calls the
+// Agent's onMessage for each request and signals each (re)connection on
+// a.connected; neither re-subscribes by itself.
+type agentLink interface {
+	// connect makes the first connection (not retried); later ones are
+	// automatic.
+	connect(ctx context.Context) error
+	// subscribe subscribes at QoS 1 and fails if the broker refuses.
+	subscribe(ctx context.Context, filter string) error
+	unsubscribe(ctx context.Context, filter string) error
+	// publish sends at QoS 1 and waits for the PUBACK, at most until ctx is
+	// done or agentOpTimeout.
+	publish(ctx context.Context, topic string, payload []byte, retained bool) error
+	isOpen() bool
+	// close disconnects (the broker drops the Will) and stops the link.
+	close()
+}
+
+// newLink returns the link for the Agent's options.
+func (a *Agent) newLink() agentLink {
+	will, _ := a.presencePayload(StatusOffline)
+	u, ok := agentLeanURL(a.opts.BrokerURL)
+	if !ok || a.usePaho {
+		return &agentPahoLink{client: mqtt.NewClient(a.pahoOptions(will))}
+	}
+	return agentLeanLink{newLeanClient(leanOptions{
+		url: u, tls: a.opts.TLSConfig, clientID: a.opts.ClientID,
+		username: a.opts.Username, password: a.opts.Password,
+		will:      leanWill{topic: PresenceTopic(a.opts.ClientID), payload: will, qos: 1, retain: true},
+		keepAlive: agentKeepAlive, pingTimeout: agentPingTimeout, connectTimeout: a.opts.ConnectTimeout,
+		maxBackoff: agentMaxReconnectInterval,
+		onMessage:  a.onMessage,
+		onConnect:  a.signalConnected,
+		onLost: func(err error) {
+			a.log.WithError(err).Warn("connection to the broker lost; reconnecting")
+		},
+	}, a.log.WithField("component", "expertagent.mqtt"))}
+}
+
+// agentLeanLink is the Agent's link through the lean client: QoS 1, one filter.
+type agentLeanLink struct{ *leanClient }
+
+func (l agentLeanLink) subscribe(ctx context.Context, filter string) error {
+	return l.leanClient.subscribe(ctx, filter)
+}
+
+func (l agentLeanLink) unsubscribe(ctx context.Context, filter string) error {
+	return l.leanClient.unsubscribe(ctx, filter)
+}
+
+func (l agentLeanLink) publish(ctx context.Context, topic string, payload []byte, retained bool) error {
+	return l.leanClient.publish(ctx, topic, 1, retained, payload)
+}
+
+// The Agent's MQTT timing, for both links.
+const (
+	agentKeepAlive            = 30 * time.Second
+	agentPingTimeout          = 10 * time.Second
+	agentMaxReconnectInterval = 30 * time.Second
+)
+
+// signalConnected tells serve that a connection is up (again).
+func (a *Agent) signalConnected() {
+	select {
+	case a.connected <- struct{}{}:
+	default: // a signal is already pending: one subscribe serves both
+	}
+}
+
+// agentPahoLink is the Agent's link through paho.
+type agentPahoLink struct{ client mqtt.Client }
+
+// pahoOptions configures the paho client. paho does not re-subscribe after
+// a reconnect, so OnConnect signals serve, which subscribes again; messages
+// are dispatched by the default handler (subscriptions carry no handler of
+// their own).
+func (a *Agent) pahoOptions(will []byte) *mqtt.ClientOptions {
+	o := mqtt.NewClientOptions().
+		AddBroker(a.opts.BrokerURL).
+		SetClientID(a.opts.ClientID).
+		SetUsername(a.opts.Username).
+		SetPassword(a.opts.Password).
+		SetCleanSession(true).
+		SetAutoReconnect(true).
+		SetConnectRetry(false).
+		SetResumeSubs(false).
+		SetConnectTimeout(a.opts.ConnectTimeout).
+		SetWriteTimeout(agentOpTimeout).
+		SetKeepAlive(agentKeepAlive).
+		SetPingTimeout(agentPingTimeout).
+		SetMaxReconnectInterval(agentMaxReconnectInterval).
+		SetOrderMatters(true). // our handler never blocks; order keeps a cancel behind its call
+		SetDefaultPublishHandler(func(_ mqtt.Client, m mqtt.Message) { a.onMessage(m.Topic(), m.Payload()) }).
+		SetOnConnectHandler(func(mqtt.Client) { a.signalConnected() }).
+		SetConnectionLostHandler(func(_ mqtt.Client, err error) {
+			a.log.WithError(err).Warn("connection to the broker lost; reconnecting")
+		})
+	if a.opts.TLSConfig != nil {
+		o.SetTLSConfig(a.opts.TLSConfig)
+	}
+	o.SetBinaryWill(PresenceTopic(a.opts.ClientID), will, 1, true)
+	return o
+}
+
+func (l *agentPahoLink) connect(ctx context.Context) error {
+	tok := l.client.Connect()
+	opts := l.client.OptionsReader()
+	timeout := opts.ConnectTimeout()
+	t := time.NewTimer(timeout + time.Second) // paho enforces ConnectTimeout itself; this is the backstop
+	defer t.Stop()
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	case <-ctx.Done():
+		// Let the attempt finish so that close's Disconnect closes a
+		// connection paho might otherwise open behind our back.
+		tok.WaitTimeout(timeout)
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("no CONNACK after %s", timeout)
+	}
+}
+
+// subscribe checks the SUBACK: a broker that refuses the filter answers
+// 0x80 rather than an error.
+func (l *agentPahoLink) subscribe(ctx context.Context, filter string) error {
+	tok := l.client.Subscribe(filter, 1, nil)
+	if err := agentWaitToken(ctx, tok); err != nil {
+		return err
+	}
+	st, ok := tok.(*mqtt.SubscribeToken)
+	if !ok {
+		return nil
+	}
+	for _, code := range st.Result() {
+		if code == agentSubackFailure {
+			return fmt.Errorf("refused by the broker")
+		}
+	}
+	return nil
+}
+
+func (l *agentPahoLink) unsubscribe(ctx context.Context, filter string) error {
+	return agentWaitToken(ctx, l.client.Unsubscribe(filter))
+}
+
+func (l *agentPahoLink) publish(ctx context.Context, topic string, payload []byte, retained bool) error {
+	return agentWaitToken(ctx, l.client.Publish(topic, 1, retained, payload))
+}
+
+func (l *agentPahoLink) isOpen() bool { return l.client.IsConnectionOpen() }
+func (l *agentPahoLink) close()       { l.client.Disconnect(250) }

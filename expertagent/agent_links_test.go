@@ -1,0 +1,68 @@
+package expertagent_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/toolbus/toolbus/broker"
+	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/internal/testenv"
+)
+
+// TestAgentLinks: the agent serves a call with a large payload over every
+// kind of connection: its own client over tcp:// and ssl:// / tls://, paho
+// over ws:// and (forced) over tcp://. A certificate the agent does not
+// trust fails Run with ErrAgentConnect.
+func TestAgentLinks(t *testing.T) {
+	cert, pool := testenv.SelfSignedCert(t)
+	e := &agEnv{testenv.StartBroker(t, testenv.WithReadyCheck(), testenv.WithOptions(func(o *broker.Options) {
+		o.InlineQoS = 1
+		o.TLSAddr = "127.0.0.1:0"
+		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		o.WSAddr = "127.0.0.1:0"
+	}))}
+	trust := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	tlsAddr := e.Broker.TLSAddr().String()
+	big := strings.Repeat("0123456789abcdef", 200<<10/16) // several TLS records and WebSocket frames
+	for _, tc := range []struct {
+		name, url string
+		tls       *tls.Config
+		paho      bool
+	}{
+		{name: "lean tcp", url: e.URL},
+		{name: "lean ssl", url: "ssl://" + tlsAddr, tls: trust},
+		{name: "lean tls", url: "tls://" + tlsAddr, tls: trust},
+		{name: "paho ws", url: "ws://" + e.Broker.WSAddr().String() + "/mqtt"},
+		{name: "paho tcp", url: e.URL, paho: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := expertagent.NewAgent(e.agentOptions(t, expertagent.AgentOptions{
+				Name: "links", ClientID: "links-" + strings.ReplaceAll(tc.name, " ", "-"), BrokerURL: tc.url, TLSConfig: tc.tls,
+			}))
+			if tc.paho {
+				expertagent.UsePahoLink(a)
+			}
+			if err := a.AddTool(agEchoTool()); err != nil {
+				t.Fatal(err)
+			}
+			agRun(t, a)
+			c := e.newCaller(t)
+			res := agDecodeResult(t, c.call(t, "tools/call", agCallParams("echo", map[string]any{"text": big}, nil)))
+			if got := res.Content[0]["text"]; got != big {
+				t.Fatalf("echo of %d bytes came back as %d", len(big), len(got.(string)))
+			}
+		})
+	}
+
+	t.Run("untrusted certificate", func(t *testing.T) {
+		o := e.agentOptions(t, expertagent.AgentOptions{Name: "links", BrokerURL: "ssl://" + tlsAddr, ConnectTimeout: agWait})
+		err := expertagent.NewAgent(o).Run(agContext(t))
+		var unknown x509.UnknownAuthorityError
+		if !errors.Is(err, expertagent.ErrAgentConnect) || !errors.As(err, &unknown) {
+			t.Fatalf("Run = %v, want ErrAgentConnect for an unknown authority", err)
+		}
+	})
+}
