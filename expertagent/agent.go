@@ -23,6 +23,7 @@ const (
 	DefaultAgentConcurrency     = 64
 	DefaultAgentConnectTimeout  = 10 * time.Second
 	DefaultAgentShutdownTimeout = 10 * time.Second
+	DefaultAgentClaimAfter      = 250 * time.Millisecond
 )
 
 // agentOpTimeout bounds each wait for a broker acknowledgement (PUBACK,
@@ -84,6 +85,12 @@ type AgentOptions struct {
 	// requests in flight before it cancels their contexts (and then as long
 	// again for them to return); 0 = DefaultAgentShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// ClaimAfter is how long a request runs before the Agent claims it
+	// (ClaimMethod, with its client ID), so that a gateway fails the call at
+	// once should this instance die, even while others of its group live.
+	// Quick requests are never claimed. 0 = DefaultAgentClaimAfter;
+	// negative = never claim.
+	ClaimAfter time.Duration
 	// Logger receives the agent's logs; nil = discard.
 	Logger *logrus.Entry
 }
@@ -151,6 +158,9 @@ func NewAgent(opts AgentOptions) *Agent {
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultAgentShutdownTimeout
+	}
+	if opts.ClaimAfter == 0 {
+		opts.ClaimAfter = DefaultAgentClaimAfter
 	}
 	log := opts.Logger
 	if log == nil {
@@ -299,11 +309,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.rejects = make(chan *agentCall, a.opts.Concurrency)
 	a.connected = make(chan struct{}, 1)
 
-	var workers, rejecter sync.WaitGroup
+	var workers, rejecter, claimer sync.WaitGroup
 	for range a.opts.Concurrency {
 		workers.Go(a.worker)
 	}
 	rejecter.Go(a.rejectLoop)
+	if a.opts.ClaimAfter > 0 {
+		claimer.Go(func() { a.claimLoop(serveCtx) })
+	}
+	defer claimer.Wait() // it stops with serveCtx, which shutdown cancels
 
 	a.link = a.newLink()
 	err := a.connect(ctx)

@@ -130,6 +130,7 @@ func (a *Agent) enqueue(call *agentCall) {
 			a.log.WithField("correlationId", in.env.CorrelationID).Debug("dropped duplicate request")
 			return
 		}
+		call.started = time.Now()
 		a.inflight[call.key] = call
 		a.flightMu.Unlock()
 	}

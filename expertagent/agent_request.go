@@ -169,8 +169,11 @@ type agentCall struct {
 	cancelCause  context.CancelCauseFunc
 	stopDeadline context.CancelFunc // nil without a deadline
 
-	mu   sync.Mutex
-	done bool // final response sent (or abandoned): no more notifications
+	started time.Time // when it was queued: claimLoop claims it after ClaimAfter
+
+	mu      sync.Mutex
+	done    bool // final response sent (or abandoned): no more notifications
+	claimed bool // the claim was sent
 }
 
 // cancel ends the call's context with cause and releases its deadline timer.

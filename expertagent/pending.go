@@ -160,13 +160,16 @@ func (t *pendingTable) remove(p *pendingCall, answered bool) bool {
 	return true
 }
 
-// claim records which agent took the call; the first one to say wins.
-func (p *pendingCall) claim(agent string) {
+// claim records which agent took the call; the first one to say wins. It
+// reports whether this was the first claim.
+func (p *pendingCall) claim(agent string) bool {
 	p.mu.Lock()
-	if p.agent == "" {
-		p.agent = agent
+	defer p.mu.Unlock()
+	if p.agent != "" {
+		return false
 	}
-	p.mu.Unlock()
+	p.agent = agent
+	return true
 }
 
 func (p *pendingCall) claimedBy(agent string) bool {

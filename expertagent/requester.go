@@ -108,6 +108,7 @@ type Stats struct {
 	Mismatched     uint64 // replies whose correlationId is open but belongs to another context's topic
 	InterimDropped uint64 // interim messages over the per-call queue bound
 	BadPresence    uint64 // presence messages that could not be understood
+	Claims         uint64 // calls an agent claimed (see ClaimMethod)
 }
 
 // Requester sends MCP requests to the expert agents of a context and waits
@@ -130,7 +131,7 @@ type Requester struct {
 	publishWaits bool
 	stopLink     func() // stops watchLink (requester_link.go)
 
-	dropped, late, duplicates, mismatched, interimDropped, badPresence atomic.Uint64
+	dropped, late, duplicates, mismatched, interimDropped, badPresence, claims atomic.Uint64
 
 	mu         sync.Mutex
 	started    bool
@@ -703,6 +704,7 @@ func (r *Requester) Stats() Stats {
 		Mismatched:        r.mismatched.Load(),
 		InterimDropped:    r.interimDropped.Load(),
 		BadPresence:       r.badPresence.Load(),
+		Claims:            r.claims.Load(),
 	}
 }
 

@@ -1,6 +1,7 @@
 package expertagent_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -91,4 +92,48 @@ func mustUnquote(t *testing.T, raw json.RawMessage) string {
 		t.Fatalf("id %s: %v", raw, err)
 	}
 	return s
+}
+
+// The Agent SDK claims a call that runs past ClaimAfter (250 ms by
+// default); the claim reaches the requester, is counted, and the call still
+// ends with its own answer.
+func TestAgentClaimsLongCall(t *testing.T) {
+	e := rqStartBroker(t)
+	release := make(chan struct{})
+	slow := expertagent.Tool{
+		Name: "slow", Description: "Waits until the test lets it go.",
+		Handler: func(ctx context.Context, _ *expertagent.CallRequest) (*expertagent.CallResult, error) {
+			select {
+			case <-release:
+				return expertagent.Text("done"), nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		},
+	}
+	e.startAgent(t, "claimer", slow)
+	r := rqRequester(t, e.Broker.Bus(), expertagent.RequesterOptions{CallTimeout: time.Minute})
+	rqPoll(t, "agent online", func() bool { a := r.Agents(); return len(a) == 1 && a[0].Online })
+
+	var interims []string
+	type result struct {
+		raw json.RawMessage
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		raw, err := r.CallTool(rqContext(t), rqCtx(1), nil, "slow", json.RawMessage(`{}`), func(_ string, m *jsonrpc.Message) {
+			interims = append(interims, m.Method)
+		})
+		done <- result{raw, err}
+	}()
+	rqPoll(t, "the call claimed", func() bool { return r.Stats().Claims == 1 })
+	close(release)
+	res := rqRecv(t, done)
+	if res.err != nil || rqText(t, res.raw) != "done" {
+		t.Fatalf("claimed call: %v %s", res.err, res.raw)
+	}
+	if len(interims) != 0 {
+		t.Fatalf("interim messages %v reached the caller; the claim must not", interims)
+	}
 }

@@ -52,8 +52,8 @@ func (r *Requester) handleReply(topic string, payload []byte) {
 			m.JSONRPC = "" // dropped below
 		}
 	}
-	if env.Agent != "" {
-		p.claim(env.Agent)
+	if env.Agent != "" && p.claim(env.Agent) {
+		r.claims.Add(1)
 	}
 	if m.JSONRPC != jsonrpc.Version {
 		r.dropped.Add(1)

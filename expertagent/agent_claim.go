@@ -1,0 +1,58 @@
+package expertagent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/toolbus/toolbus/jsonrpc"
+)
+
+// claimLoop claims the requests that have been in flight for ClaimAfter
+// (see ClaimMethod). A ticker at half that period keeps quick requests
+// free of any per-call cost; it stops with ctx.
+func (a *Agent) claimLoop(ctx context.Context) {
+	period := max(a.opts.ClaimAfter/2, 10*time.Millisecond)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var due []*agentCall
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			due = due[:0]
+			a.flightMu.Lock()
+			for _, c := range a.inflight {
+				if now.Sub(c.started) >= a.opts.ClaimAfter {
+					due = append(due, c)
+				}
+			}
+			a.flightMu.Unlock()
+			for _, c := range due {
+				if err := c.claim(ctx); err != nil && ctx.Err() == nil {
+					a.log.WithError(err).WithField("correlationId", c.corrID).Debug("claim not sent")
+				}
+			}
+		}
+	}
+}
+
+// claimMessage is the ClaimMethod notification.
+var claimMessage = []byte(`{"jsonrpc":"` + jsonrpc.Version + `","method":"` + ClaimMethod + `"}`)
+
+// claim sends the call's claim once, unless the call is over.
+func (c *agentCall) claim(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done || c.claimed {
+		return nil
+	}
+	c.claimed = true
+	env := Envelope{CorrelationID: c.corrID, Agent: c.agent.opts.ClientID, Message: claimMessage}
+	b, err := env.Encode()
+	if err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	return c.agent.reply(ctx, c.topic, b)
+}
