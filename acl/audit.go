@@ -1,18 +1,26 @@
 package acl
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// The audit log's rows live in the table audit_events (migration 3). Its
-// statements are kept here rather than in queries.go so that the audit log
-// stays one file beside the store; they follow the same rules: $n
-// placeholders, times as unix milliseconds, nothing driver-specific.
+// The audit log lives in the table audit_segments (migration 3): one row per
+// batch the writer flushes, its events as a JSON array, with the batch's
+// time range and size beside it. A row per event cost more CPU than the
+// tool call it recorded (SQLite's B-tree inserts into a table and four
+// indexes, ~30 µs with modernc); a row per batch costs one insert per flush
+// and about a microsecond of JSON per event. Queries, rare and bounded by
+// retention, read the segments of their time range and filter in Go. The
+// statements follow queries.go's rules: $n placeholders, times as unix
+// milliseconds, nothing driver-specific.
 
 // Kinds of audit events (AuditEvent.Kind).
 const (
@@ -69,21 +77,68 @@ const (
 	MaxAuditLimit     = 1000
 )
 
-const auditColumns = `id, time_ms, kind, token_id, user_id, client_id, session_id, entity_type, entity_id,
-tool, source, action, target, status, duration_us, outcome, reason, request_id`
-
 const (
-	qInsertAudit = `INSERT INTO audit_events (time_ms, kind, token_id, user_id, client_id, session_id, entity_type, entity_id,
-tool, source, action, target, status, duration_us, outcome, reason, request_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
-	// Oldest first by the same order the queries read, a chunk at a time so
-	// that a large backlog never holds the write lock for long.
-	qDeleteAuditBefore = `DELETE FROM audit_events WHERE id IN
-(SELECT id FROM audit_events WHERE time_ms < $1 ORDER BY time_ms, id LIMIT $2)`
-	qDeleteAuditOldest = `DELETE FROM audit_events WHERE id IN
-(SELECT id FROM audit_events ORDER BY time_ms, id LIMIT $1)`
-	qCountAudit = `SELECT COUNT(*) FROM audit_events`
+	qInsertAuditSegment = `INSERT INTO audit_segments (min_ms, max_ms, n, events) VALUES ($1, $2, $3, $4)`
+	// Newest first: by the segment's newest event, then by insertion.
+	qAuditSegmentsHead = `SELECT id, max_ms, events FROM audit_segments`
+	qCountAudit        = `SELECT COALESCE(SUM(n), 0) FROM audit_segments`
+	// Oldest first, a chunk of segments at a time so that a large backlog
+	// never holds the write lock for long.
+	qDeleteAuditBefore = `DELETE FROM audit_segments WHERE id IN
+(SELECT id FROM audit_segments WHERE max_ms < $1 ORDER BY max_ms, id LIMIT $2)`
+	qAuditStraddling = `SELECT id, events FROM audit_segments WHERE min_ms < $1 AND max_ms >= $1`
+	qAuditOldest     = `SELECT id, n, events FROM audit_segments ORDER BY min_ms, id LIMIT $1`
+	qDeleteAuditSeg  = `DELETE FROM audit_segments WHERE id = $1`
+	qUpdateAuditSeg  = `UPDATE audit_segments SET min_ms = $1, max_ms = $2, n = $3, events = $4 WHERE id = $5`
 )
+
+// auditSegmentMax bounds the events of one segment: an event's ID is its
+// segment's ID times auditSegmentMax plus its index there.
+const auditSegmentMax = 1 << 12
+
+// auditRecord is an event as a segment stores it: short keys, times in
+// unix milliseconds and durations in microseconds, empty fields left out.
+type auditRecord struct {
+	T    int64  `json:"t"`
+	Kind string `json:"k"`
+	Tok  string `json:"tk,omitempty"`
+	User string `json:"u,omitempty"`
+	Cli  string `json:"c,omitempty"`
+	Sess string `json:"s,omitempty"`
+	ET   string `json:"et,omitempty"`
+	EI   string `json:"ei,omitempty"`
+	Tool string `json:"tl,omitempty"`
+	Src  string `json:"src,omitempty"`
+	Act  string `json:"a,omitempty"`
+	Tgt  string `json:"tg,omitempty"`
+	St   int    `json:"st,omitempty"`
+	Dur  int64  `json:"d,omitempty"`
+	Out  string `json:"o"`
+	Why  string `json:"r,omitempty"`
+	Req  string `json:"rq,omitempty"`
+}
+
+func recordOf(e *AuditEvent) auditRecord {
+	return auditRecord{T: e.Time.UnixMilli(), Kind: e.Kind, Tok: e.TokenID, User: e.UserID, Cli: e.ClientID, Sess: e.SessionID,
+		ET: e.EntityType, EI: e.EntityID, Tool: e.Tool, Src: e.Source, Act: e.Action, Tgt: e.Target, St: e.Status,
+		Dur: e.Duration.Microseconds(), Out: e.Outcome, Why: e.Reason, Req: e.RequestID}
+}
+
+func (r *auditRecord) event(id int64) AuditEvent {
+	return AuditEvent{ID: id, Time: fromMillis(r.T), Kind: r.Kind, TokenID: r.Tok, UserID: r.User, ClientID: r.Cli,
+		SessionID: r.Sess, EntityType: r.ET, EntityID: r.EI, Tool: r.Tool, Source: r.Src, Action: r.Act, Target: r.Tgt,
+		Status: r.St, Duration: time.Duration(r.Dur) * time.Microsecond, Outcome: r.Out, Reason: r.Why, RequestID: r.Req}
+}
+
+// segmentOf encodes records and returns their time range.
+func segmentOf(recs []auditRecord) (minMs, maxMs int64, data []byte, err error) {
+	minMs, maxMs = recs[0].T, recs[0].T
+	for i := range recs {
+		minMs, maxMs = min(minMs, recs[i].T), max(maxMs, recs[i].T)
+	}
+	data, err = json.Marshal(recs)
+	return minMs, maxMs, data, err
+}
 
 // InsertAudit writes events in one transaction: all of them or none.
 func (s *Store) InsertAudit(ctx context.Context, events []AuditEvent) (err error) {
@@ -100,16 +155,17 @@ func (s *Store) InsertAudit(ctx context.Context, events []AuditEvent) (err error
 			_ = tx.Rollback()
 		}
 	}()
-	stmt, err := tx.PrepareContext(ctx, qInsertAudit)
-	if err != nil {
-		return fmt.Errorf("acl: audit insert: prepare: %w", err)
-	}
-	defer stmt.Close()
-	for i := range events {
-		e := &events[i]
-		if _, err := stmt.ExecContext(ctx, e.Time.UnixMilli(), e.Kind, e.TokenID, e.UserID, e.ClientID, e.SessionID,
-			e.EntityType, e.EntityID, e.Tool, e.Source, e.Action, e.Target, e.Status, e.Duration.Microseconds(),
-			e.Outcome, e.Reason, e.RequestID); err != nil {
+	recs := make([]auditRecord, 0, min(len(events), auditSegmentMax))
+	for start := 0; start < len(events); start += auditSegmentMax {
+		recs = recs[:0]
+		for i := start; i < min(start+auditSegmentMax, len(events)); i++ {
+			recs = append(recs, recordOf(&events[i]))
+		}
+		minMs, maxMs, data, err := segmentOf(recs)
+		if err != nil {
+			return fmt.Errorf("acl: audit insert: encode: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, qInsertAuditSegment, minMs, maxMs, len(recs), string(data)); err != nil {
 			return fmt.Errorf("acl: audit insert: %w", err)
 		}
 	}
@@ -132,6 +188,13 @@ func (s *Store) QueryAudit(ctx context.Context, q AuditQuery) ([]AuditEvent, str
 	if !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since) {
 		return nil, "", fmt.Errorf("%w: until is before since", ErrInvalidAuditQuery)
 	}
+	var curMs, curID int64
+	if q.Cursor != "" {
+		var ok bool
+		if curMs, curID, ok = parseAuditCursor(q.Cursor); !ok {
+			return nil, "", fmt.Errorf("%w: cursor %q: pass the next value of a previous answer", ErrInvalidAuditQuery, q.Cursor)
+		}
+	}
 	var (
 		where []string
 		args  []any
@@ -141,45 +204,72 @@ func (s *Store) QueryAudit(ctx context.Context, q AuditQuery) ([]AuditEvent, str
 		return "$" + strconv.Itoa(len(args))
 	}
 	if !q.Since.IsZero() {
-		where = append(where, "time_ms >= "+arg(q.Since.UnixMilli()))
+		where = append(where, "max_ms >= "+arg(q.Since.UnixMilli()))
 	}
 	if !q.Until.IsZero() {
-		where = append(where, "time_ms < "+arg(q.Until.UnixMilli()))
-	}
-	for _, f := range []struct{ col, v string }{{"user_id", q.User}, {"tool", q.Tool}, {"outcome", q.Outcome}, {"kind", q.Kind}} {
-		if f.v != "" {
-			where = append(where, f.col+" = "+arg(f.v))
-		}
+		where = append(where, "min_ms < "+arg(q.Until.UnixMilli()))
 	}
 	if q.Cursor != "" {
-		ms, id, ok := parseAuditCursor(q.Cursor)
-		if !ok {
-			return nil, "", fmt.Errorf("%w: cursor %q: pass the next value of a previous answer", ErrInvalidAuditQuery, q.Cursor)
-		}
-		where = append(where, "(time_ms < "+arg(ms)+" OR (time_ms = "+arg(ms)+" AND id < "+arg(id)+"))")
+		where = append(where, "min_ms <= "+arg(curMs))
 	}
-	query := "SELECT " + auditColumns + " FROM audit_events"
+	query := qAuditSegmentsHead
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
-	query += " ORDER BY time_ms DESC, id DESC LIMIT " + arg(limit+1) // one more: is there a next page?
+	query += " ORDER BY max_ms DESC, id DESC"
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("acl: audit query: %w", err)
 	}
 	defer rows.Close()
-	out := make([]AuditEvent, 0, min(limit+1, 64))
+
+	newer := func(a, b *AuditEvent) bool { // a comes before b: newest first
+		if !a.Time.Equal(b.Time) {
+			return a.Time.After(b.Time)
+		}
+		return a.ID > b.ID
+	}
+	var out []AuditEvent
+	var recs []auditRecord
 	for rows.Next() {
 		var (
-			e       AuditEvent
-			ms, dur int64
+			seg, maxMs int64
+			data       string
 		)
-		if err := rows.Scan(&e.ID, &ms, &e.Kind, &e.TokenID, &e.UserID, &e.ClientID, &e.SessionID, &e.EntityType, &e.EntityID,
-			&e.Tool, &e.Source, &e.Action, &e.Target, &e.Status, &dur, &e.Outcome, &e.Reason, &e.RequestID); err != nil {
+		if err := rows.Scan(&seg, &maxMs, &data); err != nil {
 			return nil, "", fmt.Errorf("acl: audit query: %w", err)
 		}
-		e.Time, e.Duration = fromMillis(ms), time.Duration(dur)*time.Microsecond
-		out = append(out, e)
+		// Segments come newest first by their newest event: once a page
+		// is full and this segment's newest event is older than the page's
+		// last, no later segment can hold one of the page.
+		if len(out) > limit && maxMs < out[limit].Time.UnixMilli() {
+			break
+		}
+		recs = recs[:0]
+		if err := json.Unmarshal([]byte(data), &recs); err != nil {
+			return nil, "", fmt.Errorf("acl: audit query: segment %d: %w", seg, err)
+		}
+		for i := range recs {
+			r := &recs[i]
+			id := seg*auditSegmentMax + int64(i)
+			switch {
+			case !q.Since.IsZero() && r.T < q.Since.UnixMilli(), !q.Until.IsZero() && r.T >= q.Until.UnixMilli(),
+				q.User != "" && r.User != q.User, q.Tool != "" && r.Tool != q.Tool,
+				q.Outcome != "" && r.Out != q.Outcome, q.Kind != "" && r.Kind != q.Kind,
+				q.Cursor != "" && (r.T > curMs || r.T == curMs && id >= curID):
+				continue
+			}
+			out = append(out, r.event(id))
+		}
+		slices.SortFunc(out, func(a, b AuditEvent) int {
+			if newer(&a, &b) {
+				return -1
+			}
+			return 1
+		})
+		if len(out) > limit+1 {
+			out = out[:limit+1] // one more than a page: is there a next one?
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("acl: audit query: %w", err)
@@ -205,46 +295,179 @@ func parseAuditCursor(c string) (ms, id int64, ok bool) {
 
 // PruneAudit deletes the events older than before (none when before is
 // zero), then the oldest events beyond maxRows (none when maxRows <= 0),
-// chunk rows per transaction (0 means 5000). It returns how many it deleted.
-// Only the oldest go: by time, then by insertion.
+// chunk segments per statement (0 means 500). It returns how many events it
+// deleted. Only the oldest go: whole segments where they can, and the
+// segments across the line are written again without their old events.
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, maxRows int64, chunk int) (deleted int64, err error) {
 	defer mapWriteErr(&err)
 	if chunk <= 0 {
-		chunk = 5000
+		chunk = 500
 	}
 	if !before.IsZero() {
+		cut := before.UnixMilli()
+		count := func() (int64, error) { return s.CountAudit(ctx) }
+		was, err := count()
+		if err != nil {
+			return deleted, err
+		}
 		for {
-			res, err := s.db.ExecContext(ctx, qDeleteAuditBefore, before.UnixMilli(), chunk)
+			res, err := s.db.ExecContext(ctx, qDeleteAuditBefore, cut, chunk)
 			if err != nil {
 				return deleted, fmt.Errorf("acl: audit prune by age: %w", err)
 			}
-			n, _ := res.RowsAffected()
-			deleted += n
-			if n < int64(chunk) {
+			if n, _ := res.RowsAffected(); n < int64(chunk) {
 				break
 			}
 		}
+		if err := s.trimSegments(ctx, qAuditStraddling, []any{cut}, func(r *auditRecord) bool { return r.T < cut }); err != nil {
+			return deleted, fmt.Errorf("acl: audit prune by age: %w", err)
+		}
+		now, err := count()
+		if err != nil {
+			return deleted, err
+		}
+		deleted += was - now
 	}
 	if maxRows > 0 {
-		var count int64
-		if err := s.db.QueryRowContext(ctx, qCountAudit).Scan(&count); err != nil {
-			return deleted, fmt.Errorf("acl: audit prune by size: count: %w", err)
+		total, err := s.CountAudit(ctx)
+		if err != nil {
+			return deleted, fmt.Errorf("acl: audit prune by size: %w", err)
 		}
-		for excess := count - maxRows; excess > 0; {
-			n := min(excess, int64(chunk))
-			res, err := s.db.ExecContext(ctx, qDeleteAuditOldest, n)
+		for total > maxRows {
+			n, err := s.dropOldest(ctx, total-maxRows, chunk)
 			if err != nil {
 				return deleted, fmt.Errorf("acl: audit prune by size: %w", err)
 			}
-			got, _ := res.RowsAffected()
-			deleted += got
-			excess -= got
-			if got == 0 {
+			if n == 0 {
 				break
 			}
+			deleted += n
+			total -= n
 		}
 	}
 	return deleted, nil
+}
+
+// dropOldest deletes up to excess of the oldest events: whole segments, and
+// the oldest events of the segment that holds more than is left to go.
+func (s *Store) dropOldest(ctx context.Context, excess int64, chunk int) (int64, error) {
+	rows, err := s.db.QueryContext(ctx, qAuditOldest, chunk)
+	if err != nil {
+		return 0, err
+	}
+	type seg struct {
+		id, n int64
+		data  string
+	}
+	var segs []seg
+	for rows.Next() {
+		var sg seg
+		if err := rows.Scan(&sg.id, &sg.n, &sg.data); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		segs = append(segs, sg)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	var deleted int64
+	for _, sg := range segs {
+		if excess-deleted <= 0 {
+			break
+		}
+		if sg.n <= excess-deleted {
+			if _, err := s.db.ExecContext(ctx, qDeleteAuditSeg, sg.id); err != nil {
+				return deleted, err
+			}
+			deleted += sg.n
+			continue
+		}
+		var recs []auditRecord
+		if err := json.Unmarshal([]byte(sg.data), &recs); err != nil {
+			return deleted, fmt.Errorf("segment %d: %w", sg.id, err)
+		}
+		// Oldest by time, then by position (insertion).
+		order := make([]int, len(recs))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(recs[a].T, recs[b].T) })
+		drop := make(map[int]bool, excess-deleted)
+		for _, i := range order[:excess-deleted] {
+			drop[i] = true
+		}
+		var keep []auditRecord
+		for i := range recs {
+			if !drop[i] {
+				keep = append(keep, recs[i])
+			}
+		}
+		if err := s.rewriteSegment(ctx, sg.id, keep); err != nil {
+			return deleted, err
+		}
+		deleted += int64(len(recs) - len(keep))
+	}
+	return deleted, nil
+}
+
+// trimSegments rewrites the segments query selects without the records
+// drop picks.
+func (s *Store) trimSegments(ctx context.Context, query string, args []any, drop func(*auditRecord) bool) error {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	type seg struct {
+		id   int64
+		data string
+	}
+	var segs []seg
+	for rows.Next() {
+		var sg seg
+		if err := rows.Scan(&sg.id, &sg.data); err != nil {
+			rows.Close()
+			return err
+		}
+		segs = append(segs, sg)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, sg := range segs {
+		var recs []auditRecord
+		if err := json.Unmarshal([]byte(sg.data), &recs); err != nil {
+			return fmt.Errorf("segment %d: %w", sg.id, err)
+		}
+		keep := recs[:0:0]
+		for i := range recs {
+			if !drop(&recs[i]) {
+				keep = append(keep, recs[i])
+			}
+		}
+		if err := s.rewriteSegment(ctx, sg.id, keep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rewriteSegment stores what is left of a segment, or deletes it when
+// nothing is. Event IDs of the kept records change: paging cursors that
+// pointed into it may skip or repeat an event of that segment.
+func (s *Store) rewriteSegment(ctx context.Context, id int64, keep []auditRecord) error {
+	if len(keep) == 0 {
+		_, err := s.db.ExecContext(ctx, qDeleteAuditSeg, id)
+		return err
+	}
+	minMs, maxMs, data, err := segmentOf(keep)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, qUpdateAuditSeg, minMs, maxMs, len(keep), string(data), id)
+	return err
 }
 
 // CountAudit returns how many events the audit log holds.

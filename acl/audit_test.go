@@ -191,3 +191,32 @@ func TestTokenIDOf(t *testing.T) {
 		}
 	}
 }
+
+// TestInsertAuditChunks: a batch of hundreds goes in whole, every value in
+// its column, and reads back in order.
+func TestInsertAuditChunks(t *testing.T) {
+	s := openTestStore(t, StoreOptions{})
+	ctx := testContext(t)
+	base := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	n := 407
+	evs := auditAt(base, n, "carol", "echo", "ok")
+	for i := range evs {
+		evs[i].RequestID = fmt.Sprintf("r-%04d", i)
+		evs[i].Duration = time.Duration(i) * time.Microsecond
+	}
+	if err := s.InsertAudit(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.CountAudit(ctx); err != nil || c != int64(n) {
+		t.Fatalf("CountAudit = %d, %v; want %d", c, err, n)
+	}
+	got, _, err := s.QueryAudit(ctx, AuditQuery{User: "carol", Limit: 1})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("QueryAudit: %v %v", got, err)
+	}
+	last := got[0] // newest first
+	if last.RequestID != fmt.Sprintf("r-%04d", n-1) || last.Duration != time.Duration(n-1)*time.Microsecond ||
+		last.Tool != "echo" || last.Outcome != "ok" || !last.Time.Equal(evs[n-1].Time) {
+		t.Fatalf("newest record %+v, want the batch's last (%+v)", last, evs[n-1])
+	}
+}

@@ -76,6 +76,9 @@ var portableTests = []struct {
 	{"RevokeTokenRacesAuthenticate", TestRevokeTokenRacesAuthenticate},
 	{"AuthenticateTokenConcurrent", TestAuthenticateTokenConcurrent},
 	{"EndedSessions", TestEndedSessions},
+	{"InsertAuditChunks", TestInsertAuditChunks},
+	{"QueryAudit", TestQueryAudit},
+	{"PruneAudit", TestPruneAudit},
 	{"MigrateConcurrently", testMigrateConcurrently},
 }
 

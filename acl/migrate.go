@@ -73,33 +73,17 @@ var migrations = []migration{
 		version: 3,
 		name:    "audit log",
 		stmts: []string{
-			// One row per audited event (acl/audit.go). Queries are newest
-			// first by (time_ms, id), optionally narrowed by user, tool or
-			// outcome: each filter has an index ending in time_ms.
-			`CREATE TABLE audit_events (
-	id          INTEGER PRIMARY KEY AUTOINCREMENT,
-	time_ms     BIGINT NOT NULL,
-	kind        TEXT NOT NULL,
-	token_id    TEXT NOT NULL DEFAULT '',
-	user_id     TEXT NOT NULL DEFAULT '',
-	client_id   TEXT NOT NULL DEFAULT '',
-	session_id  TEXT NOT NULL DEFAULT '',
-	entity_type TEXT NOT NULL DEFAULT '',
-	entity_id   TEXT NOT NULL DEFAULT '',
-	tool        TEXT NOT NULL DEFAULT '',
-	source      TEXT NOT NULL DEFAULT '',
-	action      TEXT NOT NULL DEFAULT '',
-	target      TEXT NOT NULL DEFAULT '',
-	status      INTEGER NOT NULL DEFAULT 0,
-	duration_us BIGINT NOT NULL DEFAULT 0,
-	outcome     TEXT NOT NULL,
-	reason      TEXT NOT NULL DEFAULT '',
-	request_id  TEXT NOT NULL DEFAULT ''
+			// One row per batch of audited events (acl/audit.go): the
+			// events as a JSON array, their time range and count.
+			`CREATE TABLE audit_segments (
+	id     INTEGER PRIMARY KEY AUTOINCREMENT,
+	min_ms BIGINT NOT NULL,
+	max_ms BIGINT NOT NULL,
+	n      INTEGER NOT NULL,
+	events TEXT NOT NULL
 )`,
-			`CREATE INDEX audit_events_time ON audit_events (time_ms, id)`,
-			`CREATE INDEX audit_events_user ON audit_events (user_id, time_ms)`,
-			`CREATE INDEX audit_events_tool ON audit_events (tool, time_ms)`,
-			`CREATE INDEX audit_events_outcome ON audit_events (outcome, time_ms)`,
+			`CREATE INDEX audit_segments_max ON audit_segments (max_ms, id)`,
+			`CREATE INDEX audit_segments_min ON audit_segments (min_ms, id)`,
 		},
 	},
 	{
