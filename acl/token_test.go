@@ -327,7 +327,7 @@ func TestTokenMigrationOnVersion1Database(t *testing.T) {
 	s := openTestStoreIn(t, dir, StoreOptions{})
 	// Turn the database back into what a version-1 toolbus left.
 	// Every step after 1 goes, or the store would see a newer version.
-	for _, q := range []string{`DROP TABLE tokens`, `DROP TABLE IF EXISTS audit_events`, `DROP TABLE IF EXISTS ended_sessions`,
+	for _, q := range []string{`DROP TABLE tokens`, `DROP TABLE IF EXISTS audit_segments`, `DROP TABLE IF EXISTS ended_sessions`,
 		`DELETE FROM schema_migrations WHERE version >= 2`} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 // Package audit records what happened in a toolbus process — every
 // tools/call, admin change, refused request, ACL refusal and expert-agent
-// connect or disconnect — in the store's audit_events table.
+// connect or disconnect — in the store (table audit_segments: one row per
+// flushed batch).
 //
 // The write path never blocks a request: records go to a bounded queue that
 // one goroutine writes in batches, each batch in one transaction, every
