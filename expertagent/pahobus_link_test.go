@@ -70,10 +70,14 @@ func TestPahoBusLinkLostFailsCallsAndRestoresContexts(t *testing.T) {
 	}
 
 	e.Restart(t)
+	// Which news reaches the requester first is the broker's order of
+	// closing connections: its own link dropping (ErrLinkLost), or the
+	// agent's Will, sent as the broker drops the agent (ErrNoAgent). Either
+	// fails the call at once; a timeout would be the bug.
 	for range inFlight {
 		err := rqRecv(t, results)
-		if !errors.Is(err, expertagent.ErrLinkLost) || errors.Is(err, expertagent.ErrTimeout) {
-			t.Fatalf("call in flight across the restart: %v, want ErrLinkLost", err)
+		if !errors.Is(err, expertagent.ErrLinkLost) && !errors.Is(err, expertagent.ErrNoAgent) || errors.Is(err, expertagent.ErrTimeout) {
+			t.Fatalf("call in flight across the restart: %v, want ErrLinkLost or ErrNoAgent", err)
 		}
 	}
 
