@@ -43,6 +43,12 @@ const leanAllocStep = 1 << 20
 // something MQTT 3.1.1 does not allow, and the connection is dropped.
 var errLeanProtocol = errors.New("mqtt protocol error")
 
+// errLeanBrokerDisconnect is the read error when the broker ends the
+// connection with a DISCONNECT. MQTT 3.1.1 has no such packet from the
+// server, but brokers send it as they shut down (mochi does, and MQTT 5
+// defines it): it is a closed connection, not a protocol error.
+var errLeanBrokerDisconnect = errors.New("the broker closed the connection (DISCONNECT)")
+
 // leanPacket is one packet read from the broker. Body is the packet's own
 // allocation (never reused), so a PUBLISH's Topic and Payload stay valid.
 type leanPacket struct {
@@ -258,6 +264,8 @@ func leanReadPacket(r *bufio.Reader) (*leanPacket, error) {
 		p.id = binary.BigEndian.Uint16(b[:])
 		return p, nil
 	case leanPublish, leanSuback:
+	case leanDisconnect:
+		return nil, errLeanBrokerDisconnect
 	default:
 		return nil, fmt.Errorf("%w: unexpected packet type %d from the broker", errLeanProtocol, p.kind)
 	}

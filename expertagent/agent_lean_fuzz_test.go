@@ -11,8 +11,8 @@ import (
 )
 
 // FuzzLeanReadPacket: whatever the broker sends, the lean client's decoder
-// returns a packet or an error (a protocol error or a short read), never a
-// panic; and a PUBLISH it decodes encodes back to the same bytes.
+// returns a packet or an error (a protocol error, the broker's DISCONNECT
+// or a short read), never a panic; and a PUBLISH it decodes encodes back to the same bytes.
 func FuzzLeanReadPacket(f *testing.F) {
 	seed := func(p packets.ControlPacket) {
 		var b bytes.Buffer
@@ -28,6 +28,7 @@ func FuzzLeanReadPacket(f *testing.F) {
 	seed(sub)
 	seed(packets.NewControlPacket(packets.Connack))
 	seed(packets.NewControlPacket(packets.Pingresp))
+	seed(packets.NewControlPacket(packets.Disconnect))
 	f.Add([]byte{0x30, 0xff, 0xff, 0xff, 0xff, 0x7f})
 	f.Add([]byte{0x32, 0x04, 0x00, 0x01, 'a', 0x00})
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -35,8 +36,9 @@ func FuzzLeanReadPacket(f *testing.F) {
 		for {
 			p, err := leanReadPacket(r)
 			if err != nil {
-				if !errors.Is(err, errLeanProtocol) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-					t.Fatalf("error %v: neither a protocol error nor a short read", err)
+				if !errors.Is(err, errLeanProtocol) && !errors.Is(err, errLeanBrokerDisconnect) &&
+					!errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Fatalf("error %v: neither a protocol error, a DISCONNECT nor a short read", err)
 				}
 				return
 			}
@@ -101,4 +103,18 @@ func FuzzLeanEncode(f *testing.F) {
 			t.Fatalf("CONNECT read back as %v", cp)
 		}
 	})
+}
+
+// TestLeanReadBrokerDisconnect: a DISCONNECT from the broker (mochi sends
+// one as it shuts down) ends the connection as closed, not as a protocol
+// error.
+func TestLeanReadBrokerDisconnect(t *testing.T) {
+	var b bytes.Buffer
+	if err := packets.NewControlPacket(packets.Disconnect).Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	_, err := leanReadPacket(bufio.NewReader(&b))
+	if !errors.Is(err, errLeanBrokerDisconnect) || errors.Is(err, errLeanProtocol) {
+		t.Fatalf("DISCONNECT read as %v, want errLeanBrokerDisconnect", err)
+	}
 }
