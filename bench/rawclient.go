@@ -76,8 +76,16 @@ func (c *rawConn) do(ctx context.Context, head, body []byte, out *bytes.Buffer) 
 	c.wbuf = append(c.wbuf, "\r\n\r\n"...)
 	c.wbuf = append(c.wbuf, body...)
 	_ = c.conn.SetDeadline(time.Now().Add(c.timeout))
+	if ctx.Err() != nil {
+		// Cancelled before the line above: the cancel's own deadline (set
+		// at dial by AfterFunc) may have been overwritten by it.
+		_ = c.conn.SetDeadline(time.Now())
+	}
 	if _, err := c.conn.Write(c.wbuf); err != nil {
 		c.close()
+		if ctx.Err() != nil {
+			return rawResponse{}, ctx.Err()
+		}
 		return rawResponse{}, err
 	}
 	resp, keep, err := c.readResponse(out)

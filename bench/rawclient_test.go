@@ -142,12 +142,21 @@ func TestRawConnCancel(t *testing.T) {
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &rawConn{addr: ln.Addr().String(), timeout: time.Minute}
-	defer c.close()
 	errc := make(chan error, 1)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		_, err := c.do(ctx, []byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: "), nil, new(bytes.Buffer))
 		errc <- err
 	}()
+	t.Cleanup(func() { // c is the goroutine's until do returns
+		cancel()
+		select {
+		case <-done:
+			c.close()
+		case <-time.After(time.Minute):
+		}
+	})
 	select {
 	case conn := <-accepted:
 		defer conn.Close()

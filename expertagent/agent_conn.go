@@ -10,7 +10,9 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 )
 
-// agentSubackFailure is the SUBACK return code of a refused subscription (MQTT 3.1.1).
+// agentSubackFailure is the SUBACK return code of a refused subscription
+// (MQTT 3.1.1). Any code from it up is a refusal: some brokers (mochi)
+// send MQTT 5 reason codes such as 0x91 to 3.1.1 clients too.
 const agentSubackFailure = 0x80
 
 // presencePayload is the retained presence message for status.

@@ -325,8 +325,8 @@ func (c *leanClient) readLoop(conn *leanConn) error {
 // leanSubackErr is nil if every filter was granted.
 func leanSubackErr(codes []byte) error {
 	for i, code := range codes {
-		if code == agentSubackFailure {
-			return fmt.Errorf("filter %d refused by the broker (SUBACK 0x80)", i+1)
+		if code >= agentSubackFailure {
+			return fmt.Errorf("filter %d refused by the broker (SUBACK %#x)", i+1, code)
 		}
 	}
 	return nil

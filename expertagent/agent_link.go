@@ -145,8 +145,8 @@ func (l *agentPahoLink) subscribe(ctx context.Context, filter string) error {
 		return nil
 	}
 	for _, code := range st.Result() {
-		if code == agentSubackFailure {
-			return fmt.Errorf("refused by the broker")
+		if code >= agentSubackFailure {
+			return fmt.Errorf("refused by the broker (SUBACK %#x)", code)
 		}
 	}
 	return nil

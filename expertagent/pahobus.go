@@ -425,13 +425,22 @@ func (b *PahoBus) Subscribe(ctx context.Context, filter string, h MessageHandler
 	}
 	b.addRoute(filter, h)
 	b.mu.Unlock()
-	tok := b.client.Subscribe(filter, 1, nil)
-	err = b.pahoWaitLink(ctx, tok, lost)
-	if err == nil {
-		if st, ok := tok.(*paho.SubscribeToken); ok {
-			if code, ok := st.Result()[pahoPattern(filter)]; ok && code == 0x80 {
-				err = errors.New("refused by the broker")
-			}
+	for attempt := 1; ; attempt++ {
+		tok := b.client.Subscribe(filter, 1, nil)
+		if err = b.pahoWaitLink(ctx, tok, lost); err != nil {
+			break
+		}
+		code, _ := subackCode(tok, filter)
+		if code < 0x80 {
+			break
+		}
+		err = fmt.Errorf("refused by the broker (SUBACK %#x)", code)
+		// mochi keeps its own packet IDs and the client's in one table:
+		// a SUBSCRIBE whose ID equals that of a message mochi is delivering
+		// to us is refused with 0x91 ("in use"). Another SUBSCRIBE gets
+		// another ID.
+		if code != pahoSubackIDInUse || attempt == pahoSubscribeAttempts {
+			break
 		}
 	}
 	if err != nil {
@@ -441,6 +450,25 @@ func (b *PahoBus) Subscribe(ctx context.Context, filter string, h MessageHandler
 		return fmt.Errorf("paho subscribe %q: %w", filter, err)
 	}
 	return nil
+}
+
+// pahoSubackIDInUse is MQTT 5's "packet identifier in use", which mochi
+// also sends to 3.1.1 clients; pahoSubscribeAttempts bounds the retries it
+// calls for.
+const (
+	pahoSubackIDInUse     = 0x91
+	pahoSubscribeAttempts = 5
+)
+
+// subackCode is the SUBACK code of filter in tok; ok is false when the token
+// says nothing of it.
+func subackCode(tok paho.Token, filter string) (code byte, ok bool) {
+	st, isSub := tok.(*paho.SubscribeToken)
+	if !isSub {
+		return 0, false
+	}
+	code, ok = st.Result()[pahoPattern(filter)]
+	return code, ok
 }
 
 func (b *PahoBus) addRoute(filter string, h MessageHandler) {
