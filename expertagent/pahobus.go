@@ -287,24 +287,43 @@ func (b *PahoBus) onConnect(c paho.Client) {
 	}()
 }
 
-// resubscribe subscribes filters again after a reconnect.
+// resubscribe subscribes filters again after a reconnect, in batches. A
+// filter refused with "packet identifier in use" (see Subscribe) is tried
+// again in the next round; one refused otherwise is logged and left.
 func (b *PahoBus) resubscribe(c paho.Client, filters []string) {
-	for i := 0; i < len(filters); i += pahoResubscribeBatch {
-		batch := make(map[string]byte, pahoResubscribeBatch)
-		for _, f := range filters[i:min(i+pahoResubscribeBatch, len(filters))] {
-			batch[f] = 1
-		}
-		tok := c.SubscribeMultiple(batch, nil)
-		select {
-		case <-tok.Done():
-			if err := tok.Error(); err != nil {
-				b.log.WithError(err).WithField("filters", len(batch)).Error("subscribing again after reconnect failed")
+	pending := filters
+	for attempt := 1; len(pending) > 0 && attempt <= pahoSubscribeAttempts; attempt++ {
+		var again []string
+		for i := 0; i < len(pending); i += pahoResubscribeBatch {
+			batch := make(map[string]byte, pahoResubscribeBatch)
+			for _, f := range pending[i:min(i+pahoResubscribeBatch, len(pending))] {
+				batch[f] = 1
 			}
-		case <-b.done:
-			return
-		case <-time.After(time.Minute):
-			b.log.WithField("filters", len(batch)).Error("subscribing again after reconnect: no SUBACK in time")
+			tok := c.SubscribeMultiple(batch, nil)
+			select {
+			case <-tok.Done():
+				if err := tok.Error(); err != nil {
+					b.log.WithError(err).WithField("filters", len(batch)).Error("subscribing again after reconnect failed")
+					continue
+				}
+				for f := range batch {
+					switch code, _ := subackCode(tok, f); {
+					case code == pahoSubackIDInUse:
+						again = append(again, f)
+					case code >= 0x80:
+						b.log.WithFields(logrus.Fields{"filter": f, "code": code}).Error("subscribing again after reconnect: refused")
+					}
+				}
+			case <-b.done:
+				return
+			case <-time.After(time.Minute):
+				b.log.WithField("filters", len(batch)).Error("subscribing again after reconnect: no SUBACK in time")
+			}
 		}
+		pending = again
+	}
+	if len(pending) > 0 {
+		b.log.WithField("filters", len(pending)).Error("subscribing again after reconnect: still refused (packet identifier in use)")
 	}
 	b.log.WithField("filters", len(filters)).Info("connected again; subscriptions restored")
 }
