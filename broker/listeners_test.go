@@ -1,14 +1,8 @@
 package broker_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
 	"net"
 	"testing"
 	"time"
@@ -18,41 +12,12 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
+	"github.com/toolbus/toolbus/internal/testenv"
 )
-
-// selfSigned returns a server certificate for 127.0.0.1 and a pool that
-// trusts it.
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "toolbus test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}, pool
-}
 
 // The TLS and WebSocket listeners serve the same broker, bound by Start.
 func TestTLSAndWebSocketListeners(t *testing.T) {
-	cert, pool := selfSigned(t)
+	cert, pool := testenv.SelfSignedCert(t)
 	e := newEnv(t, func(o *broker.Options) {
 		o.TLSAddr = "127.0.0.1:0"
 		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
