@@ -583,11 +583,8 @@ func (g *Gateway) discover(c *call) {
 // forbidden answers a request the token may not make: HTTP 403 with a
 // JSON-RPC error, so MCP clients see an ordinary error response.
 func (g *Gateway) forbidden(c *call, msg string) {
-	g.stats.refused("forbidden")
+	g.noteRefusal(c.httpReq, http.StatusForbidden, "forbidden")
 	c.setOutcome("", OutcomeRefused, "forbidden")
-	if g.opts.Observer != nil {
-		g.opts.Observer.Refused(c.httpReq, http.StatusForbidden, "forbidden")
-	}
 	g.requestLogger(c.httpReq).WithField("method", c.req.Method).Info("forbidden: " + msg)
 	c.rw.error(http.StatusForbidden, &jsonrpc.Error{Code: codeForbidden, Message: "forbidden: " + msg})
 }

@@ -188,12 +188,17 @@ func (g *Gateway) unauthenticated(w http.ResponseWriter, r *http.Request, msg st
 	g.refuse(w, r, http.StatusUnauthorized, "unauthenticated", msg)
 }
 
+// noteRefusal counts a refused request and tells the Observer.
+func (g *Gateway) noteRefusal(r *http.Request, status int, reason string) {
+	g.stats.refused(reason)
+	if g.opts.Observer != nil {
+		g.opts.Observer.Refused(r, status, reason)
+	}
+}
+
 // refuse answers with the plain JSON error shape and counts the refusal.
 func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
-	g.stats.refused(code)
-	if g.opts.Observer != nil {
-		g.opts.Observer.Refused(r, status, code)
-	}
+	g.noteRefusal(r, status, code)
 	g.requestLogger(r).WithFields(logrus.Fields{"status": status, "reason": code}).Info("request refused")
 	writeError(w, status, code, msg)
 }

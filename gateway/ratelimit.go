@@ -170,10 +170,7 @@ func retryAfterSeconds(d time.Duration) int {
 func (g *Gateway) rateLimited(w http.ResponseWriter, r *http.Request, what string, wait time.Duration) {
 	secs := retryAfterSeconds(wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	g.stats.refused("rate_limited")
-	if g.opts.Observer != nil {
-		g.opts.Observer.Refused(r, http.StatusTooManyRequests, "rate_limited")
-	}
+	g.noteRefusal(r, http.StatusTooManyRequests, "rate_limited")
 	msg := fmt.Sprintf("rate limit of %s reached; retry after %d s", what, secs)
 	g.requestLogger(r).WithField("limit", what).Info("request refused: rate limited")
 	if strings.HasPrefix(r.URL.Path, "/api/v1/mcp") {
@@ -191,11 +188,8 @@ func (g *Gateway) rateLimited(w http.ResponseWriter, r *http.Request, what strin
 // on the stream.
 func (g *Gateway) rateLimitedCall(c *call, wait time.Duration) {
 	secs := retryAfterSeconds(wait)
-	g.stats.refused("rate_limited")
+	g.noteRefusal(c.httpReq, http.StatusTooManyRequests, "rate_limited")
 	c.setOutcome("", OutcomeRefused, "rate_limited")
-	if g.opts.Observer != nil {
-		g.opts.Observer.Refused(c.httpReq, http.StatusTooManyRequests, "rate_limited")
-	}
 	if !c.rw.sse {
 		c.rw.w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}

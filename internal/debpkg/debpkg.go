@@ -10,9 +10,39 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
+
+// Program is a program tests need, found (or installed) once per test
+// binary.
+type Program struct {
+	Package string        // the Debian package that brings it
+	Look    func() string // where it is; "" when missing
+	Timeout time.Duration // bounds the install (Find)
+
+	once  sync.Once
+	found string
+	skip  bool
+	err   error
+}
+
+// Need returns what Look finds, installing Package first where Find can.
+// When the program is missing and cannot be installed here, t is skipped
+// with a message saying so; when the install failed, t fails.
+func (p *Program) Need(t testing.TB) string {
+	t.Helper()
+	p.once.Do(func() { p.found, p.skip, p.err = Find(p.Package, p.Look, p.Timeout) })
+	switch {
+	case p.skip:
+		t.Skipf("%s is not installed and this user cannot install it (not root): apt-get install %s, or run as root", p.Package, p.Package)
+	case p.err != nil:
+		t.Fatalf("%s: %v", p.Package, p.err)
+	}
+	return p.found
+}
 
 // lockFile serialises installs across test binaries and packages: `go test
 // ./...` runs packages in parallel, and two apt-gets would fight over

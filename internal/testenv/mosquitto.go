@@ -52,13 +52,8 @@ type Mosquitto struct {
 	done chan struct{} // closed when cmd has exited
 }
 
-var (
-	mosquittoOnce sync.Once
-	mosquittoBin  string
-	mosquittoErr  error
-	// mosquittoSkip: not installed and not installable here (not root).
-	mosquittoSkip bool
-)
+// mosquitto is the broker binary, found or installed once per test binary.
+var mosquitto = &debpkg.Program{Package: "mosquitto", Look: lookMosquitto, Timeout: mosquittoInstallTimeout}
 
 // MosquittoBinary returns the path of the mosquitto broker. When it is
 // missing and the test runs as root where apt-get exists (CI: a fresh
@@ -67,14 +62,7 @@ var (
 // root), or fails (the install failed).
 func MosquittoBinary(t testing.TB) string {
 	t.Helper()
-	mosquittoOnce.Do(func() { mosquittoBin, mosquittoSkip, mosquittoErr = findOrInstallMosquitto() })
-	switch {
-	case mosquittoSkip:
-		t.Skip("mosquitto is not installed and this user cannot install it (not root): apt-get install mosquitto, or run as root")
-	case mosquittoErr != nil:
-		t.Fatalf("mosquitto: %v", mosquittoErr)
-	}
-	return mosquittoBin
+	return mosquitto.Need(t)
 }
 
 func lookMosquitto() string {
@@ -87,10 +75,6 @@ func lookMosquitto() string {
 		}
 	}
 	return ""
-}
-
-func findOrInstallMosquitto() (bin string, skip bool, err error) {
-	return debpkg.Find("mosquitto", lookMosquitto, mosquittoInstallTimeout)
 }
 
 // StartMosquitto starts mosquitto on a free 127.0.0.1 port with

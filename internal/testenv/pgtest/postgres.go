@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -41,13 +40,12 @@ const (
 	postgresUser = "toolbus"
 )
 
-var (
-	postgresOnce sync.Once
-	postgresBin  string // directory of initdb, pg_ctl and postgres
-	postgresErr  error
-	postgresSkip bool
-	postgresDBs  atomic.Int64 // names databases uniquely within a test binary
-)
+// postgres is the directory of initdb, pg_ctl and postgres, found or
+// installed once per test binary.
+var postgres = &debpkg.Program{Package: "postgresql", Look: lookPostgres, Timeout: postgresInstallTimeout}
+
+// postgresDBs names databases uniquely within a test binary.
+var postgresDBs atomic.Int64
 
 // Postgres is a PostgreSQL server started by Start in a temporary
 // directory, listening on 127.0.0.1 (and a unix socket in that directory),
@@ -72,14 +70,7 @@ type Postgres struct {
 // (not root), or fails (the install failed).
 func BinDir(t testing.TB) string {
 	t.Helper()
-	postgresOnce.Do(func() { postgresBin, postgresSkip, postgresErr = findOrInstallPostgres() })
-	switch {
-	case postgresSkip:
-		t.Skip("PostgreSQL (initdb, pg_ctl) is not installed and this user cannot install it (not root): apt-get install postgresql, or run as root")
-	case postgresErr != nil:
-		t.Fatalf("postgresql: %v", postgresErr)
-	}
-	return postgresBin
+	return postgres.Need(t)
 }
 
 func lookPostgres() string {
@@ -109,10 +100,6 @@ func lookPostgres() string {
 		}
 	}
 	return ""
-}
-
-func findOrInstallPostgres() (bin string, skip bool, err error) {
-	return debpkg.Find("postgresql", lookPostgres, postgresInstallTimeout)
 }
 
 // Start makes a new cluster (initdb) in a temporary directory and
