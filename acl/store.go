@@ -18,7 +18,7 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/sirupsen/logrus"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 )
 
 // DBFileName is the store's file inside the data directory.
@@ -125,11 +125,32 @@ func (opts *StoreOptions) fill() (*logrus.Entry, error) {
 	return log.WithField("component", "acl"), nil
 }
 
+// pingUntilFree opens db's first connection, trying again while SQLite says
+// the database is busy, for up to wait. Two processes opening a fresh data
+// directory at once (the CLI and the server) race to switch it to WAL, and
+// SQLite answers that switch with SQLITE_BUSY at once rather than through
+// its busy timeout.
+func pingUntilFree(ctx context.Context, db *sql.DB, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := db.PingContext(ctx)
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqliteBusy || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // newStore checks db, migrates it and starts the store's goroutine. where
 // names the database in errors (never with a password). It closes db when
 // it fails.
 func newStore(ctx context.Context, db *sql.DB, be *backend, where string, opts StoreOptions, log *logrus.Entry) (*Store, error) {
-	if err := db.PingContext(ctx); err != nil {
+	if err := pingUntilFree(ctx, db, opts.BusyTimeout); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("acl: open %s: %w", where, err)
 	}

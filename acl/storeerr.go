@@ -23,6 +23,7 @@ var (
 // SQLite's primary result codes that mean the write cannot happen here
 // (https://sqlite.org/rescode.html); extended codes carry them in the low byte.
 const (
+	sqliteBusy     = 5
 	sqliteReadOnly = 8
 	sqliteFull     = 13
 )
