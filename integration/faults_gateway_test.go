@@ -544,6 +544,7 @@ func TestServeRefusesToStart(t *testing.T) {
 		{"unknown flag", []string{"--no-such-flag"}, "no-such-flag"},
 		{"data dir is a file", []string{"--data-dir", notADir}, notADir},
 		{"bad http address", []string{"--http-addr", "256.0.0.1:80"}, "256.0.0.1"},
+		{"negative GC heap floor", []string{"--gc-heap-floor-mib", "-1"}, "gc-heap-floor-mib"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -9,10 +9,9 @@
 // for benchmarks of tools/list with many tools (scripts/bench.sh).
 //
 // --pprof-addr 127.0.0.1:6061 serves Go's runtime profiles on a listener of
-// their own (off by default). On a small machine shared with the gateway,
-// GOMAXPROCS=1 lowers the agent's CPU per call by about a fifth: paho hands
-// every message through several goroutines, and on one P those hand-offs
-// need no thread wake-ups (measured with scripts/bench.sh on 2 cores).
+// their own (off by default). --gc-heap-floor-mib (default 64) lets the
+// heap grow that far before Go collects it: a busy agent keeps little live
+// and would otherwise collect several times a second (see package gctune).
 //
 // Every flag also reads the environment variable TOOLBUS_AGENT_<FLAG>
 // (e.g. TOOLBUS_AGENT_PASSWORD); a flag on the command line wins.
@@ -35,6 +34,7 @@ import (
 
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/envflag"
+	"github.com/toolbus/toolbus/internal/gctune"
 	"github.com/toolbus/toolbus/internal/pprofserver"
 )
 
@@ -57,10 +57,11 @@ func main() {
 
 // config is the parsed command line.
 type config struct {
-	opts      expertagent.AgentOptions
-	logLevel  logrus.Level
-	logFormat string
-	pprofAddr string // "" = no profiles served
+	opts       expertagent.AgentOptions
+	logLevel   logrus.Level
+	logFormat  string
+	pprofAddr  string // "" = no profiles served
+	gcFloorMiB int    // --gc-heap-floor-mib
 	// extraTools is how many trivial tools to serve beside the real ones.
 	extraTools int
 }
@@ -87,6 +88,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
 	fs.IntVar(&c.extraTools, "extra-tools", 0, fmt.Sprintf("serve this many trivial extra tools (tool_0001 ...; at most %d) beside the real ones, for benchmarks", maxExtraTools))
 	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6061); off by default")
+	fs.IntVar(&c.gcFloorMiB, "gc-heap-floor-mib", 64, "let the heap grow to this many MiB before Go's garbage collector runs (less GC CPU on a small heap; GOGC set in the environment wins); 0 = Go's default pacing")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -95,6 +97,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	if err := envflag.Apply(fs, envPrefix, getenv); err != nil {
 		return config{}, err
+	}
+	if c.gcFloorMiB < 0 {
+		return config{}, fmt.Errorf("--gc-heap-floor-mib: want 0 or more, got %d", c.gcFloorMiB)
 	}
 	if c.extraTools < 0 || c.extraTools > maxExtraTools {
 		return config{}, fmt.Errorf("--extra-tools: want 0 to %d, got %d", maxExtraTools, c.extraTools)
@@ -139,6 +144,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 		defer stopPprof()
 	}
+
+	gc := gctune.Start(gctune.Options{Floor: int64(c.gcFloorMiB) << 20, Logger: c.opts.Logger.WithField("component", "gctune")})
+	defer gc.Close()
 
 	agent := expertagent.NewAgent(c.opts)
 	for _, t := range append(tools(time.Second, time.Now), extraTools(c.extraTools)...) {

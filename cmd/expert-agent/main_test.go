@@ -26,7 +26,7 @@ func TestParseFlags(t *testing.T) {
 			if c.opts.BrokerURL != "tcp://127.0.0.1:1883" || c.opts.Name != expertagent.DefaultAgentName || c.opts.Group != "" {
 				t.Errorf("opts = %+v", c.opts)
 			}
-			if c.logLevel != logrus.InfoLevel || c.logFormat != "json" || c.pprofAddr != "" {
+			if c.logLevel != logrus.InfoLevel || c.logFormat != "json" || c.pprofAddr != "" || c.gcFloorMiB != 64 {
 				t.Errorf("log = %v %s", c.logLevel, c.logFormat)
 			}
 		}},
@@ -59,6 +59,13 @@ func TestParseFlags(t *testing.T) {
 				}
 			}},
 		{name: "bad environment value", env: map[string]string{"TOOLBUS_AGENT_CONCURRENCY": "many"}, wantErr: "TOOLBUS_AGENT_CONCURRENCY"},
+		{name: "GC heap floor", args: []string{"--gc-heap-floor-mib", "0"},
+			check: func(t *testing.T, c config) {
+				if c.gcFloorMiB != 0 {
+					t.Errorf("gcFloorMiB = %d, want 0", c.gcFloorMiB)
+				}
+			}},
+		{name: "negative GC heap floor", args: []string{"--gc-heap-floor-mib", "-1"}, wantErr: "--gc-heap-floor-mib"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
 		{name: "bad log format", args: []string{"--log-format", "xml"}, wantErr: "--log-format"},
 		{name: "stray argument", args: []string{"serve"}, wantErr: "unexpected arguments"},
