@@ -3,11 +3,15 @@ package broker
 import (
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // ackConn is a client's network connection that holds back the PUBACKs
 // mochi writes while the client's read loop is busy, and sends them with
-// the next write or when that loop reads from the socket again.
+// the next write or when that loop reads from the socket again; and that
+// takes the gateway's requests to an expert agent straight from the
+// InlineBus (reqroute.go), without mochi's write queue.
 //
 // mochi writes the PUBACK of a QoS 1 publish from the client's read loop,
 // right after reading the publish, in a syscall of its own: on an expert
@@ -17,31 +21,52 @@ import (
 // request. An ack waits only while the read loop works through data it
 // already has: one written while the loop waits in Read goes out at once.
 //
-// Acks are never reordered with the connection's other writes: taking the
-// held ones and writing them happen under wmu, which serialises every write.
-// A read loop with nothing held never waits for wmu, so a write stuck on a
-// peer that does not read cannot stop the loop from reading; one with acks
-// to send waits as it did when mochi wrote each ack itself.
+// A request (writeQueued) is appended to queued and written by whoever
+// holds wmu next, its own writer included: a writer never waits for
+// another, and requests that arrive during a write leave together in the
+// next one. Every holder of wmu writes what is queued before it lets go,
+// and looks again after: nothing queued is left behind.
+//
+// Bytes are never reordered within a packet, and acks never with the
+// connection's other writes: taking the held and queued bytes and writing
+// them happen under wmu, which serialises every write. A read loop with
+// nothing held never waits for wmu, so a write stuck on a peer that does not
+// read cannot stop the loop from reading; one with acks to send waits as it
+// did when mochi wrote each ack itself.
 type ackConn struct {
 	net.Conn
 
-	wmu sync.Mutex // serialises writes to Conn; guards out
-	out []byte     // acks being written (a buffer swapped with held)
+	wmu     sync.Mutex // serialises writes to Conn; guards out and sending
+	out     []byte     // acks being written (a buffer swapped with held)
+	sending []byte     // queued packets being written (swapped with queued)
 
-	mu      sync.Mutex // guards held and reading; never held across I/O
+	mu      sync.Mutex // guards held, queued and reading; never held across I/O
 	held    []byte     // PUBACKs not written yet, in order
+	queued  []byte     // whole packets from writeQueued not written yet
 	reading bool       // the read loop is in Conn.Read: hold nothing
+
+	deadline atomic.Int64 // mochi's last SetDeadline, unix ns (0: none)
+
+	writeTimeout time.Duration // bound of writeBounded; 0 means queuedWriteTimeout
 }
+
+// queuedWriteTimeout bounds a write of queued packets when mochi's deadline
+// (its client's keepalive times 1.5) is later or unset. A write waits only
+// when the peer's socket buffer is full: an agent that has not read for
+// that long is stuck, and its connection is closed.
+const queuedWriteTimeout = 10 * time.Second
 
 // isPuback reports whether b is exactly one PUBACK packet without reason
 // code or properties (MQTT 3.1.1, and MQTT 5 success): what mochi writes
 // for every QoS 1 publish.
 func isPuback(b []byte) bool { return len(b) == 4 && b[0] == 0x40 && b[1] == 2 }
 
-// takeHeld moves the held acks to out. Called with wmu held.
-func (c *ackConn) takeHeld() {
+// takeLocked moves the held acks to out and the queued packets to sending.
+// Called with wmu held.
+func (c *ackConn) takeLocked() {
 	c.mu.Lock()
 	c.held, c.out = c.out[:0], c.held
+	c.queued, c.sending = c.sending[:0], c.queued
 	c.mu.Unlock()
 }
 
@@ -56,17 +81,81 @@ func (c *ackConn) Write(b []byte) (int, error) {
 		c.mu.Unlock()
 	}
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.takeHeld()
-	if len(c.out) == 0 {
-		return c.Conn.Write(b)
+	c.takeLocked()
+	var n int
+	var err error
+	if len(c.out) == 0 && len(c.sending) == 0 {
+		n, err = c.Conn.Write(b)
+	} else {
+		// One writev; queued packets ahead of b, so that a goroutine that
+		// queued one and then writes another keeps its order.
+		bufs := net.Buffers{c.out, c.sending, b}
+		var w int64
+		w, err = bufs.WriteTo(c.Conn)
+		n = min(max(int(w)-len(c.out)-len(c.sending), 0), len(b))
 	}
-	bufs := net.Buffers{c.out, b} // one writev
-	n, err := bufs.WriteTo(c.Conn)
-	return max(int(n)-len(c.out), 0), err
+	c.wmu.Unlock()
+	if err == nil {
+		c.writeQueuedNow()
+	}
+	return n, err
 }
 
-// Read sends the held acks, then reads.
+// writeQueued queues one or more whole packets (head, then body) and writes
+// them unless another writer holds the connection, which then writes them
+// before it lets go. It never waits for another writer. A failed write
+// closes the connection (the stream is broken): the client reconnects.
+func (c *ackConn) writeQueued(head, body []byte) error {
+	c.mu.Lock()
+	c.queued = append(append(c.queued, head...), body...)
+	c.mu.Unlock()
+	return c.writeQueuedNow()
+}
+
+// writeQueuedNow writes what is queued while no one else holds wmu.
+func (c *ackConn) writeQueuedNow() error {
+	for {
+		c.mu.Lock()
+		n := len(c.queued)
+		c.mu.Unlock()
+		if n == 0 || !c.wmu.TryLock() {
+			return nil // the holder of wmu writes it
+		}
+		c.takeLocked()
+		err := c.writeBounded(net.Buffers{c.out, c.sending})
+		c.wmu.Unlock()
+		if err != nil {
+			_ = c.Conn.Close()
+			return err
+		}
+	}
+}
+
+// writeBounded writes bufs under wmu within mochi's deadline, or
+// queuedWriteTimeout if that comes first.
+func (c *ackConn) writeBounded(bufs net.Buffers) error {
+	timeout := c.writeTimeout
+	if timeout == 0 {
+		timeout = queuedWriteTimeout
+	}
+	limit := time.Now().Add(timeout)
+	if ns := c.deadline.Load(); ns == 0 || ns > limit.UnixNano() {
+		if err := c.Conn.SetWriteDeadline(limit); err != nil {
+			return err
+		}
+		defer func() { // mochi's latest: it may have moved it meanwhile
+			var t time.Time
+			if ns := c.deadline.Load(); ns != 0 {
+				t = time.Unix(0, ns)
+			}
+			_ = c.Conn.SetWriteDeadline(t)
+		}()
+	}
+	_, err := bufs.WriteTo(c.Conn)
+	return err
+}
+
+// Read sends the held acks (and anything queued), then reads.
 func (c *ackConn) Read(b []byte) (int, error) {
 	c.mu.Lock()
 	held := len(c.held) > 0
@@ -74,15 +163,19 @@ func (c *ackConn) Read(b []byte) (int, error) {
 	c.mu.Unlock()
 	if held {
 		c.wmu.Lock()
+		c.takeLocked()
 		c.mu.Lock()
-		c.held, c.out = c.out[:0], c.held
 		c.reading = true // with the take: an ack from now on goes out at once
 		c.mu.Unlock()
 		var err error
-		if len(c.out) > 0 {
-			_, err = c.Conn.Write(c.out)
+		if len(c.out)+len(c.sending) > 0 {
+			bufs := net.Buffers{c.out, c.sending}
+			_, err = bufs.WriteTo(c.Conn)
 		}
 		c.wmu.Unlock()
+		if err == nil {
+			err = c.writeQueuedNow()
+		}
 		if err != nil {
 			c.setReading(false)
 			return 0, err
@@ -97,4 +190,16 @@ func (c *ackConn) setReading(r bool) {
 	c.mu.Lock()
 	c.reading = r
 	c.mu.Unlock()
+}
+
+// SetDeadline notes mochi's deadline (it sets one per packet read, from the
+// client's keepalive), which writeBounded puts back after a write of its
+// own.
+func (c *ackConn) SetDeadline(t time.Time) error {
+	var ns int64
+	if !t.IsZero() {
+		ns = t.UnixNano()
+	}
+	c.deadline.Store(ns)
+	return c.Conn.SetDeadline(t)
 }

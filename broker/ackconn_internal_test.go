@@ -2,8 +2,11 @@ package broker
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 )
@@ -185,6 +188,120 @@ func TestAckConn(t *testing.T) {
 				t.Fatal(err)
 			}
 			readExactly(t, cl, p)
+		}
+	})
+}
+
+// readPackets reads n packets of the form {0x30, len, payload...} (len <
+// 128) from c and returns their payloads in arrival order.
+func readPackets(t *testing.T, c net.Conn, n int) []string {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(ackWait))
+	var got []string
+	var hdr [2]byte
+	for range n {
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			t.Fatalf("after %d packets: %v", len(got), err)
+		}
+		if hdr[0] != 0x30 {
+			t.Fatalf("after %d packets: byte %#x where a packet starts: packets interleaved", len(got), hdr[0])
+		}
+		body := make([]byte, hdr[1])
+		if _, err := io.ReadFull(c, body); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(body))
+	}
+	return got
+}
+
+func TestAckConnWriteQueued(t *testing.T) {
+	t.Run("concurrent writers: every packet whole, once", func(t *testing.T) {
+		srv, cl := tcpPair(t)
+		const writers, each = 8, 200
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				for i := range each {
+					body := fmt.Sprintf("w%d-%03d", w, i)
+					var err error
+					if i%4 == 0 { // mochi's own writes go along
+						_, err = srv.Write(append([]byte{0x30, byte(len(body))}, body...))
+					} else {
+						err = srv.writeQueued([]byte{0x30, byte(len(body))}, []byte(body))
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		got := readPackets(t, cl, writers*each)
+		wg.Wait()
+		last := map[string]int{}
+		for _, p := range got {
+			var w, i int
+			if _, err := fmt.Sscanf(p, "w%d-%d", &w, &i); err != nil {
+				t.Fatalf("packet %q: %v", p, err)
+			}
+			if prev, ok := last[fmt.Sprint(w)]; ok && i <= prev {
+				t.Fatalf("writer %d: packet %d after %d", w, i, prev)
+			}
+			last[fmt.Sprint(w)] = i
+		}
+		nothingToRead(t, cl)
+	})
+
+	t.Run("never waits for a stuck writer; the stuck write gives up and closes", func(t *testing.T) {
+		srv, cl := tcpPair(t)
+		srv.writeTimeout = 300 * time.Millisecond
+		stuck := make(chan error, 1)
+		go func() { // the peer reads none of it: this write fills the socket and waits
+			stuck <- srv.writeQueued([]byte{0x30, 0}, make([]byte, 64<<20))
+		}()
+		for deadline := time.Now().Add(ackWait); srv.wmu.TryLock(); time.Sleep(time.Millisecond) {
+			srv.wmu.Unlock()
+			if time.Now().After(deadline) {
+				t.Fatal("the big write never held the connection")
+			}
+		}
+		start := time.Now()
+		for range 100 {
+			if err := srv.writeQueued([]byte{0x30, 2}, []byte("hi")); err != nil {
+				t.Fatalf("queued behind a stuck write: %v", err)
+			}
+		}
+		if d := time.Since(start); d > 250*time.Millisecond {
+			t.Errorf("100 queued writes took %v behind a stuck one", d) // each returns at once
+		}
+		select {
+		case err := <-stuck:
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				t.Fatalf("stuck write ended with %v, want a timeout", err)
+			}
+		case <-time.After(ackWait):
+			t.Fatal("stuck write never gave up")
+		}
+		_ = cl.SetReadDeadline(time.Now().Add(ackWait))
+		if _, err := io.Copy(io.Discard, cl); err != nil {
+			t.Fatalf("reading to the close: %v", err)
+		}
+	})
+
+	t.Run("mochi's deadline is put back", func(t *testing.T) {
+		srv, cl := tcpPair(t)
+		mochi := time.Now().Add(time.Hour)
+		if err := srv.SetDeadline(mochi); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.writeQueued([]byte{0x30, 1}, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		readExactly(t, cl, []byte{0x30, 1, 'x'})
+		if got := time.Unix(0, srv.deadline.Load()); !got.Equal(mochi) {
+			t.Errorf("deadline noted %v, want %v", got, mochi)
 		}
 	})
 }

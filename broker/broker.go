@@ -99,7 +99,7 @@ func New(opts Options) (*Broker, error) {
 		cancel()
 		return nil, fmt.Errorf("broker: add takeover hook: %w", err)
 	}
-	b.bus = newInlineBus(b.srv, o.InlineQoS)
+	b.bus = newInlineBus(b.srv, o.InlineQoS, func(cl *mqtt.Client, topic string) bool { return b.hook.OnACLCheck(cl, topic, false) })
 	if err := b.srv.AddHook(&inlineHook{bus: b.bus}, nil); err != nil {
 		cancel()
 		return nil, fmt.Errorf("broker: add inline hook: %w", err)

@@ -37,6 +37,9 @@ type MessageHandler = func(topic string, payload []byte)
 // which halves what every publish spends walking it, and a context's
 // subscribe and unsubscribe cost a map operation.
 //
+// A request goes straight to the expert agent's socket while the agents'
+// subscriptions allow (reqroute.go).
+//
 // A reply (a response topic) usually has no subscriber but the bus: no
 // expert agent may read responses, and operator rules cannot reach them.
 // Until some filter that could match a response topic enters mochi's tree
@@ -57,10 +60,20 @@ type InlineBus struct {
 	mu     sync.Mutex     // serialises Subscribe/Unsubscribe with subs
 	subs   map[string]int // filter -> mochi inline subscription ID (directID: in direct)
 	nextID int
+
+	// The request route (reqroute.go).
+	allowRead func(cl *mqtt.Client, topic string) bool // the ACL's delivery check
+	reqGen    atomic.Uint64                            // bumped on every subscription change
+	reqMixed  atomic.Bool                              // set for good: a filter matches some request topics only
+	route     atomic.Pointer[reqRoute]
+	routeMu   sync.Mutex    // serialises working out the route
+	rr        atomic.Uint64 // round robin over a shared group's members
 }
 
-func newInlineBus(srv *mqtt.Server, qos byte) *InlineBus {
-	return &InlineBus{srv: srv, qos: qos, subs: make(map[string]int)}
+// newInlineBus returns the bus of srv; allowRead is the ACL's check of a
+// delivery to a network client.
+func newInlineBus(srv *mqtt.Server, qos byte, allowRead func(cl *mqtt.Client, topic string) bool) *InlineBus {
+	return &InlineBus{srv: srv, qos: qos, subs: make(map[string]int), allowRead: allowRead}
 }
 
 // directID marks in InlineBus.subs a filter held in direct; mochi's IDs
@@ -94,7 +107,11 @@ type inlineHook struct {
 func (h *inlineHook) ID() string { return "toolbus-inline" }
 
 func (h *inlineHook) Provides(b byte) bool {
-	return b == mqtt.OnPublished || b == mqtt.OnPublish || b == mqtt.OnSubscribe
+	switch b {
+	case mqtt.OnPublished, mqtt.OnPublish, mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnUnsubscribed:
+		return true
+	}
+	return false
 }
 
 // OnSubscribe notes a filter that may match a response topic before mochi
@@ -108,6 +125,21 @@ func (h *inlineHook) OnSubscribe(_ *mqtt.Client, pk packets.Packet) packets.Pack
 	}
 	return pk
 }
+
+// OnSubscribed tells the request route to look again, after noting the
+// granted filters that turn it off. mochi calls it with the tree updated,
+// before the SUBACK.
+func (h *inlineHook) OnSubscribed(_ *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
+	for i, f := range pk.Filters {
+		if i < len(reasonCodes) && reasonCodes[i] < packets.ErrUnspecifiedError.Code {
+			h.bus.noteFilter(f.Filter)
+		}
+	}
+	h.bus.subscriptionsChanged()
+}
+
+// OnUnsubscribed tells the request route to look again.
+func (h *inlineHook) OnUnsubscribed(*mqtt.Client, packets.Packet) { h.bus.subscriptionsChanged() }
 
 // OnPublish delivers a reply to the direct subscription and has mochi drop
 // it (still acknowledged) while nothing in the tree could want it. It runs
@@ -174,6 +206,8 @@ func (b *InlineBus) Subscribe(ctx context.Context, filter string, h MessageHandl
 	if mayMatchResponse(filter) {
 		b.resInTree.Store(true)
 	}
+	b.noteFilter(filter)
+	defer b.subscriptionsChanged()
 	if err := b.srv.Subscribe(filter, id, deliver); err != nil {
 		return fmt.Errorf("inline subscribe %q: %w", filter, err)
 	}
@@ -201,6 +235,7 @@ func (b *InlineBus) Unsubscribe(ctx context.Context, filter string) error {
 		delete(b.subs, filter)
 		return nil
 	}
+	defer b.subscriptionsChanged()
 	if err := b.srv.Unsubscribe(filter, id); err != nil {
 		return fmt.Errorf("inline unsubscribe %q: %w", filter, err)
 	}
@@ -221,6 +256,14 @@ func (b *InlineBus) Publish(ctx context.Context, topic string, payload []byte) e
 	if b.closed.Load() {
 		return fmt.Errorf("inline publish %q: %w", topic, ErrClosed)
 	}
+	if isRequestTopic(topic) {
+		if done, err := b.publishRequest(topic, payload); done {
+			if err != nil {
+				return fmt.Errorf("inline publish %q: %w", topic, err)
+			}
+			return nil
+		}
+	}
 	if err := b.srv.Publish(topic, payload, false, b.qos); err != nil {
 		return fmt.Errorf("inline publish %q: %w", topic, err)
 	}
@@ -228,8 +271,11 @@ func (b *InlineBus) Publish(ctx context.Context, topic string, payload []byte) e
 }
 
 // PublishWaits reports false: Publish routes the message to the
-// subscribers (handing it to network clients' write queues) and returns; it
-// never waits on the network, so a caller need not bound it with a deadline.
+// subscribers (handing it to network clients' write queues, or writing a
+// request to the agent's socket) and returns, so a caller need not bound it
+// with a deadline. The one wait is a request write to an agent whose socket
+// buffer is full, at most queuedWriteTimeout (10 s) before its connection
+// is closed.
 func (b *InlineBus) PublishWaits() bool { return false }
 
 func (b *InlineBus) subscribed(filter string) bool {

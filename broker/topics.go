@@ -24,33 +24,66 @@ func isResponseTopic(topic string) bool {
 	return strings.HasSuffix(topic, "/res") && isContextTopic(topic)
 }
 
-// responseFilterLevels are the levels of a response topic; "" stands for a
-// context level, which may hold anything.
-var responseFilterLevels = [...]string{"ff", "v1", "mcp", "", "", "", "", "", "res"}
+// isRequestTopic reports whether topic is a request topic of the MQTT
+// contract, ff/v1/mcp/*/*/*/*/*/req.
+func isRequestTopic(topic string) bool {
+	return strings.HasSuffix(topic, "/req") && isContextTopic(topic)
+}
+
+// responseFilterLevels and requestFilterLevels are the levels of a response
+// and a request topic; "" stands for a context level, which may hold
+// anything.
+var (
+	responseFilterLevels = []string{"ff", "v1", "mcp", "", "", "", "", "", "res"}
+	requestFilterLevels  = []string{"ff", "v1", "mcp", "", "", "", "", "", "req"}
+)
+
+// filterMatch tells how a subscription filter relates to the topics of a
+// kind (levels as in requestFilterLevels).
+type filterMatch int
+
+const (
+	matchesNone filterMatch = iota // no topic of the kind
+	matchesSome                    // some of them: it names a context level
+	matchesAll                     // every one: only wildcards at context levels
+)
+
+// matchKind tells which topics of a kind the filter, plain or shared
+// ("$share/<group>/<filter>"), matches. It errs toward matchesSome for
+// filters it cannot tell apart.
+func matchKind(filter string, levels []string) filterMatch {
+	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
+		_, filter, ok = strings.Cut(rest, "/")
+		if !ok {
+			return matchesNone
+		}
+	}
+	m, n := matchesAll, 0
+	for level := range strings.SplitSeq(filter, "/") {
+		switch {
+		case level == "#":
+			return m
+		case n >= len(levels):
+			return matchesNone
+		case level == "+":
+		case levels[n] == "":
+			m = matchesSome
+		case level != levels[n]:
+			return matchesNone
+		}
+		n++
+	}
+	if n != len(levels) {
+		return matchesNone
+	}
+	return m
+}
 
 // mayMatchResponse reports whether the subscription filter, plain or shared
 // ("$share/<group>/<filter>"), matches some response topic. It errs on the
 // side of yes for filters it cannot tell apart.
 func mayMatchResponse(filter string) bool {
-	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
-		_, filter, ok = strings.Cut(rest, "/")
-		if !ok {
-			return false
-		}
-	}
-	n := 0
-	for level := range strings.SplitSeq(filter, "/") {
-		switch {
-		case level == "#":
-			return true
-		case n >= len(responseFilterLevels):
-			return false
-		case level != "+" && responseFilterLevels[n] != "" && level != responseFilterLevels[n]:
-			return false
-		}
-		n++
-	}
-	return n == len(responseFilterLevels)
+	return matchKind(filter, responseFilterLevels) != matchesNone
 }
 
 // presenceTopic is the presence topic of the agent with this client ID (the

@@ -45,3 +45,33 @@ func TestIsResponseTopic(t *testing.T) {
 		}
 	}
 }
+
+func TestMatchKindRequest(t *testing.T) {
+	tests := []struct {
+		filter string
+		want   filterMatch
+	}{
+		{"ff/v1/mcp/+/+/+/+/+/req", matchesAll},
+		{"$share/agents/ff/v1/mcp/+/+/+/+/+/req", matchesAll},
+		{"ff/v1/mcp/+/+/+/+/+/+", matchesAll},
+		{"ff/v1/mcp/#", matchesAll},
+		{"ff/#", matchesAll},
+		{"#", matchesAll},
+		{"+/+/+/+/+/+/+/+/+", matchesAll},
+		{"ff/v1/mcp/gw1/+/+/+/+/req", matchesSome},
+		{"ff/v1/mcp/+/u1/#", matchesSome},
+		{"$share/g/ff/v1/mcp/+/+/+/t/e/req", matchesSome},
+		{"ff/v1/mcp/+/+/+/+/+/res", matchesNone},
+		{"ff/v1/mcp/agents/+/status", matchesNone},
+		{"ff/v1/mcp/+/+/+/+/+/req/x", matchesNone},
+		{"sensors/#", matchesNone},
+		{"$share/g", matchesNone},
+	}
+	for _, tc := range tests {
+		t.Run(tc.filter, func(t *testing.T) {
+			if got := matchKind(tc.filter, requestFilterLevels); got != tc.want {
+				t.Errorf("matchKind(%q, request) = %v, want %v", tc.filter, got, tc.want)
+			}
+		})
+	}
+}

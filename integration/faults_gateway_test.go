@@ -365,7 +365,7 @@ func TestServeSIGTERMPastShutdownTimeout(t *testing.T) {
 	dataDir := t.TempDir()
 	pw := addAgentIdentity(t, dataDir, "ref-agent")
 	tok := cliToken(t, dataDir, "alice")
-	gw := startServeProc(t, dataDir, "127.0.0.1:0", "127.0.0.1:0", "--shutdown-timeout", "3s")
+	gw := startServeProc(t, dataDir, "127.0.0.1:0", "127.0.0.1:0", "--shutdown-timeout", "8s")
 	startProc(t, nil, bins.expertAgent, "--broker-url", "tcp://"+gw.mqttAddr, "--username", "ref-agent",
 		"--password", pw, "--client-id", "ref-agent-1", "--log-format", "text")
 	waitAgentTool(t, gw.mcpURL(), tok, "countdown")

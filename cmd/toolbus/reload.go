@@ -5,9 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -52,10 +50,7 @@ func (l *liveSettings) set(name, value, source string) {
 // file (unless the command line or the environment set them; a setting
 // taken out of the file goes back to its default), and the ACL rules from
 // the store. Connections stay up. A bad file changes nothing.
-func serveUntilDone(ctx context.Context, srv *server.Server, fs *flag.FlagSet, src flagSources, live *liveSettings, log *logrus.Entry) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+func serveUntilDone(ctx context.Context, hup <-chan os.Signal, srv *server.Server, fs *flag.FlagSet, src flagSources, live *liveSettings, log *logrus.Entry) {
 	for {
 		select {
 		case <-ctx.Done():

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/toolbus/toolbus/gateway"
@@ -116,8 +118,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if a := srv.MQTTAddr(); a != nil {
 		mqtt = "mqtt://" + a.String()
 	}
+	// SIGHUP is caught from before the line that tells the gateway is up:
+	// one sent right after it must reload, not kill the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	fmt.Fprintf(stdout, "toolbus: http://%s/api/v1/mcp  %s  platform-id %s\n", srv.HTTPAddr(), mqtt, srv.PlatformID())
-	serveUntilDone(ctx, srv, fs, sources, live, log)
+	serveUntilDone(ctx, hup, srv, fs, sources, live, log)
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *shutdownTimeout)
 	defer cancel()

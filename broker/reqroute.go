@@ -1,0 +1,184 @@
+package broker
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// The request route: how the InlineBus hands a request to the expert agent
+// without mochi's publish machinery.
+//
+// mochi routes every publish the same way: it walks its topic tree, builds
+// maps of the matching subscribers, picks one member of each shared group,
+// copies the packet per subscriber and queues it for the subscriber's write
+// goroutine. For the gateway's requests that work gives the same answer
+// every time: agents may subscribe only to ff/v1/mcp/+/+/+/+/+/req (plain or
+// shared), a filter that matches every request topic alike. So while every
+// filter in the tree that matches a request topic matches all of them (no
+// filter names a context level), the set of subscribers is the same for
+// every request topic, and it is worked out once, again only after a
+// subscription changes. With one receiver (one agent group: the usual
+// case), Publish encodes the PUBLISH itself and writes it to the agent's
+// socket from the caller's goroutine: no tree walk, no maps, no hand-off to
+// another goroutine. Anything else, and a write that would wait behind
+// another, takes mochi's way; nothing changes for the receivers.
+
+// reqRoute is the receiver of every request topic, as worked out at one
+// subscription generation.
+type reqRoute struct {
+	gen uint64
+	// members is the plain subscriber (one) or the members of the one
+	// shared group, sorted by client ID; nil: publish through mochi.
+	members []string
+}
+
+// subscriptionsChanged (from the inline hook) notes a subscription change: the next
+// request works out the route again. mochi calls OnSubscribed after the
+// tree holds the new subscription and before the SUBACK leaves, and
+// OnUnsubscribed after the tree dropped it, so a request published after a
+// client learnt of its subscription finds it.
+func (b *InlineBus) subscriptionsChanged() { b.reqGen.Add(1) }
+
+// noteFilter notes a filter about to be subscribed (by a network client or
+// the bus itself): one that matches some request topics but not others
+// turns the request route off for good.
+func (b *InlineBus) noteFilter(filter string) {
+	if matchKind(filter, requestFilterLevels) == matchesSome {
+		b.reqMixed.Store(true)
+	}
+}
+
+// requestRoute returns the route for the current subscriptions.
+func (b *InlineBus) requestRoute() *reqRoute {
+	gen := b.reqGen.Load()
+	if r := b.route.Load(); r != nil && r.gen == gen {
+		return r
+	}
+	b.routeMu.Lock()
+	defer b.routeMu.Unlock()
+	gen = b.reqGen.Load() // read before the tree: a change after it bumps it again
+	if r := b.route.Load(); r != nil && r.gen == gen {
+		return r
+	}
+	r := &reqRoute{gen: gen, members: b.requestReceivers()}
+	b.route.Store(r)
+	return r
+}
+
+// anyRequestTopic is a request topic: the route holds only while every
+// request topic has the subscribers this one has.
+const anyRequestTopic = "ff/v1/mcp/_/_/_/_/_/req"
+
+// requestReceivers works out the receivers of every request topic from
+// mochi's tree: one plain subscriber, or the members of one shared group.
+// nil when the route cannot be used.
+func (b *InlineBus) requestReceivers() []string {
+	if b.qos != 0 || b.reqMixed.Load() {
+		return nil // QoS 1 needs mochi's in-flight tracking
+	}
+	subs := b.srv.Topics.Subscribers(anyRequestTopic)
+	if len(subs.InlineSubscriptions) > 0 || len(subs.Subscriptions)+len(subs.Shared) != 1 {
+		return nil
+	}
+	var members []string
+	for id, sub := range subs.Subscriptions {
+		if len(sub.Identifiers) > 0 {
+			return nil // MQTT 5 subscription identifiers go in the PUBLISH
+		}
+		members = append(members, id)
+	}
+	for _, group := range subs.Shared {
+		for id, sub := range group {
+			if len(sub.Identifiers) > 0 {
+				return nil
+			}
+			members = append(members, id)
+		}
+	}
+	slices.Sort(members)
+	return members
+}
+
+// publishRequest writes a request straight to its receiver's socket, when
+// the route allows; false: it wrote nothing, publish through mochi.
+func (b *InlineBus) publishRequest(topic string, payload []byte) (bool, error) {
+	if len(payload) > maxDirectPayload {
+		return false, nil
+	}
+	r := b.requestRoute()
+	if len(r.members) == 0 {
+		return false, nil
+	}
+	id := r.members[0]
+	if len(r.members) > 1 {
+		id = r.members[b.rr.Add(1)%uint64(len(r.members))]
+	}
+	cl, ok := b.srv.Clients.Get(id)
+	if !ok || cl.Closed() || cl.Net.Inline {
+		return false, nil
+	}
+	conn, ok := cl.Net.Conn.(*ackConn)
+	if !ok {
+		return false, nil // TLS and WebSocket connections: mochi's way
+	}
+	if !b.allowRead(cl, topic) {
+		return false, nil // mochi refuses the delivery and reports it
+	}
+	v5 := cl.Properties.ProtocolVersion == 5
+	hp := headPool.Get().(*[]byte)
+	defer headPool.Put(hp)
+	head := appendPublishHead((*hp)[:0], topic, v5, len(payload))
+	*hp = head
+	if limit := cl.Properties.Props.MaximumPacketSize; limit > 0 && uint64(len(head)+len(payload)) > uint64(limit) {
+		atomic.AddInt64(&b.srv.Info.MessagesDropped, 1) // as mochi: too large for this client
+		return true, nil
+	}
+	if err := conn.writeQueued(head, payload); err != nil {
+		return true, err
+	}
+	atomic.AddInt64(&b.srv.Info.PacketsSent, 1)
+	atomic.AddInt64(&b.srv.Info.MessagesSent, 1)
+	atomic.AddInt64(&b.srv.Info.BytesSent, int64(len(head)+len(payload)))
+	// What mochi's OnPublished would have done.
+	b.deliverDirect(topic, payload)
+	return true, nil
+}
+
+// maxDirectPayload is the largest request written straight to the socket;
+// a larger one takes mochi's way, so that queuedWriteTimeout never bounds a
+// big write on a slow link.
+const maxDirectPayload = 64 << 10
+
+// headPool holds PUBLISH header buffers.
+var headPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// appendPublishHead appends the fixed and variable header of a QoS 0,
+// not retained PUBLISH of topic with a payload of n bytes: MQTT 3.1.1, or
+// MQTT 5 with no properties.
+func appendPublishHead(dst []byte, topic string, v5 bool, n int) []byte {
+	rest := 2 + len(topic) + n
+	if v5 {
+		rest++ // property length 0
+	}
+	dst = append(dst, packets.Publish<<4)
+	for {
+		b := byte(rest & 0x7f)
+		rest >>= 7
+		if rest > 0 {
+			b |= 0x80
+		}
+		dst = append(dst, b)
+		if rest == 0 {
+			break
+		}
+	}
+	dst = append(dst, byte(len(topic)>>8), byte(len(topic)))
+	dst = append(dst, topic...)
+	if v5 {
+		dst = append(dst, 0)
+	}
+	return dst
+}
