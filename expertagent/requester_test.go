@@ -479,6 +479,9 @@ func TestRequesterContextsLeaveTheBroker(t *testing.T) {
 			t.Fatal("not subscribed")
 		}
 		rqPoll(t, "context 4 expired", func() bool { return !e.Broker.InlineSubscribed(rqCtx(4).ResponseTopic()) })
+		// The counter moves once Unsubscribe has returned, just after the
+		// broker dropped the subscription.
+		rqPoll(t, "the unsubscribe counted", func() bool { return r.Stats().Unsubscribes > 0 })
 		if s := r.Stats(); s.Expired != 1 || s.Unsubscribes != 1 || s.Contexts != 0 {
 			t.Errorf("stats %+v", s)
 		}
