@@ -91,6 +91,12 @@ func (ss *sessions) create(userID, tokenID, version string, caps json.RawMessage
 	now := ss.now()
 	s := &session{key: hex.EncodeToString(kb), userID: userID, tokenID: tokenID, version: version,
 		created: now, lastUsed: now, logLevel: -1, caps: caps}
+	if sh := ss.shared; sh != nil && sh.ttl > 0 {
+		// Nobody can have ended a session whose ID no client has seen yet:
+		// "not ended" is as fresh now as a store read, and the session's
+		// first requests need not ask (see checkShared).
+		s.sharedUntil = now.Add(sh.ttl)
+	}
 	id := ss.sign(sessionClaims{Key: s.key, UserID: userID, TokenID: tokenID, Version: version, Created: now.Unix(),
 		Caps: claimCaps(caps)})
 	ss.mu.Lock()

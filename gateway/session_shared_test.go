@@ -118,3 +118,42 @@ func TestClaimCaps(t *testing.T) {
 		t.Fatalf("session id of %d bytes exceeds maxSessionIDLen", len(id))
 	}
 }
+
+// countingEnded counts the store reads of an EndedSessions.
+type countingEnded struct {
+	EndedSessions
+	reads int
+}
+
+func (c *countingEnded) SessionEnded(ctx context.Context, key string) (bool, error) {
+	c.reads++
+	return c.EndedSessions.SessionEnded(ctx, key)
+}
+
+// The replica that creates a session knows it is not ended: its first
+// requests within the cache TTL do not ask the store.
+func TestSessionsSharedNewSessionNotAsked(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	st := &countingEnded{EndedSessions: openSharedStore(t)}
+	now := time.Unix(1_800_000_000, 0)
+	ss := newSessions([]byte("secret"), time.Hour)
+	ss.now = func() time.Time { return now }
+	ss.shareEnded(st, time.Second, nil)
+	s, _ := ss.create("alice", "tb_1", version20251125, nil)
+	for range 3 {
+		if err := ss.checkShared(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.reads != 0 {
+		t.Fatalf("%d store reads for a session this replica just created, want 0", st.reads)
+	}
+	now = now.Add(time.Second)
+	if err := ss.checkShared(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if st.reads != 1 {
+		t.Fatalf("%d store reads after the cache TTL, want 1", st.reads)
+	}
+}
