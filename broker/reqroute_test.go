@@ -18,6 +18,23 @@ func receivers(t *testing.T, e *testEnv, want ...string) {
 	})
 }
 
+// agentEnv starts a broker with the expert-agent identity agent1 and
+// returns it with agent1's password.
+func agentEnv(t *testing.T, mods ...func(*broker.Options)) (*testEnv, string) {
+	t.Helper()
+	e := newEnv(t, mods...)
+	return e, e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+}
+
+// agentOn connects clientID as agent1, subscribes it to filter and returns
+// its inbox.
+func agentOn(t *testing.T, e *testEnv, pw, clientID, filter string) inbox {
+	t.Helper()
+	in := newInbox()
+	mustSubscribe(t, e.mustConnect(t, clientID, "agent1", pw, in), filter)
+	return in
+}
+
 // counts publishes n requests and counts, per inbox, the payloads that
 // arrived; every payload must arrive exactly `copies` times in all.
 func counts(t *testing.T, e *testEnv, n, copies int, inboxes ...inbox) []int {
@@ -59,11 +76,8 @@ func counts(t *testing.T, e *testEnv, n, copies int, inboxes ...inbox) []int {
 
 func TestRequestRoute(t *testing.T) {
 	t.Run("one agent: written straight to its socket", func(t *testing.T) {
-		e := newEnv(t)
-		pw := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
-		in := newInbox()
-		a := e.mustConnect(t, "agent1-a", "agent1", pw, in)
-		mustSubscribe(t, a, sharedRequests)
+		e, pw := agentEnv(t)
+		in := agentOn(t, e, pw, "agent1-a", sharedRequests)
 		receivers(t, e, "agent1-a")
 		before := e.Broker.Stats().MessagesSent
 		counts(t, e, 50, 1, in)
@@ -73,11 +87,8 @@ func TestRequestRoute(t *testing.T) {
 	})
 
 	t.Run("a group of two shares the requests", func(t *testing.T) {
-		e := newEnv(t)
-		pw := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
-		in1, in2 := newInbox(), newInbox()
-		mustSubscribe(t, e.mustConnect(t, "agent1-a", "agent1", pw, in1), sharedRequests)
-		mustSubscribe(t, e.mustConnect(t, "agent1-b", "agent1", pw, in2), sharedRequests)
+		e, pw := agentEnv(t)
+		in1, in2 := agentOn(t, e, pw, "agent1-a", sharedRequests), agentOn(t, e, pw, "agent1-b", sharedRequests)
 		receivers(t, e, "agent1-a", "agent1-b")
 		if got := counts(t, e, 40, 1, in1, in2); got[0] != 20 || got[1] != 20 {
 			t.Errorf("split %v, want round robin 20/20", got)
@@ -85,11 +96,8 @@ func TestRequestRoute(t *testing.T) {
 	})
 
 	t.Run("two groups: each gets every request, through mochi", func(t *testing.T) {
-		e := newEnv(t)
-		pw := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
-		in1, in2 := newInbox(), newInbox()
-		mustSubscribe(t, e.mustConnect(t, "agent1-a", "agent1", pw, in1), sharedRequests)
-		mustSubscribe(t, e.mustConnect(t, "agent1-b", "agent1", pw, in2), "$share/others/"+requestFilter)
+		e, pw := agentEnv(t)
+		in1, in2 := agentOn(t, e, pw, "agent1-a", sharedRequests), agentOn(t, e, pw, "agent1-b", "$share/others/"+requestFilter)
 		receivers(t, e)
 		if got := counts(t, e, 20, 2, in1, in2); got[0] != 20 || got[1] != 20 {
 			t.Errorf("got %v, want 20 each", got)
@@ -97,10 +105,8 @@ func TestRequestRoute(t *testing.T) {
 	})
 
 	t.Run("a filter naming a context level turns the route off for good", func(t *testing.T) {
-		e := newEnv(t)
-		pw := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
-		in := newInbox()
-		mustSubscribe(t, e.mustConnect(t, "agent1-a", "agent1", pw, in), sharedRequests)
+		e, pw := agentEnv(t)
+		in := agentOn(t, e, pw, "agent1-a", sharedRequests)
 		receivers(t, e, "agent1-a")
 		narrow := make(chan inlineMsg, 64)
 		ctx := testContext(t)
@@ -121,8 +127,7 @@ func TestRequestRoute(t *testing.T) {
 	})
 
 	t.Run("a new connection of the agent is found", func(t *testing.T) {
-		e := newEnv(t)
-		pw := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+		e, pw := agentEnv(t)
 		in1 := newInbox()
 		a := e.mustConnect(t, "agent1-a", "agent1", pw, in1)
 		mustSubscribe(t, a, sharedRequests)
@@ -130,15 +135,13 @@ func TestRequestRoute(t *testing.T) {
 		counts(t, e, 5, 1, in1)
 		a.Disconnect(100)
 		receivers(t, e)
-		in2 := newInbox()
-		mustSubscribe(t, e.mustConnect(t, "agent1-a", "agent1", pw, in2), sharedRequests)
+		in2 := agentOn(t, e, pw, "agent1-a", sharedRequests)
 		receivers(t, e, "agent1-a")
 		counts(t, e, 5, 1, in2)
 	})
 
 	t.Run("MQTT 5 agent", func(t *testing.T) {
-		e := newEnv(t)
-		pw := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+		e, pw := agentEnv(t)
 		c := dialRaw(t, e.Broker.Addr().String())
 		if ack := c.connect("agent1-v5", "agent1", pw, 30); ack.ReasonCode != 0 {
 			t.Fatalf("CONNACK reason %#x", ack.ReasonCode)
@@ -162,10 +165,8 @@ func TestRequestRoute(t *testing.T) {
 	})
 
 	t.Run("inline QoS 1: through mochi", func(t *testing.T) {
-		e := newEnv(t, func(o *broker.Options) { o.InlineQoS = 1 })
-		pw := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
-		in := newInbox()
-		mustSubscribe(t, e.mustConnect(t, "agent1-a", "agent1", pw, in), sharedRequests)
+		e, pw := agentEnv(t, func(o *broker.Options) { o.InlineQoS = 1 })
+		in := agentOn(t, e, pw, "agent1-a", sharedRequests)
 		receivers(t, e)
 		counts(t, e, 5, 1, in)
 	})
@@ -174,8 +175,7 @@ func TestRequestRoute(t *testing.T) {
 // A filter the ACL refuses changes nothing; a granted one that names a
 // context level turns the route off.
 func TestRequestRouteNetworkFilters(t *testing.T) {
-	e := newEnv(t)
-	pw := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	e, pw := agentEnv(t)
 	in := newInbox()
 	a := e.mustConnect(t, "agent1-a", "agent1", pw, in)
 	mustSubscribe(t, a, sharedRequests)
@@ -186,9 +186,7 @@ func TestRequestRouteNetworkFilters(t *testing.T) {
 	receivers(t, e, "agent1-a")
 	counts(t, e, 5, 1, in)
 
-	narrow := newInbox()
-	b := e.mustConnect(t, "agent1-b", "agent1", pw, narrow)
-	mustSubscribe(t, b, "ff/v1/mcp/plat1/+/+/+/+/req")
+	narrow := agentOn(t, e, pw, "agent1-b", "ff/v1/mcp/plat1/+/+/+/+/req")
 	receivers(t, e)
 	got := counts(t, e, 5, 2, in, narrow)
 	if got[0] != 5 || got[1] != 5 {
