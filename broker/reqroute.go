@@ -15,16 +15,19 @@ import (
 // maps of the matching subscribers, picks one member of each shared group,
 // copies the packet per subscriber and queues it for the subscriber's write
 // goroutine. For the gateway's requests that work gives the same answer
-// every time: agents may subscribe only to ff/v1/mcp/+/+/+/+/+/req (plain or
-// shared), a filter that matches every request topic alike. So while every
-// filter in the tree that matches a request topic matches all of them (no
-// filter names a context level), the set of subscribers is the same for
-// every request topic, and it is worked out once, again only after a
-// subscription changes. With one receiver (one agent group: the usual
-// case), Publish encodes the PUBLISH itself and writes it to the agent's
-// socket from the caller's goroutine: no tree walk, no maps, no hand-off to
-// another goroutine. Anything else, and a write that would wait behind
-// another, takes mochi's way; nothing changes for the receivers.
+// every time: agents subscribe to ff/v1/mcp/+/+/+/+/+/req (plain or shared,
+// as the contract says), a filter that matches every request topic alike.
+// So while every filter in the tree that matches a request topic matches
+// all of them (none names a context level), the set of subscribers is the
+// same for every request topic, and it is worked out once, and again only
+// after a subscription changes. With one receiver (one agent group: the
+// usual case), Publish encodes the PUBLISH itself and queues it on the
+// agent's connection (ackConn.writeQueued): the caller writes it, unless a
+// write is under way, which takes it along. No tree walk, no maps, no
+// hand-off to another goroutine. Anything else (several groups, a filter
+// naming a context level, inline QoS 1, a TLS or WebSocket connection, a
+// payload over maxDirectPayload) takes mochi's way; the receivers see the
+// same packets either way.
 
 // reqRoute is the receiver of every request topic, as worked out at one
 // subscription generation.
@@ -35,8 +38,8 @@ type reqRoute struct {
 	members []string
 }
 
-// subscriptionsChanged (from the inline hook) notes a subscription change: the next
-// request works out the route again. mochi calls OnSubscribed after the
+// subscriptionsChanged (from the inline hook) notes a subscription change:
+// the next request works out the route again. mochi calls OnSubscribed after the
 // tree holds the new subscription and before the SUBACK leaves, and
 // OnUnsubscribed after the tree dropped it, so a request published after a
 // client learnt of its subscription finds it.
