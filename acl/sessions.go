@@ -14,14 +14,19 @@ import (
 const (
 	qInsertEndedSession = `INSERT INTO ended_sessions (session_key, ended_ms, until_ms) VALUES ($1, $2, $3)
 ON CONFLICT (session_key) DO NOTHING`
-	qSelectEndedSession = `SELECT 1 FROM ended_sessions WHERE session_key = $1`
+	qSelectEndedSession = `SELECT 1 FROM ended_sessions WHERE session_key = $1 AND until_ms >= $2`
 	qPurgeEndedSessions = `DELETE FROM ended_sessions WHERE until_ms < $1`
 )
+
+// endedPurgeEvery is how often EndSession deletes the rows past their
+// time: a purge per end was a second write transaction per DELETE.
+const endedPurgeEvery = time.Minute
 
 // EndSession records that the MCP session with this key was ended by its
 // client, so that every gateway sharing the store refuses it. until is when
 // the row stops mattering (the session could not be presented after it
-// anyway); rows past their time are purged here, on the next end.
+// anyway); rows past it no longer count, and are deleted by an end at most
+// once per endedPurgeEvery.
 func (s *Store) EndSession(ctx context.Context, key string, until time.Time) (err error) {
 	defer mapWriteErr(&err)
 	if key == "" {
@@ -31,19 +36,22 @@ func (s *Store) EndSession(ctx context.Context, key string, until time.Time) (er
 	if _, err := s.db.ExecContext(ctx, qInsertEndedSession, key, ms, until.UnixMilli()); err != nil {
 		return fmt.Errorf("acl: end session: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, qPurgeEndedSessions, ms); err != nil {
-		// The session is recorded; a failed purge only leaves rows for
-		// the next one.
-		s.log.WithError(err).Warn("could not purge ended sessions")
+	if last := s.endedPurged.Load(); ms-last >= endedPurgeEvery.Milliseconds() && s.endedPurged.CompareAndSwap(last, ms) {
+		if _, err := s.db.ExecContext(ctx, qPurgeEndedSessions, ms); err != nil {
+			// The session is recorded; a failed purge only leaves rows for
+			// the next one.
+			s.log.WithError(err).Warn("could not purge ended sessions")
+		}
 	}
 	return nil
 }
 
-// SessionEnded reports whether EndSession recorded the key (and the row has
-// not been purged yet).
+// SessionEnded reports whether EndSession recorded the key, with a time
+// not past yet.
 func (s *Store) SessionEnded(ctx context.Context, key string) (bool, error) {
 	var one int
-	err := s.db.QueryRowContext(ctx, qSelectEndedSession, key).Scan(&one)
+	_, ms := now()
+	err := s.db.QueryRowContext(ctx, qSelectEndedSession, key, ms).Scan(&one)
 	switch {
 	case err == nil:
 		return true, nil

@@ -65,6 +65,8 @@ type Store struct {
 	authKey   []byte                            // per-process HMAC key of cached passwords
 
 	tokens tokenAuth // personal access tokens: row cache and LastUsed writer
+
+	endedPurged atomic.Int64 // unix ms of EndSession's last purge (sessions.go)
 }
 
 // Open opens (creating if needed) the store in dataDir/toolbus.db and brings
