@@ -3,6 +3,7 @@ package acl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -76,6 +77,7 @@ var portableTests = []struct {
 	{"RevokeTokenRacesAuthenticate", TestRevokeTokenRacesAuthenticate},
 	{"AuthenticateTokenConcurrent", TestAuthenticateTokenConcurrent},
 	{"EndedSessions", TestEndedSessions},
+	{"EndedSessionsConcurrent", TestEndedSessionsConcurrent},
 	{"InsertAuditChunks", TestInsertAuditChunks},
 	{"QueryAudit", TestQueryAudit},
 	{"PruneAudit", TestPruneAudit},
@@ -214,6 +216,48 @@ func TestClassifyPgErr(t *testing.T) {
 			if got := errors.Is(err, s); got != (s == tc.want) {
 				t.Errorf("%s: errors.Is(%v, %v) = %v", tc.code, err, s, got)
 			}
+		}
+	}
+}
+
+// Concurrent ends share transactions (endedWriter) and every one of them
+// is recorded, on the store it was written to and on another replica.
+func TestEndedSessionsConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	a := openTestStoreIn(t, dir, StoreOptions{})
+	b := openTestStoreIn(t, dir, StoreOptions{})
+	ctx := testContext(t)
+	until := time.Now().Add(time.Hour)
+	const n = 64
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- a.EndSession(ctx, fmt.Sprintf("c%02d", i), until) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("EndSession: %v", err)
+		}
+	}
+	for i := range n {
+		if ended, err := b.SessionEnded(ctx, fmt.Sprintf("c%02d", i)); err != nil || !ended {
+			t.Fatalf("c%02d: SessionEnded = %v, %v; want true", i, ended, err)
+		}
+	}
+	// A caller that gives up while another batch is written leaves its row
+	// for the next batch.
+	a.ended.slot <- struct{}{} // a write in progress
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.EndSession(gone, "late", until); !errors.Is(err, context.Canceled) {
+		t.Fatalf("EndSession with a cancelled context while the slot is held: %v", err)
+	}
+	<-a.ended.slot
+	if err := a.EndSession(ctx, "next", until); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"late", "next"} {
+		if ended, err := b.SessionEnded(ctx, k); err != nil || !ended {
+			t.Fatalf("%s: SessionEnded = %v, %v; want true", k, ended, err)
 		}
 	}
 }

@@ -66,6 +66,7 @@ type Store struct {
 
 	tokens tokenAuth // personal access tokens: row cache and LastUsed writer
 
+	ended       endedWriter  // EndSession's group commit (sessions.go)
 	endedPurged atomic.Int64 // unix ms of EndSession's last purge (sessions.go)
 }
 
@@ -182,6 +183,7 @@ func newStore(ctx context.Context, db *sql.DB, be *backend, where string, opts S
 		log:     log,
 		iters:   opts.HashIterations,
 		kdf:     make(chan struct{}, runtime.GOMAXPROCS(0)),
+		ended:   endedWriter{slot: make(chan struct{}, 1)},
 	}
 	var err error
 	if s.dummyHash, err = newDummyHash(opts.HashIterations); err != nil {
