@@ -71,6 +71,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTopic$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzLeanReadPacket$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzLeanEncode$$' -fuzztime $(FUZZTIME) ./expertagent/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/jsonenc/
 
 # The soak (integration/soak_test.go): SOAK_MINUTES of platform and agent
 # calls across churning MCP sessions, the subscription LRU at its bound, the

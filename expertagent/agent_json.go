@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/toolbus/toolbus/internal/jsonenc"
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
@@ -692,62 +693,9 @@ func agentDecodeParamsFast(params []byte, p *agentParams) error {
 	return s.end()
 }
 
-// agentHex is encoding/json's hex alphabet for \u escapes.
-const agentHex = "0123456789abcdef"
-
 // agentAppendString appends s as a JSON string, byte for byte as
-// encoding/json writes it: HTML-escaped (<, >, &), U+2028 and U+2029
-// escaped, invalid UTF-8 as \ufffd.
-func agentAppendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', agentHex[b>>4], agentHex[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', agentHex[c&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// json.Marshal writes it (HTML-escaped).
+func agentAppendString(dst []byte, s string) []byte { return jsonenc.AppendString(dst, s, true) }
 
 // agentAppendRaw appends a raw value the Agent decoded (valid JSON) as
 // json.Marshal would write it: compact and HTML-escaped. Values with

@@ -149,26 +149,6 @@ var agentStringSeeds = []string{
 	"caf\u00e9 \u2028 \u2029 \U0001F600", "bad \xff\xfe utf8 \xe2\x80", "\xed\xa0\x80 surrogate",
 }
 
-func TestAgentAppendStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range agentStringSeeds {
-		agentCheckAppendString(t, s)
-	}
-}
-
-func FuzzAgentAppendString(f *testing.F) {
-	for _, s := range agentStringSeeds {
-		f.Add(s)
-	}
-	f.Fuzz(agentCheckAppendString)
-}
-
-func agentCheckAppendString(t *testing.T, s string) {
-	want, _ := json.Marshal(s)
-	if got := agentAppendString([]byte("x"), s); string(got[1:]) != string(want) || got[0] != 'x' {
-		t.Fatalf("%q: got %s, want %s", s, got[1:], want)
-	}
-}
-
 // TestAgentEncodeMatchesEncodingJSON checks every reply the Agent builds
 // by hand against what encoding/json built before.
 func TestAgentEncodeMatchesEncodingJSON(t *testing.T) {
