@@ -26,47 +26,23 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"runtime/debug"
-	"syscall"
 	"time"
 	_ "time/tzdata" // time_now must know IANA zones on hosts without a zoneinfo database
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/toolbus/toolbus/expertagent"
-	"github.com/toolbus/toolbus/internal/envflag"
+	"github.com/toolbus/toolbus/internal/agentcli"
 	"github.com/toolbus/toolbus/internal/gctune"
 	"github.com/toolbus/toolbus/internal/pprofserver"
 )
 
-// envPrefix prefixes the environment variable of every flag.
-const envPrefix = "TOOLBUS_AGENT_"
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
-	stop()
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, context.Canceled): // a signal before the first connection: still a requested stop
-	default:
-		fmt.Fprintln(os.Stderr, "expert-agent:", err)
-		os.Exit(1)
-	}
-}
+func main() { agentcli.Main("expert-agent", run) }
 
 // config is the parsed command line.
 type config struct {
-	opts       expertagent.AgentOptions
-	logLevel   logrus.Level
-	logFormat  string
+	*agentcli.Common
 	pprofAddr  string // "" = no profiles served
 	gcFloorMiB int    // --gc-heap-floor-mib
 	// extraTools is how many trivial tools to serve beside the real ones.
@@ -76,59 +52,24 @@ type config struct {
 // parseFlags reads args, then TOOLBUS_AGENT_<FLAG> for every flag not on the
 // command line.
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	var (
-		c                   config
-		logLevel, logFormat string
-	)
+	var c config
 	fs := flag.NewFlagSet("expert-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.opts.BrokerURL, "broker-url", "tcp://127.0.0.1:1883", "MQTT broker URL (tcp://, ssl://, ws://)")
-	fs.StringVar(&c.opts.Username, "username", "", "MQTT username (an identity with the expert-agent role)")
-	fs.StringVar(&c.opts.Password, "password", "", "MQTT password (prefer the environment variable "+envPrefix+"PASSWORD)")
-	fs.StringVar(&c.opts.Name, "name", expertagent.DefaultAgentName, "agent name, reported in presence and serverInfo")
-	fs.StringVar(&c.opts.Group, "group", "", "shared-subscription group (default: the name); instances of one group share requests")
-	fs.BoolVar(&c.opts.Exclusive, "exclusive", false, "subscribe without a shared group: every instance answers every request")
-	fs.StringVar(&c.opts.ClientID, "client-id", "", "MQTT client ID (default: name + random suffix)")
-	fs.IntVar(&c.opts.Concurrency, "concurrency", expertagent.DefaultAgentConcurrency, "requests served at once")
-	fs.DurationVar(&c.opts.ShutdownTimeout, "shutdown-timeout", expertagent.DefaultAgentShutdownTimeout, "how long to wait for calls in flight on shutdown")
-	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
 	fs.IntVar(&c.extraTools, "extra-tools", 0, fmt.Sprintf("serve this many trivial extra tools (tool_0001 ...; at most %d) beside the real ones, for benchmarks", maxExtraTools))
 	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6061); off by default")
 	fs.IntVar(&c.gcFloorMiB, "gc-heap-floor-mib", 64, "let the heap grow to this many MiB before Go's garbage collector runs (less GC CPU on a small heap; GOGC set in the environment wins); 0 = Go's default pacing")
-	if err := fs.Parse(args); err != nil {
+	common, err := agentcli.Parse(fs, args, getenv, expertagent.DefaultAgentName)
+	if err != nil {
 		return config{}, err
 	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	if err := envflag.Apply(fs, envPrefix, getenv); err != nil {
-		return config{}, err
-	}
+	c.Common = common
 	if c.gcFloorMiB < 0 {
 		return config{}, fmt.Errorf("--gc-heap-floor-mib: want 0 or more, got %d", c.gcFloorMiB)
 	}
 	if c.extraTools < 0 || c.extraTools > maxExtraTools {
 		return config{}, fmt.Errorf("--extra-tools: want 0 to %d, got %d", maxExtraTools, c.extraTools)
 	}
-	lvl, err := logrus.ParseLevel(logLevel)
-	if err != nil {
-		return config{}, fmt.Errorf("--log-level: %w", err)
-	}
-	if logFormat != "json" && logFormat != "text" {
-		return config{}, fmt.Errorf("--log-format: want json or text, got %q", logFormat)
-	}
-	c.logLevel, c.logFormat = lvl, logFormat
-	c.opts.Version = buildVersion()
 	return c, nil
-}
-
-// buildVersion is the module version the binary was built from, or "dev".
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return expertagent.DefaultAgentVersion
 }
 
 // run serves until ctx is done (SIGINT/SIGTERM in main).
@@ -137,25 +78,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	logger := logrus.New()
-	logger.Out = stderr
-	logger.Level = c.logLevel
-	if c.logFormat == "json" {
-		logger.Formatter = &logrus.JSONFormatter{}
-	}
-	c.opts.Logger = logrus.NewEntry(logger)
+	log := c.NewLogger(stderr)
 	if c.pprofAddr != "" {
-		stopPprof, err := pprofserver.Serve(c.pprofAddr, c.opts.Logger.WithField("component", "pprof"))
+		stopPprof, err := pprofserver.Serve(c.pprofAddr, log.WithField("component", "pprof"))
 		if err != nil {
 			return err
 		}
 		defer stopPprof()
 	}
 
-	gc := gctune.Start(gctune.Options{Floor: int64(c.gcFloorMiB) << 20, Logger: c.opts.Logger.WithField("component", "gctune")})
+	gc := gctune.Start(gctune.Options{Floor: int64(c.gcFloorMiB) << 20, Logger: log.WithField("component", "gctune")})
 	defer gc.Close()
 
-	agent := expertagent.NewAgent(c.opts)
+	agent := expertagent.NewAgent(c.Opts)
 	for _, t := range append(tools(time.Second, time.Now), extraTools(c.extraTools)...) {
 		if err := agent.AddTool(t); err != nil {
 			return err

@@ -1,0 +1,114 @@
+// Package agentcli is what toolbus's expert-agent commands (cmd/expert-agent,
+// cmd/conformance-agent) share: the flags that connect and run an
+// expertagent.Agent, their TOOLBUS_AGENT_<FLAG> environment variables, the
+// logger those flags describe, and main's handling of signals and errors.
+package agentcli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/internal/envflag"
+)
+
+// EnvPrefix prefixes the environment variable of every flag.
+const EnvPrefix = "TOOLBUS_AGENT_"
+
+// Common is what every agent command reads from its command line.
+type Common struct {
+	// Opts are the Agent's options from the flags, Version included;
+	// Logger is set by NewLogger.
+	Opts      expertagent.AgentOptions
+	LogLevel  logrus.Level
+	LogFormat string // json or text
+
+	logLevel string
+}
+
+// Parse defines the common flags on fs (--name defaulting to name) beside
+// the command's own, which the caller defined, parses args, then sets every
+// flag not on the command line from TOOLBUS_AGENT_<FLAG>, and checks the
+// common flags.
+func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, name string) (*Common, error) {
+	c := &Common{}
+	o := &c.Opts
+	fs.StringVar(&o.BrokerURL, "broker-url", "tcp://127.0.0.1:1883", "MQTT broker URL (tcp://, ssl://, ws://)")
+	fs.StringVar(&o.Username, "username", "", "MQTT username (an identity with the expert-agent role)")
+	fs.StringVar(&o.Password, "password", "", "MQTT password (prefer the environment variable "+EnvPrefix+"PASSWORD)")
+	fs.StringVar(&o.Name, "name", name, "agent name, reported in presence and serverInfo")
+	fs.StringVar(&o.Group, "group", "", "shared-subscription group (default: the name); instances of one group share requests")
+	fs.BoolVar(&o.Exclusive, "exclusive", false, "subscribe without a shared group: every instance answers every request")
+	fs.StringVar(&o.ClientID, "client-id", "", "MQTT client ID (default: name + random suffix)")
+	fs.IntVar(&o.Concurrency, "concurrency", expertagent.DefaultAgentConcurrency, "requests served at once")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", expertagent.DefaultAgentShutdownTimeout, "how long to wait for calls in flight on shutdown")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if err := envflag.Apply(fs, EnvPrefix, getenv); err != nil {
+		return nil, err
+	}
+	lvl, err := logrus.ParseLevel(c.logLevel)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		return nil, fmt.Errorf("--log-format: want json or text, got %q", c.LogFormat)
+	}
+	c.LogLevel = lvl
+	o.Version = buildVersion()
+	return c, nil
+}
+
+// buildVersion is the module version the binary was built from, or the
+// SDK's default.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return expertagent.DefaultAgentVersion
+}
+
+// NewLogger builds the logger the log flags describe, writing to out, and
+// sets it as Opts.Logger.
+func (c *Common) NewLogger(out io.Writer) *logrus.Entry {
+	l := logrus.New()
+	l.Out = out
+	l.Level = c.LogLevel
+	if c.LogFormat == "json" {
+		l.Formatter = &logrus.JSONFormatter{}
+	}
+	c.Opts.Logger = logrus.NewEntry(l)
+	return c.Opts.Logger
+}
+
+// Main runs run with the command line and environment until SIGINT or
+// SIGTERM, and exits 1 with the error when it fails (a signal before the
+// first connection is a requested stop, not a failure).
+func Main(name string, run func(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	stop()
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, context.Canceled):
+	default:
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,109 @@
+package agentcli_test
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/internal/agentcli"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(t *testing.T, c *agentcli.Common, own string)
+		wantErr string
+	}{
+		{name: "defaults", check: func(t *testing.T, c *agentcli.Common, own string) {
+			o := c.Opts
+			if o.BrokerURL != "tcp://127.0.0.1:1883" || o.Name != "the-name" || o.Group != "" || o.Concurrency != expertagent.DefaultAgentConcurrency ||
+				o.ShutdownTimeout != expertagent.DefaultAgentShutdownTimeout || o.Version == "" {
+				t.Errorf("opts = %+v", o)
+			}
+			if c.LogLevel != logrus.InfoLevel || c.LogFormat != "json" || own != "" {
+				t.Errorf("log = %v %s, own flag %q", c.LogLevel, c.LogFormat, own)
+			}
+		}},
+		{name: "flags", args: []string{"--broker-url", "tcp://b:1883", "--username", "u", "--password", "p", "--name", "n1",
+			"--group", "g1", "--client-id", "c1", "--concurrency", "3", "--log-level", "debug", "--log-format", "text", "--exclusive",
+			"--shutdown-timeout", "3s", "--own", "x"},
+			check: func(t *testing.T, c *agentcli.Common, own string) {
+				o := c.Opts
+				if o.BrokerURL != "tcp://b:1883" || o.Username != "u" || o.Password != "p" || o.Name != "n1" || o.Group != "g1" ||
+					o.ClientID != "c1" || o.Concurrency != 3 || !o.Exclusive || o.ShutdownTimeout != 3*time.Second ||
+					c.LogLevel != logrus.DebugLevel || c.LogFormat != "text" || own != "x" {
+					t.Errorf("opts = %+v, log %v %s, own %q", o, c.LogLevel, c.LogFormat, own)
+				}
+			}},
+		{name: "environment", env: map[string]string{"TOOLBUS_AGENT_PASSWORD": "secret", "TOOLBUS_AGENT_BROKER_URL": "tcp://env:1",
+			"TOOLBUS_AGENT_OWN": "from-env"},
+			check: func(t *testing.T, c *agentcli.Common, own string) {
+				if c.Opts.Password != "secret" || c.Opts.BrokerURL != "tcp://env:1" || own != "from-env" {
+					t.Errorf("opts = %+v, own %q", c.Opts, own)
+				}
+			}},
+		{name: "flag wins over environment", args: []string{"--username", "flag"}, env: map[string]string{"TOOLBUS_AGENT_USERNAME": "env"},
+			check: func(t *testing.T, c *agentcli.Common, _ string) {
+				if c.Opts.Username != "flag" {
+					t.Errorf("username = %q, want flag", c.Opts.Username)
+				}
+			}},
+		{name: "bad environment value", env: map[string]string{"TOOLBUS_AGENT_CONCURRENCY": "many"}, wantErr: "TOOLBUS_AGENT_CONCURRENCY"},
+		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
+		{name: "bad log format", args: []string{"--log-format", "xml"}, wantErr: "--log-format"},
+		{name: "stray argument", args: []string{"serve"}, wantErr: "unexpected arguments"},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			own := fs.String("own", "", "a flag of the command's own")
+			c, err := agentcli.Parse(fs, tc.args, func(k string) string { return tc.env[k] }, "the-name")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c, *own)
+		})
+	}
+}
+
+func TestNewLogger(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		t.Run(format, func(t *testing.T) {
+			fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+			c, err := agentcli.Parse(fs, []string{"--log-format", format, "--log-level", "warn"}, func(string) string { return "" }, "n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			log := c.NewLogger(&out)
+			if c.Opts.Logger != log {
+				t.Error("Opts.Logger is not the new logger")
+			}
+			log.Info("hidden")
+			log.Warn("shown")
+			got := out.String()
+			if strings.Contains(got, "hidden") || !strings.Contains(got, "shown") {
+				t.Errorf("output %q: want the warning only", got)
+			}
+			if isJSON := strings.HasPrefix(got, "{"); isJSON != (format == "json") {
+				t.Errorf("output %q is not %s", got, format)
+			}
+		})
+	}
+}
