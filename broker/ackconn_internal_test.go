@@ -253,28 +253,58 @@ func TestAckConnWriteQueued(t *testing.T) {
 		nothingToRead(t, cl)
 	})
 
-	t.Run("never waits for a stuck writer; the stuck write gives up and closes", func(t *testing.T) {
-		srv, cl := tcpPair(t)
-		srv.writeTimeout = 300 * time.Millisecond
+	// stuckWrite starts a write the peer never reads and returns once it
+	// holds the connection, with the channel of its result.
+	stuckWrite := func(t *testing.T, srv *ackConn) <-chan error {
+		t.Helper()
 		stuck := make(chan error, 1)
-		go func() { // the peer reads none of it: this write fills the socket and waits
-			stuck <- srv.writeQueued([]byte{0x30, 0}, make([]byte, 64<<20))
-		}()
+		go func() { stuck <- srv.writeQueued([]byte{0x30, 0}, make([]byte, 64<<20)) }()
 		for deadline := time.Now().Add(ackWait); srv.wmu.TryLock(); time.Sleep(time.Millisecond) {
 			srv.wmu.Unlock()
 			if time.Now().After(deadline) {
 				t.Fatal("the big write never held the connection")
 			}
 		}
-		start := time.Now()
-		for range 100 {
-			if err := srv.writeQueued([]byte{0x30, 2}, []byte("hi")); err != nil {
+		return stuck
+	}
+
+	t.Run("never waits for a stuck writer", func(t *testing.T) {
+		srv, cl := tcpPair(t)
+		srv.writeTimeout = time.Hour // it would end only when the peer closes
+		stuck := stuckWrite(t, srv)
+		queued := make(chan error, 1)
+		go func() {
+			for range 100 {
+				if err := srv.writeQueued([]byte{0x30, 2}, []byte("hi")); err != nil {
+					queued <- err
+					return
+				}
+			}
+			queued <- nil
+		}()
+		select {
+		case err := <-queued:
+			if err != nil {
 				t.Fatalf("queued behind a stuck write: %v", err)
 			}
+		case <-time.After(ackWait):
+			t.Fatal("writeQueued waited for the stuck write")
 		}
-		if d := time.Since(start); d > 250*time.Millisecond {
-			t.Errorf("100 queued writes took %v behind a stuck one", d) // each returns at once
+		_ = cl.Close() // ends the stuck write
+		select {
+		case err := <-stuck:
+			if err == nil {
+				t.Fatal("the stuck write succeeded with its peer gone")
+			}
+		case <-time.After(ackWait):
+			t.Fatal("the stuck write outlived its peer")
 		}
+	})
+
+	t.Run("a stuck write gives up and closes", func(t *testing.T) {
+		srv, cl := tcpPair(t)
+		srv.writeTimeout = 300 * time.Millisecond
+		stuck := stuckWrite(t, srv)
 		select {
 		case err := <-stuck:
 			var ne net.Error
