@@ -2,7 +2,6 @@ package broker
 
 import (
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -130,11 +129,8 @@ func (b *InlineBus) publishRequest(topic string, payload []byte) (bool, error) {
 	if !b.allowRead(cl, topic) {
 		return false, nil // mochi refuses the delivery and reports it
 	}
-	v5 := cl.Properties.ProtocolVersion == 5
-	hp := headPool.Get().(*[]byte)
-	defer headPool.Put(hp)
-	head := appendPublishHead((*hp)[:0], topic, v5, len(payload))
-	*hp = head
+	var buf [192]byte // writeQueued copies it: it stays on the stack
+	head := appendPublishHead(buf[:0], topic, cl.Properties.ProtocolVersion == 5, len(payload))
 	if limit := cl.Properties.Props.MaximumPacketSize; limit > 0 && uint64(len(head)+len(payload)) > uint64(limit) {
 		atomic.AddInt64(&b.srv.Info.MessagesDropped, 1) // as mochi: too large for this client
 		return true, nil
@@ -154,9 +150,6 @@ func (b *InlineBus) publishRequest(topic string, payload []byte) (bool, error) {
 // a larger one takes mochi's way, so that queuedWriteTimeout never bounds a
 // big write on a slow link.
 const maxDirectPayload = 64 << 10
-
-// headPool holds PUBLISH header buffers.
-var headPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // appendPublishHead appends the fixed and variable header of a QoS 0,
 // not retained PUBLISH of topic with a payload of n bytes: MQTT 3.1.1, or
