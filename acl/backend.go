@@ -13,8 +13,6 @@ import (
 // in queries.go is shared; the DDL in migrate.go is SQLite's and a backend
 // may rewrite it.
 type backend struct {
-	// name is for errors and logs: "sqlite" or "postgres".
-	name string
 	// ddl rewrites one migration statement for this database.
 	ddl func(stmt string) string
 	// lockMigrations serialises schema migrations between processes that
@@ -23,7 +21,7 @@ type backend struct {
 	lockMigrations func(ctx context.Context, db *sql.DB) (unlock func(), err error)
 }
 
-var sqliteBackend = &backend{name: "sqlite", ddl: func(s string) string { return s }}
+var sqliteBackend = &backend{ddl: func(s string) string { return s }}
 
 // ErrStoreURL is wrapped by OpenURL's error for a URL it cannot use.
 var ErrStoreURL = errors.New("acl: unsupported store URL")

@@ -25,7 +25,7 @@ const (
 // migrations between processes sharing one database ("toolbus" in ASCII).
 const pgMigrationLock int64 = 0x746f6f6c627573
 
-var postgresBackend = &backend{name: "postgres", ddl: pgDDL, lockMigrations: pgLockMigrations}
+var postgresBackend = &backend{ddl: pgDDL, lockMigrations: pgLockMigrations}
 
 // openPostgres opens a store in an existing PostgreSQL database through
 // pgx's database/sql driver.

@@ -47,10 +47,9 @@ type StoreOptions struct {
 // Store keeps MQTT identities (with their password hashes), operator topic
 // rules and tokens in SQLite (Open) or PostgreSQL (OpenURL). It is safe for concurrent use.
 type Store struct {
-	db      *sql.DB
-	backend *backend // what differs between SQLite and PostgreSQL (backend.go)
-	log     *logrus.Entry
-	iters   int
+	db    *sql.DB
+	log   *logrus.Entry
+	iters int
 
 	// kdf bounds how many password hashes run at once, so a burst of logins
 	// (or of guesses) cannot take every core; waiting honours the context.
@@ -178,12 +177,11 @@ func newStore(ctx context.Context, db *sql.DB, be *backend, where string, opts S
 	}
 
 	s := &Store{
-		db:      db,
-		backend: be,
-		log:     log,
-		iters:   opts.HashIterations,
-		kdf:     make(chan struct{}, runtime.GOMAXPROCS(0)),
-		ended:   endedWriter{slot: make(chan struct{}, 1)},
+		db:    db,
+		log:   log,
+		iters: opts.HashIterations,
+		kdf:   make(chan struct{}, runtime.GOMAXPROCS(0)),
+		ended: endedWriter{slot: make(chan struct{}, 1)},
 	}
 	var err error
 	if s.dummyHash, err = newDummyHash(opts.HashIterations); err != nil {

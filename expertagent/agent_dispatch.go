@@ -115,7 +115,8 @@ func agentParseRequestTopic(topic string) (Context, error) {
 // while it waits) and queues it; a full queue refuses it with a busy reply.
 func (a *Agent) enqueue(call *agentCall) {
 	in := &call.in
-	if in.env.Deadline > 0 && time.Now().UnixMilli() >= in.env.Deadline {
+	now := time.Now()
+	if in.env.Deadline > 0 && now.UnixMilli() >= in.env.Deadline {
 		a.stats.expired.Add(1)
 		a.log.WithField("correlationId", in.env.CorrelationID).Debug("request arrived after its deadline")
 		return
@@ -130,7 +131,7 @@ func (a *Agent) enqueue(call *agentCall) {
 			a.log.WithField("correlationId", in.env.CorrelationID).Debug("dropped duplicate request")
 			return
 		}
-		call.started = time.Now()
+		call.started = now
 		a.inflight[call.key] = call
 		a.flightMu.Unlock()
 	}

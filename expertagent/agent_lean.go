@@ -63,7 +63,6 @@ type leanOptions struct {
 	pingTimeout        time.Duration
 	connectTimeout     time.Duration
 	maxBackoff         time.Duration // longest wait between reconnect attempts
-	ackDelay           time.Duration // how long a PUBACK waits for a write to ride along
 
 	onMessage func(topic string, payload []byte) // on the run goroutine: must not block
 	onConnect func()                             // after each connection, also the first; must not block
@@ -134,9 +133,6 @@ func agentLeanURL(brokerURL string) (*url.URL, bool) {
 }
 
 func newLeanClient(opts leanOptions, log *logrus.Entry) *leanClient {
-	if opts.ackDelay <= 0 {
-		opts.ackDelay = agentAckDelay
-	}
 	if opts.maxBackoff <= 0 {
 		opts.maxBackoff = 30 * time.Second
 	}
@@ -261,9 +257,7 @@ func (c *leanClient) dial(ctx context.Context) (*leanConn, error) {
 		return nil, err
 	}
 	ok = true
-	lc := newLeanConn(conn, r)
-	lc.ackDelay = c.opts.ackDelay
-	return lc, nil
+	return newLeanConn(conn, r), nil
 }
 
 // leanCtxErr names ctx's end as the cause of err when ctx ended: a

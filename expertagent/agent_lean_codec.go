@@ -232,58 +232,65 @@ func leanCheckFilters(filters []string) error {
 	return nil
 }
 
-// leanReadPacket reads one packet from r.
-func leanReadPacket(r *bufio.Reader) (*leanPacket, error) {
+// leanReadPacket reads one packet from r. The packet is a value: one per
+// message read, it is not worth an allocation.
+func leanReadPacket(r *bufio.Reader) (leanPacket, error) {
 	first, err := r.ReadByte()
 	if err != nil {
-		return nil, err
+		return leanPacket{}, err
 	}
 	n, err := leanReadLength(r)
 	if err != nil {
-		return nil, err
+		return leanPacket{}, err
 	}
-	p := &leanPacket{kind: first >> 4, flags: first & 0x0F}
+	p := leanPacket{kind: first >> 4, flags: first & 0x0F}
 	switch p.kind {
 	case leanPingresp:
 		if n != 0 {
-			return nil, fmt.Errorf("%w: PINGRESP of %d bytes", errLeanProtocol, n)
+			return leanPacket{}, fmt.Errorf("%w: PINGRESP of %d bytes", errLeanProtocol, n)
 		}
 		return p, nil
 	case leanConnack:
 		if n != 2 {
-			return nil, fmt.Errorf("%w: CONNACK of %d bytes", errLeanProtocol, n)
+			return leanPacket{}, fmt.Errorf("%w: CONNACK of %d bytes", errLeanProtocol, n)
 		}
 	case leanPuback, leanUnsuback, leanPubrec, leanPubrel, leanPubcomp:
 		if n != 2 {
-			return nil, fmt.Errorf("%w: packet type %d of %d bytes", errLeanProtocol, p.kind, n)
+			return leanPacket{}, fmt.Errorf("%w: packet type %d of %d bytes", errLeanProtocol, p.kind, n)
 		}
-		var b [2]byte
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return nil, leanUnexpectedEOF(err)
+		// Byte by byte: a [2]byte read through io.ReadFull would escape
+		// to the heap, on every PUBACK.
+		hi, err := r.ReadByte()
+		if err != nil {
+			return leanPacket{}, leanUnexpectedEOF(err)
 		}
-		p.id = binary.BigEndian.Uint16(b[:])
+		lo, err := r.ReadByte()
+		if err != nil {
+			return leanPacket{}, leanUnexpectedEOF(err)
+		}
+		p.id = uint16(hi)<<8 | uint16(lo)
 		return p, nil
 	case leanPublish, leanSuback:
 	case leanDisconnect:
-		return nil, errLeanBrokerDisconnect
+		return leanPacket{}, errLeanBrokerDisconnect
 	default:
-		return nil, fmt.Errorf("%w: unexpected packet type %d from the broker", errLeanProtocol, p.kind)
+		return leanPacket{}, fmt.Errorf("%w: unexpected packet type %d from the broker", errLeanProtocol, p.kind)
 	}
 	body, err := leanReadBody(r, n)
 	if err != nil {
-		return nil, err
+		return leanPacket{}, err
 	}
 	switch p.kind {
 	case leanConnack:
 		p.codes = body
 	case leanSuback:
 		if len(body) < 3 {
-			return nil, fmt.Errorf("%w: SUBACK of %d bytes", errLeanProtocol, n)
+			return leanPacket{}, fmt.Errorf("%w: SUBACK of %d bytes", errLeanProtocol, n)
 		}
 		p.id, p.codes = binary.BigEndian.Uint16(body), body[2:]
 	case leanPublish:
 		if err := p.decodePublish(body); err != nil {
-			return nil, err
+			return leanPacket{}, err
 		}
 	}
 	return p, nil

@@ -68,7 +68,7 @@ func newLeanConn(conn net.Conn, r *bufio.Reader) *leanConn {
 }
 
 // read reads the next packet (only the run goroutine reads).
-func (c *leanConn) read() (*leanPacket, error) {
+func (c *leanConn) read() (leanPacket, error) {
 	p, err := leanReadPacket(c.r)
 	if err == nil {
 		c.reads.Add(1)

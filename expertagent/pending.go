@@ -180,30 +180,23 @@ func (p *pendingCall) claimedBy(agent string) bool {
 
 // failClaimed fails the open calls that agent claimed with err.
 func (t *pendingTable) failClaimed(agent string, err error) int {
-	t.mu.Lock()
-	var calls []*pendingCall
-	for _, p := range t.calls {
-		if p.claimedBy(agent) {
-			calls = append(calls, p)
-		}
-	}
-	t.mu.Unlock()
-	n := 0
-	for _, p := range calls {
-		if p.finish(nil, err) {
-			n++
-		}
-	}
-	return n
+	return t.failWhere(func(p *pendingCall) bool { return p.claimedBy(agent) }, err)
 }
 
 // failAll fails every open call with err (the calls stay in the table until
 // their waiters remove them).
-func (t *pendingTable) failAll(err error) int {
+func (t *pendingTable) failAll(err error) int { return t.failWhere(nil, err) }
+
+// failWhere fails with err the open calls that match (all when match is
+// nil), finishing them outside the table's lock, and says how many it
+// finished.
+func (t *pendingTable) failWhere(match func(*pendingCall) bool, err error) int {
 	t.mu.Lock()
-	calls := make([]*pendingCall, 0, len(t.calls))
+	var calls []*pendingCall
 	for _, p := range t.calls {
-		calls = append(calls, p)
+		if match == nil || match(p) {
+			calls = append(calls, p)
+		}
 	}
 	t.mu.Unlock()
 	n := 0

@@ -487,7 +487,7 @@ func TestServeRestartKeepsStore(t *testing.T) {
 
 		// The rule applies: watcher may subscribe to ops/alerts/# and not
 		// to ops/other.
-		c, err := mqttClientAt(t, gw.mqttAddr, "watcher", "watcher-password-1", fmt.Sprintf("watcher-%d", round))
+		c, err := mqttClientAt(t, gw.mqttAddr, "watcher", "watcher-password-1", fmt.Sprintf("watcher-%d", round), nil)
 		if err != nil {
 			t.Fatalf("round %d: watcher login: %v", round, err)
 		}
@@ -506,13 +506,17 @@ func TestServeRestartKeepsStore(t *testing.T) {
 	}
 }
 
-// mqttClientAt logs in to the broker at addr (host:port); the client
-// disconnects with the test.
-func mqttClientAt(t *testing.T, addr, user, pass, clientID string) (paho.Client, error) {
+// mqttClientAt logs in to the broker at addr (host:port), with opt (if
+// not nil) applied to the options; the client disconnects with the test.
+func mqttClientAt(t *testing.T, addr, user, pass, clientID string, opt func(*paho.ClientOptions)) (paho.Client, error) {
 	t.Helper()
-	c := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + addr).
+	opts := paho.NewClientOptions().AddBroker("tcp://" + addr).
 		SetClientID(clientID).SetUsername(user).SetPassword(pass).
-		SetAutoReconnect(false).SetConnectRetry(false).SetConnectTimeout(5 * time.Second))
+		SetAutoReconnect(false).SetConnectRetry(false).SetConnectTimeout(5 * time.Second).SetCleanSession(true)
+	if opt != nil {
+		opt(opts)
+	}
+	c := paho.NewClient(opts)
 	tok := c.Connect()
 	if !tok.WaitTimeout(10 * time.Second) {
 		return nil, errors.New("connect timed out")

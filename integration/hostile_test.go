@@ -1131,22 +1131,7 @@ func TestHostileSessionExpiry(t *testing.T) {
 // mqttClient connects a paho client to the embedded broker.
 func mqttClient(t *testing.T, srv *server.Server, user, pass, clientID string, opt func(*paho.ClientOptions)) (paho.Client, error) {
 	t.Helper()
-	opts := paho.NewClientOptions().AddBroker("tcp://" + srv.MQTTAddr().String()).
-		SetClientID(clientID).SetUsername(user).SetPassword(pass).
-		SetAutoReconnect(false).SetConnectRetry(false).SetConnectTimeout(5 * time.Second).SetCleanSession(true)
-	if opt != nil {
-		opt(opts)
-	}
-	c := paho.NewClient(opts)
-	tok := c.Connect()
-	if !tok.WaitTimeout(10 * time.Second) {
-		return nil, errors.New("connect timed out")
-	}
-	if err := tok.Error(); err != nil {
-		return nil, err
-	}
-	t.Cleanup(func() { c.Disconnect(100) })
-	return c, nil
+	return mqttClientAt(t, srv.MQTTAddr().String(), user, pass, clientID, opt)
 }
 
 // suback subscribes to filters (QoS 1) and returns the granted QoS or

@@ -31,8 +31,6 @@ type Common struct {
 	Opts      expertagent.AgentOptions
 	LogLevel  logrus.Level
 	LogFormat string // json or text
-
-	logLevel string
 }
 
 // Parse defines the common flags on fs (--name defaulting to name) beside
@@ -42,6 +40,7 @@ type Common struct {
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, name string) (*Common, error) {
 	c := &Common{}
 	o := &c.Opts
+	var logLevel string
 	fs.StringVar(&o.BrokerURL, "broker-url", "tcp://127.0.0.1:1883", "MQTT broker URL (tcp://, ssl://, ws://)")
 	fs.StringVar(&o.Username, "username", "", "MQTT username (an identity with the expert-agent role)")
 	fs.StringVar(&o.Password, "password", "", "MQTT password (prefer the environment variable "+EnvPrefix+"PASSWORD)")
@@ -51,7 +50,7 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, name str
 	fs.StringVar(&o.ClientID, "client-id", "", "MQTT client ID (default: name + random suffix)")
 	fs.IntVar(&o.Concurrency, "concurrency", expertagent.DefaultAgentConcurrency, "requests served at once")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", expertagent.DefaultAgentShutdownTimeout, "how long to wait for calls in flight on shutdown")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -62,7 +61,7 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, name str
 	if err := envflag.Apply(fs, EnvPrefix, getenv); err != nil {
 		return nil, err
 	}
-	lvl, err := logrus.ParseLevel(c.logLevel)
+	lvl, err := logrus.ParseLevel(logLevel)
 	if err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
