@@ -88,10 +88,15 @@ func (c *ackConn) Write(b []byte) (int, error) {
 		n, err = c.Conn.Write(b)
 	} else {
 		// One writev; queued packets ahead of b, so that a goroutine that
-		// queued one and then writes another keeps its order.
+		// queued one and then writes another keeps its order. Queued
+		// requests keep their bound when they leave with mochi's write.
 		bufs := net.Buffers{c.out, c.sending, b}
 		var w int64
-		w, err = bufs.WriteTo(c.Conn)
+		if len(c.sending) > 0 {
+			w, err = c.writeBounded(bufs)
+		} else {
+			w, err = bufs.WriteTo(c.Conn)
+		}
 		n = min(max(int(w)-len(c.out)-len(c.sending), 0), len(b))
 	}
 	c.wmu.Unlock()
@@ -106,6 +111,19 @@ func (c *ackConn) Write(b []byte) (int, error) {
 // before it lets go. It never waits for another writer. A failed write
 // closes the connection (the stream is broken): the client reconnects.
 func (c *ackConn) writeQueued(head, body []byte) error {
+	if c.wmu.TryLock() {
+		// Nobody writes: out at once, with what was queued before it (head
+		// joins sending, which is ours under wmu; body is written in place).
+		c.takeLocked()
+		c.sending = append(c.sending, head...)
+		_, err := c.writeBounded(net.Buffers{c.out, c.sending, body})
+		c.wmu.Unlock()
+		if err != nil {
+			_ = c.Conn.Close()
+			return err
+		}
+		return c.writeQueuedNow()
+	}
 	c.mu.Lock()
 	c.queued = append(append(c.queued, head...), body...)
 	c.mu.Unlock()
@@ -122,7 +140,7 @@ func (c *ackConn) writeQueuedNow() error {
 			return nil // the holder of wmu writes it
 		}
 		c.takeLocked()
-		err := c.writeBounded(net.Buffers{c.out, c.sending})
+		_, err := c.writeBounded(net.Buffers{c.out, c.sending})
 		c.wmu.Unlock()
 		if err != nil {
 			_ = c.Conn.Close()
@@ -133,7 +151,7 @@ func (c *ackConn) writeQueuedNow() error {
 
 // writeBounded writes bufs under wmu within mochi's deadline, or
 // queuedWriteTimeout if that comes first.
-func (c *ackConn) writeBounded(bufs net.Buffers) error {
+func (c *ackConn) writeBounded(bufs net.Buffers) (int64, error) {
 	timeout := c.writeTimeout
 	if timeout == 0 {
 		timeout = queuedWriteTimeout
@@ -141,18 +159,28 @@ func (c *ackConn) writeBounded(bufs net.Buffers) error {
 	limit := time.Now().Add(timeout)
 	if ns := c.deadline.Load(); ns == 0 || ns > limit.UnixNano() {
 		if err := c.Conn.SetWriteDeadline(limit); err != nil {
-			return err
+			return 0, err
 		}
-		defer func() { // mochi's latest: it may have moved it meanwhile
-			var t time.Time
-			if ns := c.deadline.Load(); ns != 0 {
-				t = time.Unix(0, ns)
-			}
-			_ = c.Conn.SetWriteDeadline(t)
-		}()
+		defer c.restoreWriteDeadline()
 	}
-	_, err := bufs.WriteTo(c.Conn)
-	return err
+	return bufs.WriteTo(c.Conn)
+}
+
+// restoreWriteDeadline puts mochi's latest deadline back. mochi may move it
+// (SetDeadline, from its read loop) while this runs: it sets it again until
+// the value it set is still the latest, so that an older one never stays.
+func (c *ackConn) restoreWriteDeadline() {
+	for {
+		ns := c.deadline.Load()
+		var t time.Time
+		if ns != 0 {
+			t = time.Unix(0, ns)
+		}
+		_ = c.Conn.SetWriteDeadline(t)
+		if c.deadline.Load() == ns {
+			return
+		}
+	}
 }
 
 // Read sends the held acks (and anything queued), then reads.
@@ -168,9 +196,11 @@ func (c *ackConn) Read(b []byte) (int, error) {
 		c.reading = true // with the take: an ack from now on goes out at once
 		c.mu.Unlock()
 		var err error
-		if len(c.out)+len(c.sending) > 0 {
-			bufs := net.Buffers{c.out, c.sending}
-			_, err = bufs.WriteTo(c.Conn)
+		switch {
+		case len(c.sending) > 0: // queued requests keep their bound
+			_, err = c.writeBounded(net.Buffers{c.out, c.sending})
+		case len(c.out) > 0:
+			_, err = c.Conn.Write(c.out)
 		}
 		c.wmu.Unlock()
 		if err == nil {

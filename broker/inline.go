@@ -203,11 +203,9 @@ func (b *InlineBus) Subscribe(ctx context.Context, filter string, h MessageHandl
 		b.nextID++
 		id = b.nextID
 	}
-	if mayMatchResponse(filter) {
-		b.resInTree.Store(true)
-	}
-	b.noteFilter(filter)
-	defer b.subscriptionsChanged()
+	// mochi runs the inline hook's OnSubscribe and OnSubscribed for the
+	// bus's own subscriptions too: resInTree and the request route hear of
+	// this one there.
 	if err := b.srv.Subscribe(filter, id, deliver); err != nil {
 		return fmt.Errorf("inline subscribe %q: %w", filter, err)
 	}
@@ -235,8 +233,7 @@ func (b *InlineBus) Unsubscribe(ctx context.Context, filter string) error {
 		delete(b.subs, filter)
 		return nil
 	}
-	defer b.subscriptionsChanged()
-	if err := b.srv.Unsubscribe(filter, id); err != nil {
+	if err := b.srv.Unsubscribe(filter, id); err != nil { // OnUnsubscribed: the route looks again
 		return fmt.Errorf("inline unsubscribe %q: %w", filter, err)
 	}
 	delete(b.subs, filter)
