@@ -584,7 +584,7 @@ func (g *Gateway) discover(c *call) {
 // JSON-RPC error, so MCP clients see an ordinary error response.
 func (g *Gateway) forbidden(c *call, msg string) {
 	g.noteRefusal(c.httpReq, http.StatusForbidden, "forbidden")
-	c.setOutcome("", OutcomeRefused, "forbidden")
+	c.setOutcome(OutcomeRefused, "forbidden")
 	g.requestLogger(c.httpReq).WithField("method", c.req.Method).Info("forbidden: " + msg)
 	c.rw.error(http.StatusForbidden, &jsonrpc.Error{Code: codeForbidden, Message: "forbidden: " + msg})
 }

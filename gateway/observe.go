@@ -95,24 +95,21 @@ type callOutcome struct {
 }
 
 // setOutcome notes how the call ended, unless something more precise was
-// noted first.
-func (c *call) setOutcome(source, outcome, reason string) {
+// noted first. (toolsCall notes the call's source when it resolves the tool.)
+func (c *call) setOutcome(outcome, reason string) {
 	if c.outcome.outcome != "" {
 		return
-	}
-	if source != "" {
-		c.outcome.source = source
 	}
 	c.outcome.outcome, c.outcome.reason = outcome, reason
 }
 
 // resultOutcome notes a result: ok or tool_error.
-func (c *call) resultOutcome(source string, result []byte) {
+func (c *call) resultOutcome(result []byte) {
 	if isErrorResult(result) {
-		c.setOutcome(source, OutcomeToolError, "")
+		c.setOutcome(OutcomeToolError, "")
 		return
 	}
-	c.setOutcome(source, OutcomeOK, "")
+	c.setOutcome(OutcomeOK, "")
 }
 
 // observeCall reports a finished tools/call.

@@ -189,7 +189,7 @@ func (g *Gateway) rateLimited(w http.ResponseWriter, r *http.Request, what strin
 func (g *Gateway) rateLimitedCall(c *call, wait time.Duration) {
 	secs := retryAfterSeconds(wait)
 	g.noteRefusal(c.httpReq, http.StatusTooManyRequests, "rate_limited")
-	c.setOutcome("", OutcomeRefused, "rate_limited")
+	c.setOutcome(OutcomeRefused, "rate_limited")
 	if !c.rw.sse {
 		c.rw.w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}

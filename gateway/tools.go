@@ -194,7 +194,7 @@ func (g *Gateway) toolsCall(c *call) {
 	if g.opts.Platform != nil {
 		if t, ok := g.opts.Platform.Lookup(name); ok {
 			if !platformtools.Visible(c.tok, t) {
-				c.setOutcome("", OutcomeRefused, "unknown_tool")
+				c.setOutcome(OutcomeRefused, "unknown_tool")
 				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
 				return
 			}
@@ -208,21 +208,21 @@ func (g *Gateway) toolsCall(c *call) {
 			})
 			switch {
 			case errors.Is(err, platformtools.ErrUnknownTool):
-				c.setOutcome("", OutcomeRefused, "unknown_tool")
+				c.setOutcome(OutcomeRefused, "unknown_tool")
 				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
 				return
 			case errors.Is(err, platformtools.ErrForbidden):
 				g.forbidden(c, err.Error())
 				return
 			case err != nil:
-				c.setOutcome("", OutcomeError, "platform_failure")
+				c.setOutcome(OutcomeError, "platform_failure")
 				g.toolLog(c, name).WithError(err).Error("platform tool failed")
 				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "platform tool %s failed", name))
 				return
 			}
 			g.debugCall(c, name, SourcePlatform, start)
 			if g.opts.Observer != nil {
-				c.resultOutcome(SourcePlatform, res)
+				c.resultOutcome(res)
 			}
 			c.rw.result(res)
 			return
@@ -258,7 +258,7 @@ func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 		return
 	}
 	if !ok {
-		c.setOutcome("", OutcomeRefused, "unknown_tool")
+		c.setOutcome(OutcomeRefused, "unknown_tool")
 		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
 		return
 	}
@@ -284,7 +284,7 @@ func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 	msg, err := g.agentRequest(c, "tools/call", params, true)
 	if err != nil {
 		if ctx.Err() != nil {
-			c.setOutcome("", OutcomeCancelled, "client_gone")
+			c.setOutcome(OutcomeCancelled, "client_gone")
 			g.toolLog(c, name).Debug("client gone during an agent call")
 			return
 		}
@@ -293,12 +293,12 @@ func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 	}
 	g.debugCall(c, name, SourceAgent, start)
 	if msg.Error != nil {
-		c.setOutcome("", OutcomeError, "agent_rpc_error")
+		c.setOutcome(OutcomeError, "agent_rpc_error")
 		g.agentRPCError(c, msg.Error)
 		return
 	}
 	if g.opts.Observer != nil {
-		c.resultOutcome(SourceAgent, msg.Result)
+		c.resultOutcome(msg.Result)
 	}
 	c.rw.result(msg.Result)
 }
@@ -359,19 +359,19 @@ func (g *Gateway) relay(c *call, m *jsonrpc.Message) {
 func (g *Gateway) agentFailure(c *call, name string, err error) {
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
-		c.setOutcome("", OutcomeError, "agent_rpc_error")
+		c.setOutcome(OutcomeError, "agent_rpc_error")
 		c.rw.error(http.StatusOK, rpcErr)
 		return
 	}
 	switch {
 	case errors.Is(err, expertagent.ErrTimeout):
-		c.setOutcome("", OutcomeTimeout, "")
+		c.setOutcome(OutcomeTimeout, "")
 	case errors.Is(err, expertagent.ErrNoAgent):
-		c.setOutcome("", OutcomeError, "no_agent")
+		c.setOutcome(OutcomeError, "no_agent")
 	case errors.Is(err, expertagent.ErrAgentGone):
-		c.setOutcome("", OutcomeError, "agent_gone")
+		c.setOutcome(OutcomeError, "agent_gone")
 	default:
-		c.setOutcome("", OutcomeError, "agent_unreachable")
+		c.setOutcome(OutcomeError, "agent_unreachable")
 	}
 	var text string
 	switch {

@@ -43,8 +43,8 @@ func main() { agentcli.Main("expert-agent", run) }
 // config is the parsed command line.
 type config struct {
 	*agentcli.Common
-	pprofAddr  string // "" = no profiles served
-	gcFloorMiB int    // --gc-heap-floor-mib
+	pprofAddr string // "" = no profiles served
+	gcFloor   int64  // --gc-heap-floor-mib, in bytes
 	// extraTools is how many trivial tools to serve beside the real ones.
 	extraTools int
 }
@@ -57,14 +57,15 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.SetOutput(stderr)
 	fs.IntVar(&c.extraTools, "extra-tools", 0, fmt.Sprintf("serve this many trivial extra tools (tool_0001 ...; at most %d) beside the real ones, for benchmarks", maxExtraTools))
 	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6061); off by default")
-	fs.IntVar(&c.gcFloorMiB, "gc-heap-floor-mib", 64, "let the heap grow to this many MiB before Go's garbage collector runs (less GC CPU on a small heap; GOGC set in the environment wins); 0 = Go's default pacing")
+	var gcFloorMiB int
+	gctune.FlagVar(fs, &gcFloorMiB)
 	common, err := agentcli.Parse(fs, args, getenv, expertagent.DefaultAgentName)
 	if err != nil {
 		return config{}, err
 	}
 	c.Common = common
-	if c.gcFloorMiB < 0 {
-		return config{}, fmt.Errorf("--gc-heap-floor-mib: want 0 or more, got %d", c.gcFloorMiB)
+	if c.gcFloor, err = gctune.FloorFromMiB(gcFloorMiB); err != nil {
+		return config{}, err
 	}
 	if c.extraTools < 0 || c.extraTools > maxExtraTools {
 		return config{}, fmt.Errorf("--extra-tools: want 0 to %d, got %d", maxExtraTools, c.extraTools)
@@ -87,7 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		defer stopPprof()
 	}
 
-	gc := gctune.Start(gctune.Options{Floor: int64(c.gcFloorMiB) << 20, Logger: log.WithField("component", "gctune")})
+	gc := gctune.Start(gctune.Options{Floor: c.gcFloor, Logger: log.WithField("component", "gctune")})
 	defer gc.Close()
 
 	agent := expertagent.NewAgent(c.Opts)

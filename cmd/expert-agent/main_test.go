@@ -24,8 +24,8 @@ func TestParseFlags(t *testing.T) {
 			if c.Opts.BrokerURL != "tcp://127.0.0.1:1883" || c.Opts.Name != expertagent.DefaultAgentName || c.Opts.Group != "" {
 				t.Errorf("opts = %+v", c.Opts)
 			}
-			if c.pprofAddr != "" || c.gcFloorMiB != 64 || c.extraTools != 0 {
-				t.Errorf("pprof %q, GC floor %d, extra tools %d", c.pprofAddr, c.gcFloorMiB, c.extraTools)
+			if c.pprofAddr != "" || c.gcFloor != 64<<20 || c.extraTools != 0 {
+				t.Errorf("pprof %q, GC floor %d, extra tools %d", c.pprofAddr, c.gcFloor, c.extraTools)
 			}
 		}},
 		{name: "pprof address", args: []string{"--pprof-addr", "127.0.0.1:6061"},
@@ -36,8 +36,8 @@ func TestParseFlags(t *testing.T) {
 			}},
 		{name: "GC heap floor", args: []string{"--gc-heap-floor-mib", "0"},
 			check: func(t *testing.T, c config) {
-				if c.gcFloorMiB != 0 {
-					t.Errorf("gcFloorMiB = %d, want 0", c.gcFloorMiB)
+				if c.gcFloor != 0 {
+					t.Errorf("gcFloor = %d, want 0", c.gcFloor)
 				}
 			}},
 		{name: "negative GC heap floor", args: []string{"--gc-heap-floor-mib", "-1"}, wantErr: "--gc-heap-floor-mib"},

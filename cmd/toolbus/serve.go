@@ -48,7 +48,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	allowedHosts := fs.String("allowed-hosts", "", "comma-separated Host names the gateway answers to besides loopback ones (DNS rebinding protection)")
 	allowedOrigins := fs.String("allowed-origins", "", "comma-separated browser origins allowed to call the MCP endpoint")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
-	gcFloor := fs.Int("gc-heap-floor-mib", 64, "let the heap grow to this many MiB before Go's garbage collector runs (less GC CPU on a small heap; GOGC set in the environment wins); 0 = Go's default pacing")
+	var gcFloorMiB int
+	gctune.FlagVar(fs, &gcFloorMiB)
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
 	limits := []struct {
 		flag, text string
@@ -95,14 +96,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if *gcFloor < 0 {
-		return fmt.Errorf("--gc-heap-floor-mib: want 0 or more, got %d", *gcFloor)
+	gcFloor, err := gctune.FloorFromMiB(gcFloorMiB)
+	if err != nil {
+		return err
 	}
 	if *checkOnly {
 		fmt.Fprintln(stdout, "toolbus: settings ok")
 		return nil
 	}
-	gc := gctune.Start(gctune.Options{Floor: int64(*gcFloor) << 20, Logger: log.WithField("component", "gctune")})
+	gc := gctune.Start(gctune.Options{Floor: gcFloor, Logger: log.WithField("component", "gctune")})
 	defer gc.Close()
 	if *pprofAddr != "" {
 		stopPprof, err := pprofserver.Serve(*pprofAddr, log)
