@@ -83,7 +83,7 @@ func MosquittoExport(ids []Identity, hashes map[string]string, rules []Rule) Mos
 	var global []Rule
 	byUser := make(map[string][]Rule)
 	for _, r := range rules {
-		who := ruleWho(r.Username)
+		who := RuleWho(r.Username)
 		if err := r.Validate(); err != nil {
 			out.Skipped = append(out.Skipped, fmt.Sprintf("rule %d for %s: %v", r.ID, who, err))
 			continue

@@ -101,7 +101,7 @@ func (s *Store) AddRule(ctx context.Context, r Rule) (_ Rule, err error) {
 	r.Created, ms = now()
 	err = tx.QueryRowContext(ctx, qInsertRule, r.Username, int64(r.Access), r.Filter, ms).Scan(&r.ID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Rule{}, fmt.Errorf("rule %s %s %q: %w", ruleWho(r.Username), r.Access, r.Filter, ErrExists)
+		return Rule{}, fmt.Errorf("rule %s %s %q: %w", RuleWho(r.Username), r.Access, r.Filter, ErrExists)
 	}
 	if err != nil {
 		return Rule{}, fmt.Errorf("add rule: %w", err)
@@ -114,7 +114,9 @@ func (s *Store) AddRule(ctx context.Context, r Rule) (_ Rule, err error) {
 	return r, nil
 }
 
-func ruleWho(username string) string {
+// RuleWho names whom a rule of username applies to, for messages:
+// "(everyone)" for a rule without one.
+func RuleWho(username string) string {
 	if username == "" {
 		return "(everyone)"
 	}

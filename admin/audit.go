@@ -13,16 +13,6 @@ import (
 	"github.com/toolbus/toolbus/acl"
 )
 
-// AuditStore reads the audit log. *acl.Store satisfies it; a Service whose
-// Store does not answers ErrNoAuditLog.
-type AuditStore interface {
-	QueryAudit(ctx context.Context, q acl.AuditQuery) ([]acl.AuditEvent, string, error)
-}
-
-// ErrNoAuditLog is returned by Audit when the Service's store keeps no
-// audit log.
-var ErrNoAuditLog = errors.New("no audit log in this store")
-
 // AuditEvent is one record of the audit log (GET /audit).
 type AuditEvent struct {
 	ID   int64     `json:"id"`
@@ -86,12 +76,7 @@ type AuditPage struct {
 // Audit reads the audit log. Records reach it within the writer's flush
 // interval (serve --audit-flush-interval).
 func (s *Service) Audit(ctx context.Context, q AuditQuery) (AuditPage, error) {
-	st, ok := s.opts.Store.(AuditStore)
-	if !ok {
-		return AuditPage{}, ErrNoAuditLog
-	}
-	evs, next, err := st.QueryAudit(ctx, acl.AuditQuery{Since: q.Since, Until: q.Until, User: q.User, Tool: q.Tool,
-		Outcome: q.Outcome, Kind: q.Kind, Limit: q.Limit, Cursor: q.Cursor})
+	evs, next, err := s.opts.Store.QueryAudit(ctx, acl.AuditQuery(q))
 	if errors.Is(err, acl.ErrInvalidAuditQuery) {
 		return AuditPage{}, invalid("%v", err)
 	}

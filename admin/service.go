@@ -33,6 +33,8 @@ type Store interface {
 	AddRule(ctx context.Context, r acl.Rule) (acl.Rule, error)
 	ListRules(ctx context.Context) ([]acl.Rule, error)
 	RemoveRule(ctx context.Context, id int64) error
+
+	QueryAudit(ctx context.Context, q acl.AuditQuery) ([]acl.AuditEvent, string, error)
 }
 
 // Policy is the running broker's authorizer. *acl.Policy satisfies it.

@@ -27,7 +27,7 @@ func (s *Service) ListRules(ctx context.Context) ([]Rule, error) {
 // broker: the next publish or subscribe it covers is allowed.
 func (s *Service) AddRule(ctx context.Context, req RuleRequest) (Rule, error) {
 	var out Rule
-	err := s.change(ctx, "rule.add", fmt.Sprintf("rule %s %s %q", ruleWho(req.Username), req.Access, req.Filter), func() error {
+	err := s.change(ctx, "rule.add", fmt.Sprintf("rule %s %s %q", acl.RuleWho(req.Username), req.Access, req.Filter), func() error {
 		access, err := acl.ParseAccess(req.Access)
 		if err != nil {
 			return invalid("%v", err)
@@ -86,11 +86,4 @@ func (s *Service) reloadRules(ctx context.Context) error {
 	}
 	s.opts.Policy.SetRules(rules)
 	return nil
-}
-
-func ruleWho(username string) string {
-	if username == "" {
-		return "(everyone)"
-	}
-	return username
 }

@@ -37,13 +37,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter("context_subscribe_errors_total", "Response-topic subscribes that failed.", float64(s.SubscribeErrors))
 		counter("context_unsubscribes_total", "Response-topic unsubscribes (failed ones included).", float64(s.Unsubscribes))
 		counter("context_unsubscribe_errors_total", "Response-topic unsubscribes that failed.", float64(s.UnsubscribeErrors))
-		ch <- prometheus.MustNewConstMetric(desc("agent_replies_discarded_total",
-			"Replies from expert agents that completed no call, by kind: malformed, late (no open call), duplicate, mismatched (another context's correlationId), interim_overflow.", "kind"),
-			prometheus.CounterValue, float64(s.Dropped), "malformed")
-		for kind, v := range map[string]uint64{"late": s.Late, "duplicate": s.Duplicates, "mismatched": s.Mismatched, "interim_overflow": s.InterimDropped} {
-			ch <- prometheus.MustNewConstMetric(desc("agent_replies_discarded_total",
-				"Replies from expert agents that completed no call, by kind: malformed, late (no open call), duplicate, mismatched (another context's correlationId), interim_overflow.", "kind"),
-				prometheus.CounterValue, float64(v), kind)
+		discarded := desc("agent_replies_discarded_total",
+			"Replies from expert agents that completed no call, by kind: malformed, late (no open call), duplicate, mismatched (another context's correlationId), interim_overflow.", "kind")
+		for kind, v := range map[string]uint64{"malformed": s.Dropped, "late": s.Late, "duplicate": s.Duplicates, "mismatched": s.Mismatched, "interim_overflow": s.InterimDropped} {
+			ch <- prometheus.MustNewConstMetric(discarded, prometheus.CounterValue, float64(v), kind)
 		}
 		online := 0
 		for _, a := range r.Agents() {

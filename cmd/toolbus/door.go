@@ -37,6 +37,8 @@ type door interface {
 	Agents(ctx context.Context) (admin.Agents, error)
 	Contexts(ctx context.Context, user string) ([]admin.Context, error)
 	EvictContext(ctx context.Context, key string) error
+
+	Audit(ctx context.Context, q admin.AuditQuery) (admin.AuditPage, error)
 }
 
 var (

@@ -19,8 +19,41 @@ import (
 // reloadTimeout bounds one SIGHUP reload (it reads the store).
 const reloadTimeout = 10 * time.Second
 
+// rateLimitFlags are serve's flags of gateway.RateLimits, which a SIGHUP
+// reloads.
+var rateLimitFlags = []struct {
+	name, usage string
+	field       func(*gateway.RateLimits) *gateway.Limit
+}{
+	{"rate-limit-token", `requests a minute per token, "N" or "N:BURST" (e.g. 600:50); "" = no limit; over it: 429 with Retry-After`,
+		func(l *gateway.RateLimits) *gateway.Limit { return &l.PerToken }},
+	{"rate-limit-user", `requests a minute per user, all of its tokens together, "N" or "N:BURST"; "" = no limit`,
+		func(l *gateway.RateLimits) *gateway.Limit { return &l.PerUser }},
+	{"rate-limit-agent-tools", `expert-agent tool calls a minute, all callers together (protects the agents), "N" or "N:BURST"; "" = no limit`,
+		func(l *gateway.RateLimits) *gateway.Limit { return &l.AgentTools }},
+}
+
+// parseRateLimits parses the rate-limit flags' texts (text gives one by
+// flag name); errors name the flag after prefix ("--" on the command line).
+func parseRateLimits(prefix string, text func(name string) string) (gateway.RateLimits, error) {
+	var limits gateway.RateLimits
+	for _, f := range rateLimitFlags {
+		var err error
+		if *f.field(&limits), err = gateway.ParseLimit(text(f.name)); err != nil {
+			return limits, fmt.Errorf("%s%s: %w", prefix, f.name, err)
+		}
+	}
+	return limits, nil
+}
+
 // reloadable are the settings a SIGHUP takes from the config file again.
-var reloadable = []string{"log-level", "rate-limit-token", "rate-limit-user", "rate-limit-agent-tools"}
+var reloadable = func() []string {
+	names := []string{"log-level"}
+	for _, f := range rateLimitFlags {
+		names = append(names, f.name)
+	}
+	return names
+}()
 
 // liveSettings are the effective settings as GET /api/v1/admin/config
 // shows them, kept up to date by reloads.
@@ -122,16 +155,14 @@ func reloadOf(values map[string]sourcedValue, fs *flag.FlagSet) (server.Reload, 
 		}
 		r.LogLevel = &lv
 	}
-	var limits gateway.RateLimits
-	for name, dst := range map[string]*gateway.Limit{"rate-limit-token": &limits.PerToken, "rate-limit-user": &limits.PerUser, "rate-limit-agent-tools": &limits.AgentTools} {
-		text := fs.Lookup(name).Value.String() // as started, for one the file may not change
+	limits, err := parseRateLimits("", func(name string) string {
 		if v, ok := values[name]; ok {
-			text = v.value
+			return v.value
 		}
-		var err error
-		if *dst, err = gateway.ParseLimit(text); err != nil {
-			return r, fmt.Errorf("%s: %w", name, err)
-		}
+		return fs.Lookup(name).Value.String() // as started, for one the file may not change
+	})
+	if err != nil {
+		return r, err
 	}
 	r.RateLimits = &limits
 	return r, nil

@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/gctune"
 	"github.com/toolbus/toolbus/internal/pprofserver"
 	"github.com/toolbus/toolbus/server"
@@ -51,17 +50,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var gcFloorMiB int
 	gctune.FlagVar(fs, &gcFloorMiB)
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
-	limits := []struct {
-		flag, text string
-		dst        *gateway.Limit
-	}{
-		{flag: "rate-limit-token", dst: &cfg.RateLimits.PerToken},
-		{flag: "rate-limit-user", dst: &cfg.RateLimits.PerUser},
-		{flag: "rate-limit-agent-tools", dst: &cfg.RateLimits.AgentTools},
+	for _, f := range rateLimitFlags {
+		fs.String(f.name, "", f.usage)
 	}
-	fs.StringVar(&limits[0].text, limits[0].flag, "", `requests a minute per token, "N" or "N:BURST" (e.g. 600:50); "" = no limit; over it: 429 with Retry-After`)
-	fs.StringVar(&limits[1].text, limits[1].flag, "", `requests a minute per user, all of its tokens together, "N" or "N:BURST"; "" = no limit`)
-	fs.StringVar(&limits[2].text, limits[2].flag, "", `expert-agent tool calls a minute, all callers together (protects the agents), "N" or "N:BURST"; "" = no limit`)
 	auditRetention := addAuditFlags(fs, &cfg.Audit) // audit.go
 	fs.String(configFlag, "", "YAML config file: keys are these flags' names (nested keys join with -), beneath flags and TOOLBUS_* variables; see docs/config.md")
 	checkOnly := fs.Bool(checkConfigFlag, false, "check the settings (flags, environment, --config file) and exit without starting")
@@ -76,10 +67,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Logger = log
-	for _, l := range limits {
-		if *l.dst, err = gateway.ParseLimit(l.text); err != nil {
-			return fmt.Errorf("--%s: %w", l.flag, err)
-		}
+	if cfg.RateLimits, err = parseRateLimits("--", func(name string) string { return fs.Lookup(name).Value.String() }); err != nil {
+		return err
 	}
 	if err := auditRetention(); err != nil {
 		return err
