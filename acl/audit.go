@@ -303,6 +303,7 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, maxRows int64,
 	if chunk <= 0 {
 		chunk = 500
 	}
+	total := int64(-1) // events in the log, once counted
 	if !before.IsZero() {
 		cut := before.UnixMilli()
 		count := func() (int64, error) { return s.CountAudit(ctx) }
@@ -327,11 +328,13 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, maxRows int64,
 			return deleted, err
 		}
 		deleted += was - now
+		total = now
 	}
 	if maxRows > 0 {
-		total, err := s.CountAudit(ctx)
-		if err != nil {
-			return deleted, fmt.Errorf("acl: audit prune by size: %w", err)
+		if total < 0 {
+			if total, err = s.CountAudit(ctx); err != nil {
+				return deleted, fmt.Errorf("acl: audit prune by size: %w", err)
+			}
 		}
 		for total > maxRows {
 			n, err := s.dropOldest(ctx, total-maxRows, chunk)

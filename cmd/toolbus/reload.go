@@ -133,12 +133,13 @@ func reloadValues(fs *flag.FlagSet, src flagSources) (map[string]sourcedValue, e
 	if err != nil {
 		return nil, err
 	}
+	// The file must still be one serve would start with.
+	if err := file.CheckKeys(fs, configFlag, checkConfigFlag); err != nil {
+		return nil, err
+	}
 	for _, s := range file.Settings {
 		if _, ok := values[s.Key]; ok {
 			values[s.Key] = sourcedValue{s.Value, "file"}
-		} else if fs.Lookup(s.Key) == nil || s.Key == configFlag || s.Key == checkConfigFlag {
-			// The file must still be one serve would start with.
-			return nil, &config.Error{File: file.Path, Line: s.Line, Key: s.Key, Err: config.ErrUnknownKey}
 		}
 	}
 	return values, nil

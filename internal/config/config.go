@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -142,12 +143,12 @@ func (f *File) collect(prefix string, m *yaml.Node) error {
 // flag of fs, except the ones in ignore (e.g. "config" itself). The first
 // fault is returned as an *Error with its line.
 func (f *File) Apply(fs *flag.FlagSet, ignore ...string) error {
+	if err := f.CheckKeys(fs, ignore...); err != nil {
+		return err
+	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	for _, s := range f.Settings {
-		if fs.Lookup(s.Key) == nil || contains(ignore, s.Key) {
-			return &Error{File: f.Path, Line: s.Line, Key: s.Key, Err: fmt.Errorf("%w (see the command's -h for the settings)", ErrUnknownKey)}
-		}
 		if set[s.Key] {
 			continue
 		}
@@ -158,13 +159,15 @@ func (f *File) Apply(fs *flag.FlagSet, ignore ...string) error {
 	return nil
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
+// CheckKeys returns an *Error (wrapping ErrUnknownKey) for the first key
+// that is no flag of fs or is one of ignore.
+func (f *File) CheckKeys(fs *flag.FlagSet, ignore ...string) error {
+	for _, s := range f.Settings {
+		if fs.Lookup(s.Key) == nil || slices.Contains(ignore, s.Key) {
+			return &Error{File: f.Path, Line: s.Line, Key: s.Key, Err: fmt.Errorf("%w (see the command's -h for the settings)", ErrUnknownKey)}
 		}
 	}
-	return false
+	return nil
 }
 
 // yamlErrorLine digs the line out of a yaml.v3 error ("yaml: line 3: ...").
