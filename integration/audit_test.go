@@ -24,14 +24,14 @@ import (
 // load; a kill -9 loses at most the last flush interval and leaves the
 // store readable; the API and the CLI filter it.
 
-// postCall POSTs one stateless-era tools/call with client and says how it
-// ended: the HTTP status and whether the result has isError.
-func postCall(ctx context.Context, client *http.Client, url, token, tool, text string) (int, bool, error) {
+// statelessCall builds a stateless-era (2026-07-28, no session) tools/call
+// of tool with the argument {"text": text}.
+func statelessCall(ctx context.Context, url, token, tool, text string) (*http.Request, error) {
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"text":"` + text + `"},` +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
-		return 0, false, err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
@@ -39,6 +39,16 @@ func postCall(ctx context.Context, client *http.Client, url, token, tool, text s
 	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", "tools/call")
 	req.Header.Set("Mcp-Name", tool)
+	return req, nil
+}
+
+// postCall POSTs one stateless-era tools/call with client and says how it
+// ended: the HTTP status and whether the result has isError.
+func postCall(ctx context.Context, client *http.Client, url, token, tool, text string) (int, bool, error) {
+	req, err := statelessCall(ctx, url, token, tool, text)
+	if err != nil {
+		return 0, false, err
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, false, err
