@@ -375,12 +375,22 @@ func (b *PahoBus) link(ctx context.Context) (lost <-chan struct{}, err error) {
 	for {
 		b.mu.RLock()
 		closed, up, lostCh, ready := b.closed, b.up, b.lost, b.ready
+		readyNow := false
+		if up {
+			select { // the usual case, seen under the same lock: no second look needed
+			case <-ready:
+				readyNow = true
+			default:
+			}
+		}
 		b.mu.RUnlock()
 		switch {
 		case closed:
 			return nil, ErrBusClosed
 		case !up:
 			return nil, fmt.Errorf("%w: not connected, reconnecting", ErrLinkLost)
+		case readyNow:
+			return lostCh, nil
 		}
 		select {
 		case <-ready:
