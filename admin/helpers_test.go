@@ -12,6 +12,7 @@ import (
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/testenv"
+	"github.com/toolbus/toolbus/internal/testenv/servertest"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -27,27 +28,11 @@ type env struct {
 
 func startEnv(t *testing.T) *env {
 	t.Helper()
-	srv, err := server.New(server.Config{
-		DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", MQTTAddr: "127.0.0.1:0",
-		HashIterations: testenv.HashIterations, ListTimeout: 5 * time.Second,
-		Logger: testenv.Logger(t, ""),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(testenv.Context(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
+	srv := servertest.Start(t, server.Config{ListTimeout: 5 * time.Second})
 	e := &env{srv: srv, base: "http://" + srv.HTTPAddr().String()}
 	e.adminSecret = mintToken(t, srv, acl.TokenSpec{UserID: "root", Scopes: []string{acl.ScopeAdmin, acl.ScopeToolsList}})
 	e.userSecret = mintToken(t, srv, acl.TokenSpec{UserID: "alice"})
+	var err error
 	if e.adm, err = admin.NewClient(e.base, e.adminSecret, admin.ClientOptions{Timeout: 20 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +41,7 @@ func startEnv(t *testing.T) *env {
 
 func mintToken(t *testing.T, srv *server.Server, spec acl.TokenSpec) string {
 	t.Helper()
-	secret, _, err := srv.Store().CreateToken(testenv.Context(t, 10*time.Second), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return secret
+	return servertest.Token(t, srv, spec)
 }
 
 // ctx is a context for one call of a test.

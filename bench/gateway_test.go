@@ -17,6 +17,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/testenv"
+	"github.com/toolbus/toolbus/internal/testenv/servertest"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -44,33 +45,14 @@ type benchGateway struct {
 func startBenchGateway(t *testing.T) *benchGateway {
 	t.Helper()
 	ctx := testenv.Context(t, 30*time.Second)
-	srv, err := server.New(server.Config{
-		HTTPAddr: "127.0.0.1:0", MQTTAddr: "127.0.0.1:0", DataDir: t.TempDir(),
-		HashIterations: testenv.HashIterations, MaxBodyBytes: 4 << 20,
-		Logger: testenv.LoggerAt(t, "toolbus", logrus.WarnLevel), // warn
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
+	srv := servertest.Start(t, server.Config{MaxBodyBytes: 4 << 20,
+		Logger: testenv.LoggerAt(t, "toolbus", logrus.WarnLevel)})
 	for user, role := range map[string]acl.Role{benchAgentUser: acl.RoleExpertAgent, benchFloorUser: acl.RolePlatform} {
 		if _, err := srv.Store().AddIdentity(ctx, user, role, []byte(benchPassword)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	secret, _, err := srv.Store().CreateToken(ctx, acl.TokenSpec{UserID: "bench"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	secret := servertest.Token(t, srv, acl.TokenSpec{UserID: "bench"})
 	g := &benchGateway{srv: srv, url: "http://" + srv.HTTPAddr().String() + "/api/v1/mcp", token: secret,
 		mqtt: "tcp://" + srv.MQTTAddr().String()}
 	startBenchAgent(t, g)

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"os/exec"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/internal/testenv"
+	"github.com/toolbus/toolbus/internal/testenv/servertest"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -29,32 +29,7 @@ func testLogger(t testing.TB) *logrus.Entry {
 // startServer starts an in-process toolbus on free loopback ports.
 func startServer(t testing.TB, cfg server.Config) *server.Server {
 	t.Helper()
-	if cfg.DataDir == "" {
-		cfg.DataDir = t.TempDir()
-	}
-	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.MQTTAddr = "127.0.0.1:0"
-	if cfg.HashIterations == 0 {
-		cfg.HashIterations = testenv.HashIterations
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = testLogger(t)
-	}
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(testCtx(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return srv
+	return servertest.Start(t, cfg)
 }
 
 // proc is a child process whose output goes to the test log.

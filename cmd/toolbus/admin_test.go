@@ -1,16 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
-	"github.com/toolbus/toolbus/internal/testenv"
+	"github.com/toolbus/toolbus/internal/testenv/servertest"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -18,26 +16,8 @@ import (
 // its URL and a token with the admin scope.
 func startToolbus(t *testing.T, dir string) (url, adminToken string) {
 	t.Helper()
-	srv, err := server.New(server.Config{DataDir: dir, HTTPAddr: "127.0.0.1:0", MQTTAddr: "127.0.0.1:0",
-		HashIterations: testenv.HashIterations, Logger: testenv.Logger(t, "")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(testenv.Context(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	secret, _, err := srv.Store().CreateToken(testenv.Context(t, 10*time.Second),
-		acl.TokenSpec{UserID: "root", Scopes: []string{acl.ScopeAdmin, acl.ScopeToolsList}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := servertest.Start(t, server.Config{DataDir: dir})
+	secret := servertest.Token(t, srv, acl.TokenSpec{UserID: "root", Scopes: []string{acl.ScopeAdmin, acl.ScopeToolsList}})
 	return "http://" + srv.HTTPAddr().String(), secret
 }
 
