@@ -60,7 +60,7 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *storeURL != "" {
 		store, err = acl.OpenURL(ctx, *storeURL, acl.StoreOptions{})
 	} else {
-		store, err = acl.Open(ctx, *dataDir, acl.StoreOptions{})
+		store, err = openExistingStore(ctx, *dataDir)
 	}
 	if err != nil {
 		return err

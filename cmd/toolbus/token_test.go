@@ -259,19 +259,23 @@ func TestTokenRevokeErrors(t *testing.T) {
 	}
 }
 
-func TestTokenNeedsExistingStore(t *testing.T) {
+// TestReadOnlyCommandsNeedExistingStore: a mistyped --data-dir fails the
+// commands that only read or revoke, instead of creating an empty store
+// (an ACL export from one would lock every identity out of Mosquitto).
+func TestReadOnlyCommandsNeedExistingStore(t *testing.T) {
 	isolateEnv(t)
 	missing := filepath.Join(t.TempDir(), "typo")
 	for _, args := range [][]string{
 		{"token", "list", "--data-dir", missing},
 		{"token", "revoke", "--data-dir", missing, "--id", "tb_00000000"},
+		{"acl", "export", "--format", "mosquitto", "--data-dir", missing, "--out", filepath.Join(t.TempDir(), "out")},
 	} {
 		if _, _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), "no toolbus store") {
 			t.Errorf("%v = %v, want a missing-store error", args, err)
 		}
 	}
 	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("list/revoke created %s", missing)
+		t.Errorf("a read-only command created %s", missing)
 	}
 }
 
