@@ -42,6 +42,8 @@ const (
 	codeBusy            = "context_busy"
 	codeNoBroker        = "no_embedded_broker"
 	codeNoServer        = "no_server"
+	codeStoreReadOnly   = "store_read_only"
+	codeStoreFull       = "store_full"
 	codeForbidden       = "forbidden"
 	codeUnauthenticated = "unauthenticated"
 	codeInternal        = "internal"
@@ -81,6 +83,10 @@ func (e *APIError) Unwrap() error {
 		return ErrNoBroker
 	case codeNoServer:
 		return ErrNoServer
+	case codeStoreReadOnly:
+		return acl.ErrStoreReadOnly
+	case codeStoreFull:
+		return acl.ErrStoreFull
 	case codeForbidden:
 		return ErrForbidden
 	case codeUnauthenticated:
@@ -108,6 +114,12 @@ func errorStatus(err error) (status int, code string) {
 		return http.StatusNotImplemented, codeNoBroker
 	case errors.Is(err, ErrNoServer):
 		return http.StatusNotImplemented, codeNoServer
+	// A write the store cannot make: its message names what to fix (a
+	// read-only data directory, a standby, a full disk), so it is sent.
+	case errors.Is(err, acl.ErrStoreReadOnly):
+		return http.StatusServiceUnavailable, codeStoreReadOnly
+	case errors.Is(err, acl.ErrStoreFull):
+		return http.StatusInsufficientStorage, codeStoreFull
 	}
 	return http.StatusInternalServerError, codeInternal
 }
