@@ -383,7 +383,7 @@ func (g *Gateway) acceptLegacy(c *call, header string) bool {
 		err = g.sessions.checkShared(c.httpReq.Context(), s) // ended on another replica?
 	}
 	if err != nil {
-		g.stats.refused("unknown_session")
+		g.noteRefusal(c.httpReq, http.StatusNotFound, "unknown_session") // counted and audited
 		c.rw.error(http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "%v: initialize a new session", err))
 		return false
 	}
@@ -413,7 +413,7 @@ func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request) {
 		err = g.sessions.checkShared(r.Context(), s)
 	}
 	if err != nil {
-		writeError(w, http.StatusNotFound, "unknown_session", err.Error())
+		g.refuse(w, r, http.StatusNotFound, "unknown_session", err.Error())
 		return
 	}
 	if err := g.sessions.endShared(r.Context(), s); err != nil {

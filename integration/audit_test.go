@@ -192,7 +192,7 @@ func TestAuditToolCalls(t *testing.T) {
 }
 
 // TestAuditRefusalsAdminAgents: refused requests (401 with and without a
-// token ID, 403 scope, 413, 429), an MQTT publish the ACL refused, admin
+// token ID, 403 scope, 413, 429, 404 unknown session), an MQTT publish the ACL refused, admin
 // changes made and refused, and the expert agent's connect and disconnect
 // are recorded; the admin API and the CLI (both doors) filter them.
 func TestAuditRefusalsAdminAgents(t *testing.T) {
@@ -236,7 +236,27 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 			t.Fatalf("%s: status %d, want %d", c.name, got, c.want)
 		}
 	}
-	refusals := waitAudit(t, st, "refusals", acl.AuditQuery{Kind: acl.AuditRefused}, 5)
+	// A POST and a DELETE naming a session the gateway does not know.
+	for _, method := range []string{http.MethodPost, http.MethodDelete} {
+		req, err := http.NewRequestWithContext(ctx, method, e.mcpURL(), strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+caller)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Mcp-Session-Id", "no-such-session")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s with an unknown session: status %d, want 404", method, resp.StatusCode)
+		}
+	}
+	refusals := waitAudit(t, st, "refusals", acl.AuditQuery{Kind: acl.AuditRefused}, 7)
 	byReason := map[string][]acl.AuditEvent{}
 	for _, r := range refusals {
 		byReason[r.Reason] = append(byReason[r.Reason], r)
@@ -257,6 +277,9 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 	}
 	if rs := byReason["rate_limited"]; len(rs) != 1 || rs[0].UserID != "carol" || rs[0].Status != 429 {
 		t.Errorf("429 records %+v, want one of carol", rs)
+	}
+	if rs := byReason["unknown_session"]; len(rs) != 2 || rs[0].UserID != "carol" || rs[0].Status != 404 || rs[1].Status != 404 {
+		t.Errorf("unknown-session records %+v, want two 404s of carol", rs)
 	}
 	// The 429 call is also a tool-call record, refused for its rate limit.
 	calls := waitAudit(t, st, "carol's calls", acl.AuditQuery{Kind: acl.AuditToolCall, User: "carol"}, 2)
@@ -314,9 +337,9 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 			want int
 			ok   func(admin.AuditEvent) bool
 		}{
-			{"user", admin.AuditQuery{User: "carol"}, 4, func(e admin.AuditEvent) bool { return e.User == "carol" }},
+			{"user", admin.AuditQuery{User: "carol"}, 6, func(e admin.AuditEvent) bool { return e.User == "carol" }},
 			{"tool", admin.AuditQuery{Tool: "echo", Since: since}, 2, func(e admin.AuditEvent) bool { return e.Tool == "echo" }},
-			{"outcome", admin.AuditQuery{Outcome: "refused", Kind: acl.AuditRefused}, 5, func(e admin.AuditEvent) bool { return e.Status >= 400 }},
+			{"outcome", admin.AuditQuery{Outcome: "refused", Kind: acl.AuditRefused}, 7, func(e admin.AuditEvent) bool { return e.Status >= 400 }},
 			{"until", admin.AuditQuery{Until: since}, 0, nil},
 			{"page of one", admin.AuditQuery{User: "carol", Limit: 1}, 1, func(e admin.AuditEvent) bool { return e.User == "carol" }},
 		} {
