@@ -85,7 +85,7 @@ const (
 	// Oldest first, a chunk of segments at a time so that a large backlog
 	// never holds the write lock for long.
 	qDeleteAuditBefore = `DELETE FROM audit_segments WHERE id IN
-(SELECT id FROM audit_segments WHERE max_ms < $1 ORDER BY max_ms, id LIMIT $2)`
+(SELECT id FROM audit_segments WHERE max_ms < $1 ORDER BY max_ms, id LIMIT $2) RETURNING n`
 	qAuditStraddling = `SELECT id, events FROM audit_segments WHERE min_ms < $1 AND max_ms >= $1`
 	qAuditOldest     = `SELECT id, n, events FROM audit_segments ORDER BY min_ms, id LIMIT $1`
 	qDeleteAuditSeg  = `DELETE FROM audit_segments WHERE id = $1`
@@ -303,38 +303,30 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, maxRows int64,
 	if chunk <= 0 {
 		chunk = 500
 	}
-	total := int64(-1) // events in the log, once counted
 	if !before.IsZero() {
+		// What is deleted is summed, not counted before and after: on a
+		// shared store other replicas add events meanwhile.
 		cut := before.UnixMilli()
-		count := func() (int64, error) { return s.CountAudit(ctx) }
-		was, err := count()
-		if err != nil {
-			return deleted, err
-		}
 		for {
-			res, err := s.db.ExecContext(ctx, qDeleteAuditBefore, cut, chunk)
+			n, segs, err := s.deleteAuditBefore(ctx, cut, chunk)
+			deleted += n
 			if err != nil {
 				return deleted, fmt.Errorf("acl: audit prune by age: %w", err)
 			}
-			if n, _ := res.RowsAffected(); n < int64(chunk) {
+			if segs < chunk {
 				break
 			}
 		}
-		if err := s.trimSegments(ctx, qAuditStraddling, []any{cut}, func(r *auditRecord) bool { return r.T < cut }); err != nil {
+		n, err := s.trimSegments(ctx, qAuditStraddling, []any{cut}, func(r *auditRecord) bool { return r.T < cut })
+		deleted += n
+		if err != nil {
 			return deleted, fmt.Errorf("acl: audit prune by age: %w", err)
 		}
-		now, err := count()
-		if err != nil {
-			return deleted, err
-		}
-		deleted += was - now
-		total = now
 	}
 	if maxRows > 0 {
-		if total < 0 {
-			if total, err = s.CountAudit(ctx); err != nil {
-				return deleted, fmt.Errorf("acl: audit prune by size: %w", err)
-			}
+		total, err := s.CountAudit(ctx)
+		if err != nil {
+			return deleted, fmt.Errorf("acl: audit prune by size: %w", err)
 		}
 		for total > maxRows {
 			n, err := s.dropOldest(ctx, total-maxRows, chunk)
@@ -349,6 +341,25 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, maxRows int64,
 		}
 	}
 	return deleted, nil
+}
+
+// deleteAuditBefore deletes up to chunk whole segments whose every event is
+// older than cut (unix ms); it returns the events and the segments deleted.
+func (s *Store) deleteAuditBefore(ctx context.Context, cut int64, chunk int) (events int64, segs int, err error) {
+	rows, err := s.db.QueryContext(ctx, qDeleteAuditBefore, cut, chunk)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			return events, segs, err
+		}
+		events += n
+		segs++
+	}
+	return events, segs, rows.Err()
 }
 
 // dropOldest deletes up to excess of the oldest events: whole segments, and
@@ -416,11 +427,11 @@ func (s *Store) dropOldest(ctx context.Context, excess int64, chunk int) (int64,
 }
 
 // trimSegments rewrites the segments query selects without the records
-// drop picks.
-func (s *Store) trimSegments(ctx context.Context, query string, args []any, drop func(*auditRecord) bool) error {
+// drop picks, and returns how many records it dropped.
+func (s *Store) trimSegments(ctx context.Context, query string, args []any, drop func(*auditRecord) bool) (dropped int64, err error) {
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	type seg struct {
 		id   int64
@@ -431,18 +442,18 @@ func (s *Store) trimSegments(ctx context.Context, query string, args []any, drop
 		var sg seg
 		if err := rows.Scan(&sg.id, &sg.data); err != nil {
 			rows.Close()
-			return err
+			return 0, err
 		}
 		segs = append(segs, sg)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	for _, sg := range segs {
 		var recs []auditRecord
 		if err := json.Unmarshal([]byte(sg.data), &recs); err != nil {
-			return fmt.Errorf("segment %d: %w", sg.id, err)
+			return dropped, fmt.Errorf("segment %d: %w", sg.id, err)
 		}
 		keep := recs[:0:0]
 		for i := range recs {
@@ -451,10 +462,11 @@ func (s *Store) trimSegments(ctx context.Context, query string, args []any, drop
 			}
 		}
 		if err := s.rewriteSegment(ctx, sg.id, keep); err != nil {
-			return err
+			return dropped, err
 		}
+		dropped += int64(len(recs) - len(keep))
 	}
-	return nil
+	return dropped, nil
 }
 
 // rewriteSegment stores what is left of a segment, or deletes it when

@@ -30,28 +30,36 @@ func TestPruneAudit(t *testing.T) {
 		wantDeleted int64
 		wantOldest  time.Time // of what is left
 		wantLeft    int
+		batch       int // events per InsertAudit (a segment each), in time order; 0: one, shuffled
 	}{
-		{"nothing asked", time.Time{}, 0, 0, 0, base, 100},
-		{"cutoff before every event", base, 0, 0, 0, base, 100},
-		{"cutoff at the 30th", base.Add(30 * time.Second), 0, 0, 30, base.Add(30 * time.Second), 70},
-		{"cutoff in small chunks", base.Add(30 * time.Second), 0, 7, 30, base.Add(30 * time.Second), 70},
-		{"cutoff after every event", base.Add(time.Hour), 0, 0, 100, time.Time{}, 0},
-		{"row bound above the count", time.Time{}, 500, 0, 0, base, 100},
-		{"row bound", time.Time{}, 40, 0, 60, base.Add(60 * time.Second), 40},
-		{"row bound in small chunks", time.Time{}, 40, 9, 60, base.Add(60 * time.Second), 40},
-		{"both: age first", base.Add(10 * time.Second), 50, 0, 50, base.Add(50 * time.Second), 50},
+		{"nothing asked", time.Time{}, 0, 0, 0, base, 100, 0},
+		{"cutoff before every event", base, 0, 0, 0, base, 100, 0},
+		{"cutoff at the 30th", base.Add(30 * time.Second), 0, 0, 30, base.Add(30 * time.Second), 70, 0},
+		{"cutoff in small chunks", base.Add(30 * time.Second), 0, 7, 30, base.Add(30 * time.Second), 70, 0},
+		{"cutoff after every event", base.Add(time.Hour), 0, 0, 100, time.Time{}, 0, 0},
+		{"row bound above the count", time.Time{}, 500, 0, 0, base, 100, 0},
+		{"row bound", time.Time{}, 40, 0, 60, base.Add(60 * time.Second), 40, 0},
+		{"row bound in small chunks", time.Time{}, 40, 9, 60, base.Add(60 * time.Second), 40, 0},
+		{"both: age first", base.Add(10 * time.Second), 50, 0, 50, base.Add(50 * time.Second), 50, 0},
+		{"cutoff over whole segments", base.Add(35 * time.Second), 0, 2, 35, base.Add(35 * time.Second), 65, 10},
+		{"row bound over whole segments", time.Time{}, 45, 2, 55, base.Add(55 * time.Second), 45, 10},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openTestStore(t, StoreOptions{})
 			ctx := testContext(t)
-			// Inserted out of time order: the oldest go by time, not by ID.
 			evs := auditAt(base, 100, "alice", "platform_echo", "ok")
-			for i, j := 0, len(evs)-1; i < j; i, j = i+2, j-2 {
-				evs[i], evs[j] = evs[j], evs[i]
+			if tc.batch == 0 {
+				// Inserted out of time order: the oldest go by time, not by ID.
+				for i, j := 0, len(evs)-1; i < j; i, j = i+2, j-2 {
+					evs[i], evs[j] = evs[j], evs[i]
+				}
+				tc.batch = len(evs)
 			}
-			if err := s.InsertAudit(ctx, evs); err != nil {
-				t.Fatal(err)
+			for start := 0; start < len(evs); start += tc.batch {
+				if err := s.InsertAudit(ctx, evs[start:min(start+tc.batch, len(evs))]); err != nil {
+					t.Fatal(err)
+				}
 			}
 			n, err := s.PruneAudit(ctx, tc.before, tc.maxRows, tc.chunk)
 			if err != nil {
