@@ -490,13 +490,17 @@ const (
 )
 
 // subackCode is the SUBACK code of filter in tok; ok is false when the token
-// says nothing of it.
+// says nothing of it. paho keys Subscribe's result by the filter without a
+// $share/<group>/ prefix, SubscribeMultiple's by the whole filter.
 func subackCode(tok paho.Token, filter string) (code byte, ok bool) {
 	st, isSub := tok.(*paho.SubscribeToken)
 	if !isSub {
 		return 0, false
 	}
-	code, ok = st.Result()[pahoPattern(filter)]
+	res := st.Result()
+	if code, ok = res[filter]; !ok {
+		code, ok = res[pahoPattern(filter)]
+	}
 	return code, ok
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,47 +14,93 @@ import (
 	"github.com/toolbus/toolbus/expertagent"
 )
 
-// scriptedBroker accepts one MQTT 3.1.1 client on a real socket and answers
-// each SUBSCRIBE with the next code of codes (then 0x01), the way mochi
-// answers when the packet ID collides with one of its own (0x91).
-func scriptedBroker(t *testing.T, codes []byte) string {
+// scriptedBroker is an MQTT 3.1.1 broker on a real socket that answers
+// each SUBSCRIBE with the next code of its script (then 0x01), the way mochi
+// answers when the packet ID collides with one of its own (0x91). It serves
+// one connection at a time and takes the next when the client reconnects.
+type scriptedBroker struct {
+	url        string
+	subscribes atomic.Int32 // SUBSCRIBE packets received
+
+	mu    sync.Mutex
+	codes []byte
+	conn  net.Conn // the connection being served
+}
+
+func newScriptedBroker(t *testing.T, codes []byte) *scriptedBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ln.Close() })
+	b := &scriptedBroker{url: "tcp://" + ln.Addr().String(), codes: codes}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		b.drop()
+		<-done
+	})
 	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
+		defer close(done)
 		for {
-			p, err := packets.ReadPacket(conn)
+			conn, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			switch p := p.(type) {
-			case *packets.ConnectPacket:
-				_ = packets.NewControlPacket(packets.Connack).Write(conn)
-			case *packets.SubscribePacket:
-				ack := packets.NewControlPacket(packets.Suback).(*packets.SubackPacket)
-				ack.MessageID = p.MessageID
-				code := byte(1)
-				if len(codes) > 0 {
-					code, codes = codes[0], codes[1:]
-				}
-				ack.ReturnCodes = []byte{code}
-				_ = ack.Write(conn)
-			case *packets.PingreqPacket:
-				_ = packets.NewControlPacket(packets.Pingresp).Write(conn)
-			case *packets.DisconnectPacket:
-				return
-			}
+			b.mu.Lock()
+			b.conn = conn
+			b.mu.Unlock()
+			b.serve(conn)
 		}
 	}()
-	return "tcp://" + ln.Addr().String()
+	return b
+}
+
+// nextCode pops the script.
+func (b *scriptedBroker) nextCode() byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.codes) == 0 {
+		return 0x01
+	}
+	code := b.codes[0]
+	b.codes = b.codes[1:]
+	return code
+}
+
+// drop closes the connection being served: the client sees it lost.
+func (b *scriptedBroker) drop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conn != nil {
+		_ = b.conn.Close()
+	}
+}
+
+func (b *scriptedBroker) serve(conn net.Conn) {
+	defer conn.Close()
+	for {
+		p, err := packets.ReadPacket(conn)
+		if err != nil {
+			return
+		}
+		switch p := p.(type) {
+		case *packets.ConnectPacket:
+			_ = packets.NewControlPacket(packets.Connack).Write(conn)
+		case *packets.SubscribePacket:
+			b.subscribes.Add(1)
+			ack := packets.NewControlPacket(packets.Suback).(*packets.SubackPacket)
+			ack.MessageID = p.MessageID
+			for range p.Topics {
+				ack.ReturnCodes = append(ack.ReturnCodes, b.nextCode())
+			}
+			_ = ack.Write(conn)
+		case *packets.PingreqPacket:
+			_ = packets.NewControlPacket(packets.Pingresp).Write(conn)
+		case *packets.DisconnectPacket:
+			return
+		}
+	}
 }
 
 // TestPahoBusSubackCodes: any SUBACK code from 0x80 up is a refusal (mochi
@@ -74,7 +122,7 @@ func TestPahoBusSubackCodes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			bus, err := expertagent.DialPahoBus(ctx, expertagent.PahoBusOptions{BrokerURL: scriptedBroker(t, tc.codes), Username: "u", Password: "p"})
+			bus, err := expertagent.DialPahoBus(ctx, expertagent.PahoBusOptions{BrokerURL: newScriptedBroker(t, tc.codes).url, Username: "u", Password: "p"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,5 +135,35 @@ func TestPahoBusSubackCodes(t *testing.T) {
 				t.Fatalf("Subscribe: %v, want an error with %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestPahoBusResubscribeSharedInUse: after a reconnect, a shared
+// subscription ("$share/<group>/...") answered "packet identifier in use"
+// (0x91) is subscribed again. paho keys SubscribeMultiple's results by the
+// whole filter, prefix included: looked up without it, the refusal read as
+// granted and the route stayed without a subscription.
+func TestPahoBusResubscribeSharedInUse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The first SUBSCRIBE is granted, the first one after the reconnect is
+	// refused as in use, the next granted.
+	broker := newScriptedBroker(t, []byte{0x01, 0x91, 0x01})
+	bus, err := expertagent.DialPahoBus(ctx, expertagent.PahoBusOptions{BrokerURL: broker.url, Username: "u", Password: "p",
+		MaxReconnectInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bus.Close() })
+	if err := bus.Subscribe(ctx, "$share/agents/ff/v1/mcp/+/+/+/+/+/req", func(string, []byte) {}); err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	broker.drop()
+	for broker.subscribes.Load() < 3 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d SUBSCRIBEs, want 3: the refused one after the reconnect was not sent again", broker.subscribes.Load())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
