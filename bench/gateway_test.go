@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -195,23 +196,35 @@ func TestGatewayModesTiny(t *testing.T) {
 		}
 	})
 	t.Run("mqtt floor", func(t *testing.T) {
-		for _, qos0 := range []bool{false, true} {
-			r, err := RunMQTTFloor(testContext(t), MQTTFloorOptions{
-				BrokerURL: g.mqtt, Username: benchFloorUser, Password: benchPassword, QoS0: qos0,
-				Load: LoadOptions{Sessions: 2, Concurrency: 4, Calls: 200, PayloadBytes: 64, ServerPIDs: []int{os.Getpid()}},
-			})
-			if err != nil {
-				t.Fatal(err)
+		for _, client := range []string{"", "raw", "paho"} {
+			for _, qos0 := range []bool{false, true} {
+				r, err := RunMQTTFloor(testContext(t), MQTTFloorOptions{
+					BrokerURL: g.mqtt, Username: benchFloorUser, Password: benchPassword, QoS0: qos0, Client: client,
+					Load: LoadOptions{Sessions: 2, Concurrency: 4, Calls: 200, PayloadBytes: 64, ServerPIDs: []int{os.Getpid()}},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkWellFormed(t, r, 200)
+				want := cmp.Or(client, "raw")
+				if r.Scenario != MQTTFloorScenario || r.Client != want || r.FullChecks < 1 || r.FullChecks > 200 {
+					t.Errorf("%s: scenario %q client %q, %d full checks", want, r.Scenario, r.Client, r.FullChecks)
+				}
 			}
-			checkWellFormed(t, r, 200)
-			if r.Scenario != MQTTFloorScenario || r.Client != "paho" || r.FullChecks < 1 || r.FullChecks > 200 {
-				t.Errorf("scenario %q client %q, %d full checks", r.Scenario, r.Client, r.FullChecks)
+			_, err := RunMQTTFloor(testContext(t), MQTTFloorOptions{BrokerURL: g.mqtt, Username: benchFloorUser, Password: "wrong",
+				Client: client, Load: LoadOptions{Calls: 1, CallTimeout: 5 * time.Second}})
+			if err == nil || !strings.Contains(err.Error(), ErrSetup.Error()) {
+				t.Errorf("%s: bad password: err = %v, want ErrSetup", client, err)
 			}
 		}
-		_, err := RunMQTTFloor(testContext(t), MQTTFloorOptions{BrokerURL: g.mqtt, Username: benchFloorUser, Password: "wrong",
-			Load: LoadOptions{Calls: 1, CallTimeout: 5 * time.Second}})
+		// A response topic of another platform identity's tree is refused.
+		_, err := RunMQTTFloor(testContext(t), MQTTFloorOptions{BrokerURL: g.mqtt, Username: benchFloorUser, Password: benchPassword,
+			Load: LoadOptions{Calls: 1, CallTimeout: 5 * time.Second}, PlatformID: "a/b"})
 		if err == nil || !strings.Contains(err.Error(), ErrSetup.Error()) {
-			t.Errorf("bad password: err = %v, want ErrSetup", err)
+			t.Errorf("bad topic: err = %v, want ErrSetup", err)
+		}
+		if _, err := RunMQTTFloor(testContext(t), MQTTFloorOptions{BrokerURL: g.mqtt, Client: "mosquitto_pub"}); err == nil {
+			t.Error("unknown client accepted")
 		}
 	})
 }

@@ -19,7 +19,7 @@ import (
 const MQTTFloorScenario = "mqtt-floor"
 
 // MQTTFloorOptions configure a raw MQTT request/response run: the floor of
-// the gateway's expert-agent path. A paho client (this process) publishes
+// the gateway's expert-agent path. A requester in this process publishes
 // tools/call envelopes on context request topics, the way the gateway does,
 // and an expert agent that is connected to the same broker answers on the
 // response topics; no HTTP is involved. The zero value of every field but
@@ -36,6 +36,11 @@ type MQTTFloorOptions struct {
 	// QoS0 publishes and subscribes at QoS 0; the default is QoS 1, what the
 	// gateway's bus and the expert agents use.
 	QoS0 bool
+	// Client is the requester: "raw" (the default), a lean MQTT 3.1.1
+	// client of one TCP connection and one reader goroutine (rawMQTT), or
+	// "paho", paho.mqtt.golang, the client the gateway uses with an external
+	// broker.
+	Client string
 	// Load holds what the HTTP runs share: Sessions is the number of
 	// contexts (one /res subscription each), Concurrency the requests in
 	// flight (worker i uses context i mod Sessions), Calls or Duration,
@@ -46,8 +51,8 @@ type MQTTFloorOptions struct {
 	Load LoadOptions
 }
 
-// RunMQTTFloor measures o and returns a Result like Run's (Client "paho",
-// Mode "external"). The returned error is only for a run that could not
+// RunMQTTFloor measures o and returns a Result like Run's (Client "raw" or
+// "paho", Mode "external"). The returned error is only for a run that could not
 // start (ErrSetup: connect, subscribe); failed calls are counted.
 func RunMQTTFloor(ctx context.Context, o MQTTFloorOptions) (*Result, error) {
 	if o.BrokerURL == "" {
@@ -59,12 +64,19 @@ func RunMQTTFloor(ctx context.Context, o MQTTFloorOptions) (*Result, error) {
 	if o.UserID == "" {
 		o.UserID = "bench"
 	}
+	switch o.Client {
+	case "":
+		o.Client = "raw"
+	case "raw", "paho":
+	default:
+		return nil, fmt.Errorf("bench: MQTT floor client %q: want raw or paho", o.Client)
+	}
 	lo := o.Load
 	lo.URL = o.BrokerURL
-	lo.Client = "paho"
+	lo.Client = o.Client
 	lo = lo.withDefaults()
 	lo.Method = MethodToolsCall
-	lo.Client = "paho"
+	lo.Client = o.Client
 	qos := byte(1)
 	if o.QoS0 {
 		qos = 0
@@ -73,14 +85,14 @@ func RunMQTTFloor(ctx context.Context, o MQTTFloorOptions) (*Result, error) {
 	if err := f.connect(ctx, o); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSetup, err)
 	}
-	defer f.client.Disconnect(250)
+	defer f.close()
 
 	text := payloadText(lo.PayloadBytes)
 	ctxs := make([]expertagent.Context, lo.Sessions)
 	for i := range ctxs {
 		ctxs[i] = expertagent.Context{PlatformID: o.PlatformID, UserID: o.UserID,
 			SessionID: "f" + f.run + "-" + strconv.Itoa(i), EntityType: expertagent.NoEntity, EntityID: expertagent.NoEntity}
-		if err := f.wait(ctx, f.client.Subscribe(ctxs[i].ResponseTopic(), qos, nil)); err != nil {
+		if err := f.subscribe(ctx, ctxs[i].ResponseTopic()); err != nil {
 			return nil, fmt.Errorf("%w: subscribe %s: %w", ErrSetup, ctxs[i].ResponseTopic(), err)
 		}
 	}
@@ -101,22 +113,32 @@ func RunMQTTFloor(ctx context.Context, o MQTTFloorOptions) (*Result, error) {
 	return res, ctx.Err()
 }
 
-// floor is the requester side of a floor run: one paho client, one
-// dispatch map from correlation ID to the waiting worker.
+// floor is the requester side of a floor run: one client (raw or paho),
+// one dispatch map from correlation ID to the waiting worker.
 type floor struct {
 	opts   LoadOptions
 	qos    byte
 	run    string
-	client paho.Client
+	raw    *rawMQTT    // Client "raw"
+	client paho.Client // Client "paho"
 
 	mu      sync.Mutex
 	pending map[string]chan []byte
 }
 
 func (f *floor) connect(ctx context.Context, o MQTTFloorOptions) error {
+	clientID := "toolbus-bench-floor-" + f.run
+	if o.Client == "raw" {
+		c, err := dialRawMQTT(ctx, o.BrokerURL, clientID, o.Username, o.Password, f.opts.CallTimeout, f.dispatch)
+		if err != nil {
+			return fmt.Errorf("connect %s: %w", o.BrokerURL, err)
+		}
+		f.raw = c
+		return nil
+	}
 	co := paho.NewClientOptions().
 		AddBroker(o.BrokerURL).
-		SetClientID("toolbus-bench-floor-" + f.run).
+		SetClientID(clientID).
 		SetUsername(o.Username).
 		SetPassword(o.Password).
 		SetCleanSession(true).
@@ -125,13 +147,41 @@ func (f *floor) connect(ctx context.Context, o MQTTFloorOptions) error {
 		SetConnectTimeout(5 * time.Second).
 		SetWriteTimeout(f.opts.CallTimeout).
 		SetOrderMatters(true). // one delivery goroutine; dispatch never blocks
-		SetDefaultPublishHandler(f.dispatch)
+		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) { f.dispatch(m.Payload()) })
 	f.client = paho.NewClient(co)
 	if err := f.wait(ctx, f.client.Connect()); err != nil {
 		f.client.Disconnect(0)
 		return fmt.Errorf("connect %s: %w", o.BrokerURL, err)
 	}
 	return nil
+}
+
+// subscribe subscribes to a response topic at the run's QoS.
+func (f *floor) subscribe(ctx context.Context, topic string) error {
+	if f.raw != nil {
+		ctx, cancel := context.WithTimeout(ctx, f.opts.CallTimeout)
+		defer cancel()
+		return f.raw.subscribe(ctx, topic, f.qos)
+	}
+	return f.wait(ctx, f.client.Subscribe(topic, f.qos, nil))
+}
+
+// publish sends a request; the paho token is done once paho has sent it
+// (QoS 0) or has its PUBACK (QoS 1). The raw client writes it before it
+// returns, and a write error ends the call.
+func (f *floor) publish(topic string, payload []byte) (paho.Token, error) {
+	if f.raw != nil {
+		return doneToken{}, f.raw.publish(topic, f.qos, payload)
+	}
+	return f.client.Publish(topic, f.qos, false, payload), nil
+}
+
+func (f *floor) close() {
+	if f.raw != nil {
+		f.raw.close()
+		return
+	}
+	f.client.Disconnect(250)
 }
 
 // wait waits for tok, bounded by ctx and the call timeout.
@@ -149,9 +199,8 @@ func (f *floor) wait(ctx context.Context, tok paho.Token) error {
 var correlationKey = []byte(`"correlationId":"`)
 
 // dispatch hands a reply to the worker waiting for its correlation ID. It
-// runs on paho's delivery goroutine: it must not block.
-func (f *floor) dispatch(_ paho.Client, m paho.Message) {
-	p := m.Payload()
+// runs on the client's delivery goroutine: it must not block.
+func (f *floor) dispatch(p []byte) {
 	i := bytes.Index(p, correlationKey)
 	if i < 0 {
 		return
@@ -224,7 +273,8 @@ func (w *floorWorker) callOnce(ctx context.Context) {
 	w.seq++
 	id := w.prefix + strconv.FormatInt(w.seq, 10)
 	deadline := time.Now().Add(w.f.opts.CallTimeout)
-	// paho keeps the slice until it is written: a new one per call.
+	// paho keeps the slice until it is written: a new one per call (the raw
+	// client could reuse it; both are measured alike).
 	b := make([]byte, 0, len(w.head)+len(w.mid)+len(w.tail1)+len(w.tail2)+2*len(id)+16)
 	b = append(b, w.head...)
 	b = append(b, id...)
@@ -247,7 +297,11 @@ func (w *floorWorker) callOnce(ctx context.Context) {
 	}()
 
 	start := time.Now()
-	tok := w.f.client.Publish(w.topic, w.f.qos, false, b)
+	tok, err := w.f.publish(w.topic, b)
+	if err != nil {
+		w.errs.add(fmt.Errorf("publish: %w", err))
+		return
+	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for {

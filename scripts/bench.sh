@@ -6,7 +6,7 @@
 #   main      the four baselines (bare net/http, mcp-go, go-sdk stateful and
 #             stateless) serving a trivial echo tool; the gateway serving it as
 #             a platform tool (platform_echo) and as an expert-agent tool over
-#             the embedded broker (echo); the raw MQTT floor (a paho requester
+#             the embedded broker (echo); the raw MQTT floor (a lean MQTT requester
 #             in toolbus-bench, the reference agent answering, no HTTP)
 #   cold      every call in a new context (new session) vs warm, both wires
 #   payload   1 KiB, 64 KiB, 1 MiB through the agent path vs mcp-go
@@ -181,7 +181,7 @@ if has_phase main || has_phase cold || has_phase payload; then
       --mqtt-floor "tcp://$MQTT" --mqtt-username bench-floor --mqtt-floor-pid "$gw,$agent" \
       --sessions "$SESSIONS" --duration "$DURATION" --rounds "$ROUNDS" \
       --note "target:platform_echo is a platform tool (in-process injection); target:echo is the reference expert agent's echo over the embedded broker." \
-      --note "mqtt-floor: a paho client in toolbus-bench (platform identity) publishes tools/call envelopes at QoS 1 on $SESSIONS context request topics; the real reference agent (the same process as for target:echo) answers; no HTTP. Its server CPU is the gateway process (embedded broker) plus the agent." \
+      --note "mqtt-floor: a lean MQTT client in toolbus-bench (platform identity) publishes tools/call envelopes at QoS 1 on $SESSIONS context request topics; the real reference agent (the same process as for target:echo) answers; no HTTP. Its server CPU is the gateway process (embedded broker) plus the agent." \
       "$@"
   fi
 
