@@ -13,12 +13,10 @@
 // heap grow that far before Go collects it: a busy agent keeps little live
 // and would otherwise collect several times a second (see package gctune).
 //
-// On a small machine shared with the gateway, GOMAXPROCS=1 in the agent's
-// environment lowers its CPU per call by about a fifth: every request is
-// handed from the reader to a worker goroutine, and with a second P idle
-// each hand-off wakes a thread that spins looking for work (measured with
-// toolbus-bench on 2 cores: 8 458 → 9 997 calls/s through the gateway).
-// It caps the agent at one core: leave it for tools that compute.
+// GOMAXPROCS=1 in the agent's environment was once measured to help on a
+// 2-core machine shared with the gateway (+18% calls/s in one A/B), but
+// ten interleaved rounds later did not confirm it (within noise): measure
+// before using it. It caps the agent at one core.
 //
 // Every flag also reads the environment variable TOOLBUS_AGENT_<FLAG>
 // (e.g. TOOLBUS_AGENT_PASSWORD); a flag on the command line wins.
