@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -334,6 +336,10 @@ func BenchmarkBaselines(b *testing.B) {
 	}
 }
 
+// near reports whether two ratios agree to rounding (they are computed
+// from the same throughputs in another order).
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9*math.Max(1, math.Abs(b)) }
+
 func TestSuiteRoundsSummary(t *testing.T) {
 	rep, err := RunSuite(testContext(t), SuiteOptions{
 		Scenarios: []Scenario{{Baseline: BaselineBare}, {Baseline: BaselineMCPGo}},
@@ -369,11 +375,33 @@ func TestSuiteRoundsSummary(t *testing.T) {
 	if rep.Summary[1].Throughput != tp[1] {
 		t.Errorf("summary throughput %v, rounds %v", rep.Summary[1].Throughput, tp)
 	}
+	// Each round's ratio is against the baseline of that round.
+	var ratios []float64
+	for _, r := range rep.Results {
+		if r.Scenario != BaselineMCPGo {
+			continue
+		}
+		for _, b := range rep.Results {
+			if b.Scenario == BaselineBare && b.Round == r.Round {
+				ratios = append(ratios, r.Throughput/b.Throughput)
+			}
+		}
+	}
+	slices.Sort(ratios)
+	got := rep.Summary[1].RoundRatios
+	if got == nil || got.N != 3 || !near(got.Median, ratios[1]) || !near(got.Min, ratios[0]) || !near(got.Max, ratios[2]) {
+		t.Errorf("round ratios %+v, want median %.3f of %v", got, ratios[1], ratios)
+	}
+	if rep.Summary[0].RoundRatios != nil {
+		t.Errorf("the baseline has round ratios %+v", rep.Summary[0].RoundRatios)
+	}
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(table.String(), "median-throughput round of 3") {
-		t.Errorf("table does not say it shows medians:\n%s", table.String())
+	for _, want := range []string{"median-throughput round of 3", "x per round", fmt.Sprintf("%.2f [%.2f-%.2f]", got.Median, got.Min, got.Max)} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
 	}
 }

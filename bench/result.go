@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"time"
 )
 
@@ -78,6 +79,11 @@ type Result struct {
 	// Ratios against the report's baseline scenario (absent for it and
 	// when it was not measured).
 	Ratios *Ratios `json:"ratios,omitempty"`
+	// RoundRatios, in a summary entry of a report of several rounds, spreads
+	// the throughput ratios of the scenario's rounds, each against the
+	// baseline of the same round: how far a ratio read off one round can
+	// be trusted on a machine as noisy as the one measured.
+	RoundRatios *Spread `json:"round_ratios,omitempty"`
 
 	hist  *histogram
 	cycle *histogram
@@ -100,6 +106,23 @@ type Ratios struct {
 	Throughput float64 `json:"throughput"`
 	P50        float64 `json:"p50"`
 	P99        float64 `json:"p99"`
+}
+
+// Spread summarises a few measurements of one quantity.
+type Spread struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"` // the lower median for an even N
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// spreadOf is the Spread of vs (nil for none); it sorts vs.
+func spreadOf(vs []float64) *Spread {
+	if len(vs) == 0 {
+		return nil
+	}
+	slices.Sort(vs)
+	return &Spread{N: len(vs), Median: vs[(len(vs)-1)/2], Min: vs[0], Max: vs[len(vs)-1]}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

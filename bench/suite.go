@@ -287,7 +287,7 @@ func runScenario(ctx context.Context, sc Scenario, opts SuiteOptions, log *logru
 // summarize computes each result's ratios against the baseline of its
 // round, and the Summary: per scenario, the round with the median throughput
 // (the lower median for an even count), with ratios against the baseline's
-// summary entry.
+// summary entry and the spread of its rounds' ratios.
 func (rep *Report) summarize() {
 	baseOf := map[int]*Result{}
 	for _, r := range rep.Results {
@@ -310,9 +310,18 @@ func (rep *Report) summarize() {
 	var base *Result
 	for _, name := range order {
 		rs := slices.Clone(byName[name])
+		var perRound []float64
+		for _, r := range rs {
+			if r.Ratios != nil {
+				perRound = append(perRound, r.Ratios.Throughput)
+			}
+		}
 		slices.SortStableFunc(rs, func(a, b *Result) int { return cmp.Compare(a.Throughput, b.Throughput) })
 		m := *rs[(len(rs)-1)/2]
 		m.Ratios = nil
+		if len(perRound) > 1 {
+			m.RoundRatios = spreadOf(perRound)
+		}
 		rep.Summary = append(rep.Summary, &m)
 		if name == rep.Baseline && m.SetupError == "" {
 			base = &m

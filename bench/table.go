@@ -18,7 +18,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "scenario\tmode\tversion\tcalls/s\tx %s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tp50 x\tp99 x\terrors\tsrv cpu us/call\tgen cpu us/call\tgen cpu share\tsrv peak MiB\tgen peak MiB\tother cpu s\t\n", rep.Baseline)
+	fmt.Fprintf(tw, "scenario\tmode\tversion\tcalls/s\tx %s\tx per round\tp50 ms\tp90 ms\tp99 ms\tmax ms\tp50 x\tp99 x\terrors\tsrv cpu us/call\tgen cpu us/call\tgen cpu share\tsrv peak MiB\tgen peak MiB\tother cpu s\t\n", rep.Baseline)
 	for _, r := range rep.Summary {
 		if r.SetupError != "" {
 			fmt.Fprintf(tw, "%s\t%s\t%s\tdid not run: %s\t\n", r.Scenario, r.Mode, r.ProtocolVersion, oneLine(r.SetupError, 100))
@@ -47,8 +47,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			}
 			genRSS = mib(r.Generator.PeakRSSBytes)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",
-			r.Scenario, r.Mode, r.ProtocolVersion, r.Throughput, ratio,
+		perRound := "-"
+		if s := r.RoundRatios; s != nil {
+			perRound = fmt.Sprintf("%.2f [%.2f-%.2f]", s.Median, s.Min, s.Max)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",
+			r.Scenario, r.Mode, r.ProtocolVersion, r.Throughput, ratio, perRound,
 			r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max, p50Ratio, p99Ratio,
 			r.Errors, srvCPU, genCPU, share, srvRSS, genRSS, r.OtherCPUSeconds)
 	}
@@ -56,7 +60,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	if rep.Rounds > 1 {
-		if _, err := fmt.Fprintf(w, "each row: the median-throughput round of %d (every round is in the JSON report)\n", rep.Rounds); err != nil {
+		if _, err := fmt.Fprintf(w, "each row: the median-throughput round of %d (every round is in the JSON report); x per round: median [min-max] of each round's ratio against the baseline of the same round\n", rep.Rounds); err != nil {
 			return err
 		}
 	}
