@@ -42,20 +42,26 @@ type MessageHandler = func(topic string, payload []byte)
 //
 // A reply (a response topic) usually has no subscriber but the bus: no
 // expert agent may read responses, and operator rules cannot reach them.
-// Until some filter that could match a response topic enters mochi's tree
-// (a platform identity connected over TCP, say), the inline hook hands
-// replies to the direct subscription from OnPublish and tells mochi not to
-// route them at all, which spares a walk of the tree per tool call.
+// While no filter that could match a response topic is in mochi's tree (a
+// platform identity connected over TCP puts one there, until it
+// unsubscribes or goes), the inline hook hands replies to the direct
+// subscription from OnPublish and tells mochi not to route them at all,
+// which spares a walk of the tree per tool call.
 type InlineBus struct {
 	srv *mqtt.Server
 	qos byte
 
 	closed atomic.Bool
 	direct sync.Map // exact request/response topic -> MessageHandler
-	// resInTree is set, for good, once a filter that may match a response
-	// topic is subscribed in mochi's tree: replies are routed by mochi from
-	// then on.
-	resInTree atomic.Bool
+	// resInTree is set while a filter that may match a response topic is
+	// in mochi's tree, or on its way there: replies are routed by mochi
+	// then. resSubs holds those filters by client ID, resPending counts the
+	// ones between OnSubscribe and OnSubscribed; resMu guards both and
+	// orders the stores to resInTree.
+	resInTree  atomic.Bool
+	resMu      sync.Mutex
+	resSubs    map[resSub]struct{}
+	resPending int
 
 	mu     sync.Mutex     // serialises Subscribe/Unsubscribe with subs
 	subs   map[string]int // filter -> mochi inline subscription ID (directID: in direct)
@@ -73,7 +79,80 @@ type InlineBus struct {
 // newInlineBus returns the bus of srv; allowRead is the ACL's check of a
 // delivery to a network client.
 func newInlineBus(srv *mqtt.Server, qos byte, allowRead func(cl *mqtt.Client, topic string) bool) *InlineBus {
-	return &InlineBus{srv: srv, qos: qos, subs: make(map[string]int), allowRead: allowRead}
+	return &InlineBus{srv: srv, qos: qos, subs: make(map[string]int), allowRead: allowRead, resSubs: make(map[resSub]struct{})}
+}
+
+// resSub is a subscription that may match a response topic: a client's
+// filter in mochi's tree.
+type resSub struct{ clientID, filter string }
+
+// resSubscribing notes the filters of a SUBSCRIBE that may match a
+// response topic before mochi adds them to the tree (and before the
+// SUBACK), so that no reply published after the client learns of its
+// subscription skips the tree.
+func (b *InlineBus) resSubscribing(pk packets.Packet) {
+	n := 0
+	for _, f := range pk.Filters {
+		if mayMatchResponse(f.Filter) {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	b.resMu.Lock()
+	defer b.resMu.Unlock()
+	b.resPending += n
+	b.resInTree.Store(true)
+}
+
+// resSubscribed records the granted ones once mochi has answered them.
+func (b *InlineBus) resSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
+	b.resMu.Lock()
+	defer b.resMu.Unlock()
+	for i, f := range pk.Filters {
+		if !mayMatchResponse(f.Filter) {
+			continue
+		}
+		b.resPending--
+		if i < len(reasonCodes) && reasonCodes[i] < packets.ErrUnspecifiedError.Code {
+			b.resSubs[resSub{cl.ID, f.Filter}] = struct{}{}
+		}
+	}
+	b.resPending = max(b.resPending, 0) // a hook that changed the filters between the two calls
+	b.resInTree.Store(b.resPending > 0 || len(b.resSubs) > 0)
+}
+
+// resUnsubscribed forgets the filters mochi took out of the tree: all of a
+// client's when it goes, or those of an UNSUBSCRIBE that mochi carried out
+// (OnUnsubscribed also follows one it refused).
+func (b *InlineBus) resUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
+	b.resMu.Lock()
+	defer b.resMu.Unlock()
+	for _, f := range pk.Filters {
+		if !mayMatchResponse(f.Filter) || b.stillSubscribed(cl, f.Filter) {
+			continue
+		}
+		delete(b.resSubs, resSub{cl.ID, f.Filter})
+	}
+	b.resInTree.Store(b.resPending > 0 || len(b.resSubs) > 0)
+}
+
+// stillSubscribed reports whether the client with cl's ID holds filter: cl
+// itself (an UNSUBSCRIBE refused as "in use"), or the client that took its
+// session over.
+func (b *InlineBus) stillSubscribed(cl *mqtt.Client, filter string) bool {
+	if cl.Net.Inline {
+		return false // the bus unsubscribes its own filters only when it lets them go
+	}
+	if _, ok := cl.State.Subscriptions.Get(filter); ok {
+		return true
+	}
+	if cur, ok := b.srv.Clients.Get(cl.ID); ok && cur != cl {
+		_, ok := cur.State.Subscriptions.Get(filter)
+		return ok
+	}
+	return false
 }
 
 // directID marks in InlineBus.subs a filter held in direct; mochi's IDs
@@ -114,22 +193,19 @@ func (h *inlineHook) Provides(b byte) bool {
 	return false
 }
 
-// OnSubscribe notes a filter that may match a response topic before mochi
-// adds it to the tree (and before the SUBACK), so that no reply published
-// after the client learns of its subscription skips the tree.
+// OnSubscribe notes the filters that may match a response topic before
+// mochi adds them to the tree (resSubscribing).
 func (h *inlineHook) OnSubscribe(_ *mqtt.Client, pk packets.Packet) packets.Packet {
-	for _, f := range pk.Filters {
-		if mayMatchResponse(f.Filter) {
-			h.bus.resInTree.Store(true)
-		}
-	}
+	h.bus.resSubscribing(pk)
 	return pk
 }
 
-// OnSubscribed tells the request route to look again, after noting the
+// OnSubscribed records the granted filters that may match a response
+// topic, and tells the request route to look again, after noting the
 // granted filters that turn it off. mochi calls it with the tree updated,
 // before the SUBACK.
-func (h *inlineHook) OnSubscribed(_ *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
+func (h *inlineHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
+	h.bus.resSubscribed(cl, pk, reasonCodes)
 	for i, f := range pk.Filters {
 		if i < len(reasonCodes) && reasonCodes[i] < packets.ErrUnspecifiedError.Code {
 			h.bus.noteFilter(f.Filter)
@@ -138,8 +214,13 @@ func (h *inlineHook) OnSubscribed(_ *mqtt.Client, pk packets.Packet, reasonCodes
 	h.bus.subscriptionsChanged()
 }
 
-// OnUnsubscribed tells the request route to look again.
-func (h *inlineHook) OnUnsubscribed(*mqtt.Client, packets.Packet) { h.bus.subscriptionsChanged() }
+// OnUnsubscribed forgets the filters that left the tree and tells the
+// request route to look again. mochi calls it for an UNSUBSCRIBE and for
+// every filter of a client that goes.
+func (h *inlineHook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
+	h.bus.resUnsubscribed(cl, pk)
+	h.bus.subscriptionsChanged()
+}
 
 // OnPublish delivers a reply to the direct subscription and has mochi drop
 // it (still acknowledged) while nothing in the tree could want it. It runs
@@ -205,7 +286,7 @@ func (b *InlineBus) Subscribe(ctx context.Context, filter string, h MessageHandl
 	}
 	// mochi runs the inline hook's OnSubscribe and OnSubscribed for the
 	// bus's own subscriptions too: resInTree and the request route hear of
-	// this one there.
+	// this one there (and of its Unsubscribe in OnUnsubscribed).
 	if err := b.srv.Subscribe(filter, id, deliver); err != nil {
 		return fmt.Errorf("inline subscribe %q: %w", filter, err)
 	}

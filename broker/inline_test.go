@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 )
@@ -231,7 +233,8 @@ func TestInlineExactContextSubscription(t *testing.T) {
 // TestInlineResponseAlsoToTreeSubscriber: replies skip mochi's routing only
 // while no network client could want them. Once a platform identity over
 // TCP subscribes to a response topic, it gets the replies too, and the
-// inline subscription still does.
+// inline subscription still does; once it unsubscribes or goes, replies
+// skip the tree again.
 func TestInlineResponseAlsoToTreeSubscriber(t *testing.T) {
 	e := newEnv(t)
 	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
@@ -249,9 +252,16 @@ func TestInlineResponseAlsoToTreeSubscriber(t *testing.T) {
 		t.Fatalf("inline got %+v, want before", m)
 	}
 
+	if e.Broker.RepliesRouted() {
+		t.Fatal("replies routed through the tree with no filter there that wants them")
+	}
+
 	in := newInbox()
 	plat := e.mustConnect(t, "plat2-a", "plat2", pwp, in)
 	mustSubscribe(t, plat, ctxRes)
+	if !e.Broker.RepliesRouted() {
+		t.Fatal("a platform identity subscribed to a response topic, and replies still skip the tree")
+	}
 	for _, qos := range []byte{0, 1} {
 		payload := "after-qos" + string('0'+qos)
 		mustPublish(t, agent, ctxRes, qos, false, payload)
@@ -259,5 +269,58 @@ func TestInlineResponseAlsoToTreeSubscriber(t *testing.T) {
 		if m := nextInline(t, res); m.payload != payload {
 			t.Fatalf("inline got %+v, want %s", m, payload)
 		}
+	}
+
+	// A refused subscription (an expert agent may not read responses) puts
+	// nothing in the tree.
+	if codes := subscribe(t, agent, "ff/v1/mcp/+/+/+/+/+/res"); len(codes) != 1 || codes[0] < 0x80 {
+		t.Fatalf("agent's SUBACK %v, want a refusal", codes)
+	}
+
+	// Unsubscribed: replies skip the tree again, and still reach the bus.
+	if err := wait(t, plat.Unsubscribe(ctxRes)); err != nil {
+		t.Fatal(err)
+	}
+	if e.Broker.RepliesRouted() {
+		t.Fatal("replies still routed through the tree after the only such filter left it")
+	}
+	mustPublish(t, agent, ctxRes, 1, false, "unsubscribed")
+	if m := nextInline(t, res); m.payload != "unsubscribed" {
+		t.Fatalf("inline got %+v, want unsubscribed", m)
+	}
+
+	// Two filters from two clients; the tree is skipped once both are gone,
+	// the second with its connection.
+	const otherRes = "ff/v1/mcp/plat1/user1/sess9/_/_/res"
+	mustSubscribe(t, plat, otherRes)
+	plat3 := e.mustConnect(t, "plat2-b", "plat2", pwp, newInbox())
+	mustSubscribe(t, plat3, ctxRes)
+	if err := wait(t, plat.Unsubscribe(otherRes)); err != nil {
+		t.Fatal(err)
+	}
+	if !e.Broker.RepliesRouted() {
+		t.Fatal("replies skip the tree while plat2-b still holds a response topic")
+	}
+	plat3.Disconnect(250)
+	eventually(t, "replies skip the tree once plat2-b is gone", func() bool { return !e.Broker.RepliesRouted() })
+
+	// A persistent session taken over keeps its filter, now the new
+	// connection's: replies go through the tree until it unsubscribes.
+	persistent := func(o *paho.ClientOptions) { o.SetCleanSession(false) }
+	old := e.mustConnect(t, "plat2-c", "plat2", pwp, newInbox(), persistent)
+	mustSubscribe(t, old, ctxRes)
+	in2 := newInbox()
+	taker := e.mustConnect(t, "plat2-c", "plat2", pwp, in2, persistent)
+	eventually(t, "the old connection closed by the takeover", func() bool { return !old.IsConnectionOpen() })
+	if !e.Broker.RepliesRouted() {
+		t.Fatal("replies skip the tree while the taken-over session holds a response topic")
+	}
+	mustPublish(t, agent, ctxRes, 1, false, "taken over")
+	in2.expectNext(t, ctxRes, "taken over")
+	if err := wait(t, taker.Unsubscribe(ctxRes)); err != nil {
+		t.Fatal(err)
+	}
+	if e.Broker.RepliesRouted() {
+		t.Fatal("replies still routed through the tree after the new connection unsubscribed")
 	}
 }
