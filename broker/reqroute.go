@@ -87,14 +87,14 @@ func (b *InlineBus) requestReceivers() []string {
 	}
 	var members []string
 	for id, sub := range subs.Subscriptions {
-		if len(sub.Identifiers) > 0 {
+		if hasIdentifiers(sub) {
 			return nil // MQTT 5 subscription identifiers go in the PUBLISH
 		}
 		members = append(members, id)
 	}
 	for _, group := range subs.Shared {
 		for id, sub := range group {
-			if len(sub.Identifiers) > 0 {
+			if hasIdentifiers(sub) {
 				return nil
 			}
 			members = append(members, id)
@@ -102,6 +102,22 @@ func (b *InlineBus) requestReceivers() []string {
 	}
 	slices.Sort(members)
 	return members
+}
+
+// hasIdentifiers reports whether a gathered subscription carries an MQTT 5
+// subscription identifier. mochi's Subscribers merges every plain
+// subscription into one with an Identifiers map, {filter: 0} when there is
+// none: only a value above zero is an identifier.
+func hasIdentifiers(sub packets.Subscription) bool {
+	if sub.Identifier > 0 {
+		return true
+	}
+	for _, id := range sub.Identifiers {
+		if id > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // publishRequest writes a request straight to its receiver's socket, when

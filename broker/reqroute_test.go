@@ -86,6 +86,13 @@ func TestRequestRoute(t *testing.T) {
 		}
 	})
 
+	t.Run("one agent on a plain subscription: the same", func(t *testing.T) {
+		e, pw := agentEnv(t)
+		in := agentOn(t, e, pw, "agent1-a", requestFilter)
+		receivers(t, e, "agent1-a")
+		counts(t, e, 20, 1, in)
+	})
+
 	t.Run("a group of two shares the requests", func(t *testing.T) {
 		e, pw := agentEnv(t)
 		in1, in2 := agentOn(t, e, pw, "agent1-a", sharedRequests), agentOn(t, e, pw, "agent1-b", sharedRequests)
