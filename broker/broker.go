@@ -13,19 +13,23 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/sirupsen/logrus"
 )
 
 // Broker is the embedded MQTT broker.
 type Broker struct {
-	opts   Options
-	log    *logrus.Entry
-	srv    *mqtt.Server
-	hook   *aclHook
-	clock  *connClock // connection times, for Clients
-	bus    *InlineBus
-	ctx    context.Context // lives until Close
-	cancel context.CancelFunc
+	opts  Options
+	log   *logrus.Entry
+	srv   *mqtt.Server
+	hook  *aclHook
+	clock *connClock // connection times, for Clients
+	// takeover voids a replaced agent's presence Will and repairs what
+	// mochi's clean takeover race breaks.
+	takeover *takeoverHook
+	bus      *InlineBus
+	ctx      context.Context // lives until Close
+	cancel   context.CancelFunc
 
 	mu    sync.Mutex
 	state int // stateNew, stateStarted, stateClosed
@@ -95,7 +99,8 @@ func New(opts Options) (*Broker, error) {
 		cancel()
 		return nil, fmt.Errorf("broker: add clock hook: %w", err)
 	}
-	if err := b.srv.AddHook(&takeoverHook{srv: b.srv}, nil); err != nil {
+	b.takeover = newTakeoverHook(b.srv, b.log, func(cl *mqtt.Client, subs []packets.Subscription) { b.bus.restored(cl, subs) })
+	if err := b.srv.AddHook(b.takeover, nil); err != nil {
 		cancel()
 		return nil, fmt.Errorf("broker: add takeover hook: %w", err)
 	}
@@ -143,10 +148,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		bound = append(bound, ln)
 		return ln, nil
 	}
-	// Room above MaxClients for logins in progress, so that a client over
-	// the limit hears mochi's CONNACK "server unavailable" rather than a
-	// closed connection.
-	lim := connLimits{connectTimeout: b.opts.ConnectTimeout, maxConns: b.opts.MaxClients + 64}
+	lim := b.connLimits()
 	var ls []listeners.Listener
 	if b.opts.Addr != "" {
 		ln, err := listen(b.opts.Addr)

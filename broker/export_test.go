@@ -7,3 +7,35 @@ func (b *Broker) RequestReceivers() []string { return b.bus.requestRoute().membe
 // RepliesRouted reports whether replies go through mochi's topic tree: true
 // while some filter there may match a response topic.
 func (b *Broker) RepliesRouted() bool { return b.bus.resInTree.Load() }
+
+// LoseTakeoverRace does to clientID what the replaced connection's
+// goroutine does when it loses mochi's clean takeover race: it deletes the
+// ID from the client registry and its filters from the topic tree. The
+// returned repair runs the takeover hook's repair for the client that held
+// the ID.
+func (b *Broker) LoseTakeoverRace(clientID string) (repair func()) {
+	cl, ok := b.srv.Clients.Get(clientID)
+	if !ok {
+		return func() {}
+	}
+	for filter := range cl.State.Subscriptions.GetAll() {
+		b.srv.Topics.Unsubscribe(filter, clientID)
+	}
+	b.srv.Clients.Delete(clientID)
+	b.bus.subscriptionsChanged() // as mochi's OnUnsubscribed would
+	return func() { b.takeover.repairSuccessor(cl) }
+}
+
+// Registered reports whether clientID is in mochi's client registry.
+func (b *Broker) Registered(clientID string) bool {
+	_, ok := b.srv.Clients.Get(clientID)
+	return ok
+}
+
+// PendingTakeovers is how many replaced connections the takeover hook
+// still waits to see end.
+func (b *Broker) PendingTakeovers() int {
+	b.takeover.mu.Lock()
+	defer b.takeover.mu.Unlock()
+	return len(b.takeover.successors)
+}

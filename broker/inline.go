@@ -123,6 +123,23 @@ func (b *InlineBus) resSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCode
 	b.resInTree.Store(b.resPending > 0 || len(b.resSubs) > 0)
 }
 
+// restored hears of filters the takeover repair put back in the tree
+// without mochi's hooks (takeoverHook.repairSuccessor): it records those
+// that may match a response topic and tells the request route to look
+// again.
+func (b *InlineBus) restored(cl *mqtt.Client, subs []packets.Subscription) {
+	b.resMu.Lock()
+	for _, sub := range subs {
+		if mayMatchResponse(sub.Filter) {
+			b.resSubs[resSub{cl.ID, sub.Filter}] = struct{}{}
+		}
+		b.noteFilter(sub.Filter)
+	}
+	b.resInTree.Store(b.resPending > 0 || len(b.resSubs) > 0)
+	b.resMu.Unlock()
+	b.subscriptionsChanged()
+}
+
 // resUnsubscribed forgets the filters mochi took out of the tree: all of a
 // client's when it goes, or those of an UNSUBSCRIBE that mochi carried out
 // (OnUnsubscribed also follows one it refused).

@@ -291,7 +291,6 @@ func TestInlineResponseAlsoToTreeSubscriber(t *testing.T) {
 
 	// Two filters from two clients; the tree is skipped once both are gone,
 	// the second with its connection.
-	const otherRes = "ff/v1/mcp/plat1/user1/sess9/_/_/res"
 	mustSubscribe(t, plat, otherRes)
 	plat3 := e.mustConnect(t, "plat2-b", "plat2", pwp, newInbox())
 	mustSubscribe(t, plat3, ctxRes)

@@ -28,6 +28,7 @@ type connTracker struct {
 	srv            *mqtt.Server // whose clients Close disconnects
 	connectTimeout time.Duration
 	maxConns       int // open connections, logged in or not; more are closed at once
+	ended          func(net.Conn)
 	log            *logrus.Entry
 
 	mu     sync.Mutex
@@ -42,6 +43,7 @@ func newConnTracker(id string, lim connLimits, srv *mqtt.Server, log *logrus.Ent
 		srv:            srv,
 		connectTimeout: lim.connectTimeout,
 		maxConns:       lim.maxConns,
+		ended:          lim.ended,
 		log:            log.WithField("listener", id),
 		conns:          make(map[net.Conn]struct{}),
 	}
@@ -56,6 +58,9 @@ type connLimits struct {
 	// logged-in clients only, so without this a flood of connections that
 	// never log in would hold goroutines and buffers until connectTimeout.
 	maxConns int
+	// ended, if set, is called with each connection once mochi is done
+	// with it (takeoverHook.connEnded).
+	ended func(net.Conn)
 }
 
 // admit registers c, unless the tracker is closed (it reports false) or full
@@ -115,6 +120,9 @@ func (t *connTracker) establish(c net.Conn, establish listeners.EstablishFn) {
 		delete(t.conns, c)
 		t.mu.Unlock()
 		_ = c.Close()
+		if t.ended != nil {
+			t.ended(c)
+		}
 	}()
 	if err := establish(t.id, c); err != nil {
 		// Most of these are clients going away or being refused; the hook

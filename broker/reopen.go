@@ -82,7 +82,10 @@ func (b *Broker) tcpChangeAllowed() error {
 	return nil
 }
 
-// connLimits are the limits Start gives each listener.
+// connLimits are the limits Start gives each listener, with the takeover
+// repair after each connection. Room above MaxClients for logins in
+// progress, so that a client over the limit hears mochi's CONNACK "server
+// unavailable" rather than a closed connection.
 func (b *Broker) connLimits() connLimits {
-	return connLimits{connectTimeout: b.opts.ConnectTimeout, maxConns: b.opts.MaxClients + 64}
+	return connLimits{connectTimeout: b.opts.ConnectTimeout, maxConns: b.opts.MaxClients + 64, ended: b.takeover.connEnded}
 }

@@ -1,13 +1,17 @@
 package broker
 
 import (
+	"net"
+	"sync"
 	"sync/atomic"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/sirupsen/logrus"
 )
 
-// takeoverHook keeps a client ID's presence Will from outliving a takeover.
+// takeoverHook keeps a client ID's presence Will from outliving a takeover,
+// and repairs what mochi's clean takeover race breaks.
 //
 // When a client logs in with the client ID of a connected client (an agent
 // restarted before the broker noticed that the old connection is dead),
@@ -18,9 +22,31 @@ import (
 // connected agent is offline. The client ID is not gone, so its presence
 // Will is void: the hook clears it before mochi drops the old connection.
 // Wills on other topics keep MQTT's rules (published on takeover).
+//
+// The race (mochi v2.7.9): on a clean takeover mochi marks the old client
+// taken over only after it has unsubscribed it, so the old connection's
+// goroutine, ending meanwhile, may still see itself as the session's owner:
+// it then deletes the client ID from mochi's client registry, and may take
+// the ID's filters out of the topic tree, after the new client has been
+// registered (and has subscribed). The new client stays connected but
+// receives nothing: mochi delivers only to registered clients. Under load
+// one takeover in a few dozen lost the race. So the hook remembers, for each
+// replaced connection, the client that replaced it, and once that
+// connection has ended (connEnded, from the listener) it registers the
+// successor again if the ID has no client, and puts its filters back.
 type takeoverHook struct {
 	mqtt.HookBase
 	srv *mqtt.Server
+	log *logrus.Entry
+	// restored tells the inline bus of filters put back in the tree.
+	restored func(cl *mqtt.Client, subs []packets.Subscription)
+
+	mu         sync.Mutex
+	successors map[net.Conn]*mqtt.Client // replaced connection -> its successor
+}
+
+func newTakeoverHook(srv *mqtt.Server, log *logrus.Entry, restored func(*mqtt.Client, []packets.Subscription)) *takeoverHook {
+	return &takeoverHook{srv: srv, log: log, restored: restored, successors: make(map[net.Conn]*mqtt.Client)}
 }
 
 func (h *takeoverHook) ID() string { return "toolbus-takeover" }
@@ -31,11 +57,70 @@ func (h *takeoverHook) Provides(b byte) bool { return b == mqtt.OnSessionEstabli
 // inheritClientSession disconnects the old one.
 func (h *takeoverHook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
 	old, ok := h.srv.Clients.Get(cl.ID)
-	if !ok || old == cl || atomic.LoadUint32(&old.Properties.Will.Flag) == 0 {
+	if !ok || old == cl {
+		return
+	}
+	if old.Net.Conn != nil && !old.Net.Inline {
+		h.mu.Lock()
+		h.successors[old.Net.Conn] = cl
+		h.mu.Unlock()
+	}
+	if atomic.LoadUint32(&old.Properties.Will.Flag) == 0 {
 		return
 	}
 	if old.Properties.Will.TopicName == presenceTopic(cl.ID) {
 		// sendLWT checks the flag atomically before it reads anything else.
 		atomic.StoreUint32(&old.Properties.Will.Flag, 0)
+	}
+}
+
+// connEnded runs once mochi is done with conn: if conn was replaced by a
+// takeover, it repairs the successor (repairSuccessor).
+func (h *takeoverHook) connEnded(conn net.Conn) {
+	h.mu.Lock()
+	next := h.successors[conn]
+	delete(h.successors, conn)
+	h.mu.Unlock()
+	if next != nil {
+		h.repairSuccessor(next)
+	}
+}
+
+// repairSuccessor registers next under its client ID again if the ID has
+// no client, and puts back in the topic tree the filters it holds, unless
+// it is gone or was replaced in turn. Subscribing a filter the tree has
+// already changes nothing.
+func (h *takeoverHook) repairSuccessor(next *mqtt.Client) {
+	if next.Closed() {
+		return
+	}
+	registered := true
+	if cur, ok := h.srv.Clients.Get(next.ID); !ok {
+		h.srv.Clients.Add(next)
+		registered = false
+	} else if cur != next {
+		return
+	}
+	subs := next.State.Subscriptions.GetAll()
+	var back []packets.Subscription
+	for _, sub := range subs {
+		if !h.srv.Topics.Subscribe(next.ID, sub) {
+			continue
+		}
+		// A filter it let go of meanwhile stays gone.
+		if _, still := next.State.Subscriptions.Get(sub.Filter); !still {
+			h.srv.Topics.Unsubscribe(sub.Filter, next.ID)
+			continue
+		}
+		atomic.AddInt64(&h.srv.Info.Subscriptions, 1)
+		back = append(back, sub)
+	}
+	if registered && len(back) == 0 {
+		return
+	}
+	h.log.WithFields(logrus.Fields{"client": next.ID, "reregistered": !registered, "filters": len(back)}).
+		Warn("repaired a session takeover: the replaced connection had removed its successor")
+	if len(back) > 0 && h.restored != nil {
+		h.restored(next, back)
 	}
 }

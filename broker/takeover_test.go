@@ -55,4 +55,42 @@ func TestTakeoverVoidsPresenceWill(t *testing.T) {
 	e.mustConnect(t, "agent1-a", "agent1", pwa, nil, kill, withWill(agent, "offline", true))
 	cut()
 	late.expectNext(t, agent, "offline")
+	eventually(t, "every replaced connection seen to its end", func() bool { return e.Broker.PendingTakeovers() == 0 })
+}
+
+// TestTakeoverRaceRepaired: when the replaced connection's goroutine wins
+// mochi's clean takeover race, it deletes the client ID from the registry
+// and its filters from the tree, and the new connection, still open,
+// receives nothing. The takeover hook registers it again and puts its
+// filters back, and the request route finds it.
+func TestTakeoverRaceRepaired(t *testing.T) {
+	e := newEnv(t)
+	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	pwp := e.addIdentity(t, "gw", acl.RolePlatform)
+	gw := e.mustConnect(t, "gw-1", "gw", pwp, nil)
+
+	e.mustConnect(t, "agent1-a", "agent1", pwa, nil)
+	in := newInbox()
+	agent := e.mustConnect(t, "agent1-a", "agent1", pwa, in) // takes the session over
+	mustSubscribe(t, agent, requestFilter)
+	mustPublish(t, gw, ctxReq, 1, false, "before")
+	in.expectNext(t, ctxReq, "before")
+
+	repair := e.Broker.LoseTakeoverRace("agent1-a")
+	if e.Broker.Registered("agent1-a") || len(e.Broker.RequestReceivers()) != 0 {
+		t.Fatalf("the race lost nothing: registered %v, request receivers %v", e.Broker.Registered("agent1-a"), e.Broker.RequestReceivers())
+	}
+	repair()
+	if !e.Broker.Registered("agent1-a") {
+		t.Fatal("the successor is not registered again")
+	}
+	if got := e.Broker.RequestReceivers(); len(got) != 1 || got[0] != "agent1-a" {
+		t.Errorf("request receivers %v, want the repaired agent", got)
+	}
+	mustPublish(t, gw, ctxReq, 1, false, "after")
+	in.expectNext(t, ctxReq, "after")
+	if err := e.Broker.Bus().Publish(testContext(t), ctxReq, []byte("inline")); err != nil {
+		t.Fatal(err)
+	}
+	in.expectNext(t, ctxReq, "inline")
 }
