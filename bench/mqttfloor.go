@@ -52,8 +52,9 @@ type MQTTFloorOptions struct {
 }
 
 // RunMQTTFloor measures o and returns a Result like Run's (Client "raw" or
-// "paho", Mode "external"). The returned error is only for a run that could not
-// start (ErrSetup: connect, subscribe); failed calls are counted.
+// "paho", Mode "external"). The returned error is only for a run that could
+// not start: options it cannot use (no broker URL, an unknown Client), or
+// ErrSetup (connect, subscribe); failed calls are counted.
 func RunMQTTFloor(ctx context.Context, o MQTTFloorOptions) (*Result, error) {
 	if o.BrokerURL == "" {
 		return nil, errors.New("bench: MQTT floor without a broker URL")

@@ -271,6 +271,9 @@ func (c config) scenarioList() ([]bench.Scenario, error) {
 		}
 	}
 	if c.floorURL != "" {
+		if c.floorClient != "raw" && c.floorClient != "paho" {
+			return nil, fmt.Errorf("--mqtt-floor-client %q: want raw or paho", c.floorClient)
+		}
 		fp := pids
 		if c.floorPIDs != "" {
 			if fp, err = parsePIDs("--mqtt-floor-pid", c.floorPIDs); err != nil {

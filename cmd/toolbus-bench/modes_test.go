@@ -35,6 +35,7 @@ func TestScenarioListModes(t *testing.T) {
 		{"bad extra target", []string{"--target", "http://h/", "--extra-target", "nourl"}, nil, true},
 		{"bad extra target pid", []string{"--target", "http://h/", "--extra-target", "x=http://e/=y"}, nil, true},
 		{"bad floor pid", []string{"--mqtt-floor", "tcp://b:1", "--mqtt-floor-pid", "x"}, nil, true},
+		{"bad floor client", []string{"--mqtt-floor", "tcp://b:1", "--mqtt-floor-client", "mosquitto_pub"}, nil, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
