@@ -1,5 +1,7 @@
 package broker
 
+import "github.com/mochi-mqtt/server/v2/packets"
+
 // RequestReceivers is the request route's receivers (client IDs) for the
 // current subscriptions: empty when requests take mochi's way.
 func (b *Broker) RequestReceivers() []string { return b.bus.requestRoute().members }
@@ -18,11 +20,14 @@ func (b *Broker) LoseTakeoverRace(clientID string) (repair func()) {
 	if !ok {
 		return func() {}
 	}
-	for filter := range cl.State.Subscriptions.GetAll() {
+	var filters []packets.Subscription
+	for filter, sub := range cl.State.Subscriptions.GetAll() {
 		b.srv.Topics.Unsubscribe(filter, clientID)
+		filters = append(filters, sub)
 	}
 	b.srv.Clients.Delete(clientID)
-	b.bus.subscriptionsChanged() // as mochi's OnUnsubscribed would
+	b.bus.resUnsubscribed(cl, packets.Packet{Filters: filters}) // as mochi's OnUnsubscribed would
+	b.bus.subscriptionsChanged()
 	return func() { b.takeover.repairSuccessor(cl) }
 }
 

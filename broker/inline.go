@@ -125,19 +125,42 @@ func (b *InlineBus) resSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCode
 
 // restored hears of filters the takeover repair put back in the tree
 // without mochi's hooks (takeoverHook.repairSuccessor): it records those
-// that may match a response topic and tells the request route to look
-// again.
+// that may match a response topic and cl still holds, forgets cl's others,
+// and tells the request route to look again.
 func (b *InlineBus) restored(cl *mqtt.Client, subs []packets.Subscription) {
 	b.resMu.Lock()
 	for _, sub := range subs {
-		if mayMatchResponse(sub.Filter) {
+		b.noteFilter(sub.Filter)
+	}
+	for k := range b.resSubs {
+		if k.clientID == cl.ID && !b.stillSubscribed(cl, k.filter) {
+			delete(b.resSubs, k)
+		}
+	}
+	for _, sub := range subs {
+		if mayMatchResponse(sub.Filter) && b.stillSubscribed(cl, sub.Filter) {
 			b.resSubs[resSub{cl.ID, sub.Filter}] = struct{}{}
 		}
-		b.noteFilter(sub.Filter)
 	}
 	b.resInTree.Store(b.resPending > 0 || len(b.resSubs) > 0)
 	b.resMu.Unlock()
 	b.subscriptionsChanged()
+}
+
+// resExpired forgets the filters of an expired session: mochi drops the
+// client without unsubscribing it, so no OnUnsubscribed tells of them.
+func (b *InlineBus) resExpired(cl *mqtt.Client) {
+	if cur, ok := b.srv.Clients.Get(cl.ID); ok && cur != cl {
+		return // the ID is another client's now, and so are the filters
+	}
+	b.resMu.Lock()
+	defer b.resMu.Unlock()
+	for k := range b.resSubs {
+		if k.clientID == cl.ID {
+			delete(b.resSubs, k)
+		}
+	}
+	b.resInTree.Store(b.resPending > 0 || len(b.resSubs) > 0)
 }
 
 // resUnsubscribed forgets the filters mochi took out of the tree: all of a
@@ -204,7 +227,7 @@ func (h *inlineHook) ID() string { return "toolbus-inline" }
 
 func (h *inlineHook) Provides(b byte) bool {
 	switch b {
-	case mqtt.OnPublished, mqtt.OnPublish, mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnUnsubscribed:
+	case mqtt.OnPublished, mqtt.OnPublish, mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnUnsubscribed, mqtt.OnClientExpired:
 		return true
 	}
 	return false
@@ -238,6 +261,9 @@ func (h *inlineHook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 	h.bus.resUnsubscribed(cl, pk)
 	h.bus.subscriptionsChanged()
 }
+
+// OnClientExpired forgets an expired session's filters (resExpired).
+func (h *inlineHook) OnClientExpired(cl *mqtt.Client) { h.bus.resExpired(cl) }
 
 // OnPublish delivers a reply to the direct subscription and has mochi drop
 // it (still acknowledged) while nothing in the tree could want it. It runs

@@ -28,7 +28,7 @@ type connTracker struct {
 	srv            *mqtt.Server // whose clients Close disconnects
 	connectTimeout time.Duration
 	maxConns       int // open connections, logged in or not; more are closed at once
-	ended          func(net.Conn)
+	began, ended   func(net.Conn)
 	log            *logrus.Entry
 
 	mu     sync.Mutex
@@ -43,6 +43,7 @@ func newConnTracker(id string, lim connLimits, srv *mqtt.Server, log *logrus.Ent
 		srv:            srv,
 		connectTimeout: lim.connectTimeout,
 		maxConns:       lim.maxConns,
+		began:          lim.began,
 		ended:          lim.ended,
 		log:            log.WithField("listener", id),
 		conns:          make(map[net.Conn]struct{}),
@@ -58,9 +59,9 @@ type connLimits struct {
 	// logged-in clients only, so without this a flood of connections that
 	// never log in would hold goroutines and buffers until connectTimeout.
 	maxConns int
-	// ended, if set, is called with each connection once mochi is done
-	// with it (takeoverHook.connEnded).
-	ended func(net.Conn)
+	// began and ended, if set, are called with each connection before
+	// mochi serves it and once it is done with it (takeoverHook).
+	began, ended func(net.Conn)
 }
 
 // admit registers c, unless the tracker is closed (it reports false) or full
@@ -124,6 +125,9 @@ func (t *connTracker) establish(c net.Conn, establish listeners.EstablishFn) {
 			t.ended(c)
 		}
 	}()
+	if t.began != nil {
+		t.began(c)
+	}
 	if err := establish(t.id, c); err != nil {
 		// Most of these are clients going away or being refused; the hook
 		// has already logged refusals with their reason.

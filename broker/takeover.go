@@ -42,11 +42,13 @@ type takeoverHook struct {
 	restored func(cl *mqtt.Client, subs []packets.Subscription)
 
 	mu         sync.Mutex
-	successors map[net.Conn]*mqtt.Client // replaced connection -> its successor
+	serving    map[net.Conn]struct{}     // connections mochi serves now
+	successors map[net.Conn]*mqtt.Client // replaced connection, still served -> its successor
 }
 
 func newTakeoverHook(srv *mqtt.Server, log *logrus.Entry, restored func(*mqtt.Client, []packets.Subscription)) *takeoverHook {
-	return &takeoverHook{srv: srv, log: log, restored: restored, successors: make(map[net.Conn]*mqtt.Client)}
+	return &takeoverHook{srv: srv, log: log, restored: restored,
+		serving: make(map[net.Conn]struct{}), successors: make(map[net.Conn]*mqtt.Client)}
 }
 
 func (h *takeoverHook) ID() string { return "toolbus-takeover" }
@@ -60,11 +62,14 @@ func (h *takeoverHook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
 	if !ok || old == cl {
 		return
 	}
-	if old.Net.Conn != nil && !old.Net.Inline {
-		h.mu.Lock()
+	// Only a connection still being served can race: a persistent session
+	// that lost its connection earlier keeps a client here whose
+	// connection has ended (and would never be seen to end again).
+	h.mu.Lock()
+	if _, ok := h.serving[old.Net.Conn]; ok {
 		h.successors[old.Net.Conn] = cl
-		h.mu.Unlock()
 	}
+	h.mu.Unlock()
 	if atomic.LoadUint32(&old.Properties.Will.Flag) == 0 {
 		return
 	}
@@ -74,10 +79,18 @@ func (h *takeoverHook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
 	}
 }
 
+// connBegan runs before mochi serves conn.
+func (h *takeoverHook) connBegan(conn net.Conn) {
+	h.mu.Lock()
+	h.serving[conn] = struct{}{}
+	h.mu.Unlock()
+}
+
 // connEnded runs once mochi is done with conn: if conn was replaced by a
 // takeover, it repairs the successor (repairSuccessor).
 func (h *takeoverHook) connEnded(conn net.Conn) {
 	h.mu.Lock()
+	delete(h.serving, conn)
 	next := h.successors[conn]
 	delete(h.successors, conn)
 	h.mu.Unlock()
@@ -98,6 +111,14 @@ func (h *takeoverHook) repairSuccessor(next *mqtt.Client) {
 	if cur, ok := h.srv.Clients.Get(next.ID); !ok {
 		h.srv.Clients.Add(next)
 		registered = false
+		// It may have ended meanwhile, its own cleanup already past: a
+		// closed client must not stay registered.
+		if next.Closed() {
+			if cur, ok := h.srv.Clients.Get(next.ID); ok && cur == next {
+				h.srv.Clients.Delete(next.ID)
+			}
+			return
+		}
 	} else if cur != next {
 		return
 	}
@@ -120,7 +141,21 @@ func (h *takeoverHook) repairSuccessor(next *mqtt.Client) {
 	}
 	h.log.WithFields(logrus.Fields{"client": next.ID, "reregistered": !registered, "filters": len(back)}).
 		Warn("repaired a session takeover: the replaced connection had removed its successor")
-	if len(back) > 0 && h.restored != nil {
-		h.restored(next, back)
+	if len(back) == 0 || h.restored == nil {
+		return
+	}
+	h.restored(next, back)
+	// An UNSUBSCRIBE of next may have run through the loop above; what it
+	// let go of leaves the tree again. (One still between its tree and its
+	// state could keep a filter: the window is a few instructions wide.)
+	var gone []packets.Subscription
+	for _, sub := range back {
+		if _, still := next.State.Subscriptions.Get(sub.Filter); !still {
+			h.srv.Topics.Unsubscribe(sub.Filter, next.ID)
+			gone = append(gone, sub)
+		}
+	}
+	if len(gone) > 0 {
+		h.restored(next, nil) // looks again at what next holds
 	}
 }

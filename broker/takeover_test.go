@@ -3,6 +3,8 @@ package broker_test
 import (
 	"testing"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
 	"github.com/toolbus/toolbus/acl"
 )
 
@@ -93,4 +95,42 @@ func TestTakeoverRaceRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.expectNext(t, ctxReq, "inline")
+
+	// A platform identity's response subscription comes back too, and
+	// replies go through the tree to it.
+	e.mustConnect(t, "gw-2", "gw", pwp, nil)
+	replies := newInbox()
+	gw2 := e.mustConnect(t, "gw-2", "gw", pwp, replies)
+	mustSubscribe(t, gw2, ctxRes)
+	repair = e.Broker.LoseTakeoverRace("gw-2")
+	repair()
+	if !e.Broker.Registered("gw-2") || !e.Broker.RepliesRouted() {
+		t.Fatalf("after the repair: registered %v, replies routed %v", e.Broker.Registered("gw-2"), e.Broker.RepliesRouted())
+	}
+	mustPublish(t, agent, ctxRes, 1, false, "reply")
+	replies.expectNext(t, ctxRes, "reply")
+	if err := wait(t, gw2.Unsubscribe(ctxRes)); err != nil {
+		t.Fatal(err)
+	}
+	if e.Broker.RepliesRouted() {
+		t.Error("replies still routed after the repaired client unsubscribed")
+	}
+}
+
+// TestTakeoverOfEndedSession: a persistent session whose connection ended
+// is taken over by its next login; nothing is left waiting for the old
+// connection to end (it has), and the new one gets what the session holds.
+func TestTakeoverOfEndedSession(t *testing.T) {
+	e := newEnv(t)
+	pwp := e.addIdentity(t, "gw", acl.RolePlatform)
+	persistent := func(o *paho.ClientOptions) { o.SetCleanSession(false) }
+	for range 3 {
+		c := e.mustConnect(t, "gw-p", "gw", pwp, nil, persistent)
+		mustSubscribe(t, c, ctxRes)
+		c.Disconnect(50)
+		eventually(t, "the connection gone", func() bool { return e.Broker.ClientCount() == 0 })
+	}
+	if n := e.Broker.PendingTakeovers(); n != 0 {
+		t.Errorf("%d replaced connections waited for, want 0", n)
+	}
 }
