@@ -3,6 +3,7 @@ package acl
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -392,10 +393,13 @@ func (s *Store) dropOldest(ctx context.Context, excess int64, chunk int) (int64,
 			break
 		}
 		if sg.n <= excess-deleted {
-			if _, err := s.db.ExecContext(ctx, qDeleteAuditSeg, sg.id); err != nil {
+			res, err := s.db.ExecContext(ctx, qDeleteAuditSeg, sg.id)
+			if err != nil {
 				return deleted, err
 			}
-			deleted += sg.n
+			if n, err := res.RowsAffected(); err == nil && n > 0 { // not gone already
+				deleted += sg.n
+			}
 			continue
 		}
 		var recs []auditRecord
@@ -418,10 +422,13 @@ func (s *Store) dropOldest(ctx context.Context, excess int64, chunk int) (int64,
 				keep = append(keep, recs[i])
 			}
 		}
-		if err := s.rewriteSegment(ctx, sg.id, keep); err != nil {
+		changed, err := s.rewriteSegment(ctx, sg.id, keep)
+		if err != nil {
 			return deleted, err
 		}
-		deleted += int64(len(recs) - len(keep))
+		if changed {
+			deleted += int64(len(recs) - len(keep))
+		}
 	}
 	return deleted, nil
 }
@@ -461,28 +468,37 @@ func (s *Store) trimSegments(ctx context.Context, query string, args []any, drop
 				keep = append(keep, recs[i])
 			}
 		}
-		if err := s.rewriteSegment(ctx, sg.id, keep); err != nil {
+		changed, err := s.rewriteSegment(ctx, sg.id, keep)
+		if err != nil {
 			return dropped, err
 		}
-		dropped += int64(len(recs) - len(keep))
+		if changed { // another replica may have trimmed it first
+			dropped += int64(len(recs) - len(keep))
+		}
 	}
 	return dropped, nil
 }
 
 // rewriteSegment stores what is left of a segment, or deletes it when
-// nothing is. Event IDs of the kept records change: paging cursors that
-// pointed into it may skip or repeat an event of that segment.
-func (s *Store) rewriteSegment(ctx context.Context, id int64, keep []auditRecord) error {
+// nothing is; changed is false when the segment was gone already. Event IDs
+// of the kept records change: paging cursors that pointed into it may skip
+// or repeat an event of that segment.
+func (s *Store) rewriteSegment(ctx context.Context, id int64, keep []auditRecord) (changed bool, err error) {
+	var res sql.Result
 	if len(keep) == 0 {
-		_, err := s.db.ExecContext(ctx, qDeleteAuditSeg, id)
-		return err
+		res, err = s.db.ExecContext(ctx, qDeleteAuditSeg, id)
+	} else {
+		minMs, maxMs, data, encErr := segmentOf(keep)
+		if encErr != nil {
+			return false, encErr
+		}
+		res, err = s.db.ExecContext(ctx, qUpdateAuditSeg, minMs, maxMs, len(keep), string(data), id)
 	}
-	minMs, maxMs, data, err := segmentOf(keep)
 	if err != nil {
-		return err
+		return false, err
 	}
-	_, err = s.db.ExecContext(ctx, qUpdateAuditSeg, minMs, maxMs, len(keep), string(data), id)
-	return err
+	n, err := res.RowsAffected()
+	return err == nil && n > 0, nil
 }
 
 // CountAudit returns how many events the audit log holds.

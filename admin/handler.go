@@ -167,13 +167,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // fail answers err with its status; internal errors are logged, and their
-// text not sent.
+// text not sent; the store's refusals are logged and sent.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := errorStatus(err)
 	msg := err.Error()
-	if status == http.StatusInternalServerError {
+	switch {
+	case status == http.StatusInternalServerError:
 		h.log.WithError(err).WithField("path", r.URL.Path).Error("admin API failed")
 		msg = "internal error; the server log has the details"
+	case status >= 500: // the store refused a write: the operator has a fault to fix
+		h.log.WithError(err).WithField("path", r.URL.Path).Warn("admin API change refused by the store")
 	}
 	writeError(w, status, code, msg)
 }
