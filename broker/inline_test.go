@@ -92,6 +92,9 @@ func TestInlineBusRoundTrip(t *testing.T) {
 	if m := nextInline(t, wild); m.payload != "re:two" {
 		t.Fatalf("wildcard subscription got %+v", m)
 	}
+	if !e.Broker.RepliesRouted() {
+		t.Error("the bus's own wildcard response filter is in the tree, and replies skip it")
+	}
 
 	if err := bus.Unsubscribe(ctx, ctxRes); err != nil {
 		t.Fatal(err)
@@ -112,6 +115,12 @@ func TestInlineBusRoundTrip(t *testing.T) {
 	case m := <-res:
 		t.Fatalf("unsubscribed handler got %+v", m)
 	default:
+	}
+	if err := bus.Unsubscribe(ctx, "ff/v1/mcp/plat1/+/+/+/+/res"); err != nil {
+		t.Fatal(err)
+	}
+	if e.Broker.RepliesRouted() {
+		t.Error("replies still routed through the tree after the bus let its wildcard response filter go")
 	}
 }
 

@@ -120,6 +120,17 @@ func (h *takeoverHook) repairSuccessor(next *mqtt.Client) {
 			return
 		}
 	} else if cur != next {
+		// A later login took the ID while next was out of the registry:
+		// next missed its takeover. It would stay connected, receiving
+		// nothing; end it as the takeover would have. mochi, not knowing
+		// next is replaced, then deletes the ID and its filters as it
+		// did here: the same repair puts the later login back.
+		h.mu.Lock()
+		if _, ok := h.serving[next.Net.Conn]; ok {
+			h.successors[next.Net.Conn] = cur
+		}
+		h.mu.Unlock()
+		_ = h.srv.DisconnectClient(next, packets.ErrSessionTakenOver)
 		return
 	}
 	subs := next.State.Subscriptions.GetAll()

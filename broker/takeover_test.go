@@ -115,6 +115,22 @@ func TestTakeoverRaceRepaired(t *testing.T) {
 	if e.Broker.RepliesRouted() {
 		t.Error("replies still routed after the repaired client unsubscribed")
 	}
+
+	// A login that took the ID while the successor was out of the
+	// registry found nothing to take over: the repair ends the successor,
+	// as the takeover would have.
+	repair = e.Broker.LoseTakeoverRace("agent1-a")
+	laterIn := newInbox()
+	later := e.mustConnect(t, "agent1-a", "agent1", pwa, laterIn)
+	mustSubscribe(t, later, requestFilter)
+	repair()
+	eventually(t, "the successor that missed its takeover disconnected", func() bool { return !agent.IsConnectionOpen() })
+	eventually(t, "the later login registered", func() bool { return e.Broker.Registered("agent1-a") })
+	if !later.IsConnectionOpen() {
+		t.Fatal("the later login lost its connection")
+	}
+	mustPublish(t, gw, ctxReq, 1, false, "to the later login")
+	laterIn.expectNext(t, ctxReq, "to the later login")
 }
 
 // TestTakeoverOfEndedSession: a persistent session whose connection ended
