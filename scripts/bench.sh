@@ -40,7 +40,7 @@ cd "$(dirname "$0")/.."
 if [[ -n ${BENCH_LONG:-} ]]; then
   d_duration=10s d_rounds=5 d_short=8s d_short_rounds=3 d_contexts=100000
 else
-  d_duration=4s d_rounds=3 d_short=3s d_short_rounds=1 d_contexts=20000
+  d_duration=3s d_rounds=5 d_short=3s d_short_rounds=1 d_contexts=20000
 fi
 DURATION=${BENCH_DURATION:-$d_duration}
 ROUNDS=${BENCH_ROUNDS:-$d_rounds}
