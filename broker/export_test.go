@@ -28,7 +28,7 @@ func (b *Broker) LoseTakeoverRace(clientID string) (repair func()) {
 	b.srv.Clients.Delete(clientID)
 	b.bus.resUnsubscribed(cl, packets.Packet{Filters: filters}) // as mochi's OnUnsubscribed would
 	b.bus.subscriptionsChanged()
-	return func() { b.takeover.repairSuccessor(cl) }
+	return func() { b.takeover.repairSuccessor(cl, nil) }
 }
 
 // Registered reports whether clientID is in mochi's client registry.

@@ -62,20 +62,25 @@ func (h *takeoverHook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
 	if !ok || old == cl {
 		return
 	}
-	// Only a connection still being served can race: a persistent session
-	// that lost its connection earlier keeps a client here whose
-	// connection has ended (and would never be seen to end again).
-	h.mu.Lock()
-	if _, ok := h.serving[old.Net.Conn]; ok {
-		h.successors[old.Net.Conn] = cl
-	}
-	h.mu.Unlock()
+	h.succeed(old, cl)
 	if atomic.LoadUint32(&old.Properties.Will.Flag) == 0 {
 		return
 	}
 	if old.Properties.Will.TopicName == presenceTopic(cl.ID) {
 		// sendLWT checks the flag atomically before it reads anything else.
 		atomic.StoreUint32(&old.Properties.Will.Flag, 0)
+	}
+}
+
+// succeed records next as the successor of old, if old's connection is
+// still being served: only such a connection can race. (A persistent
+// session that lost its connection earlier keeps a client whose connection
+// has ended, and would never be seen to end again.)
+func (h *takeoverHook) succeed(old, next *mqtt.Client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.serving[old.Net.Conn]; ok {
+		h.successors[old.Net.Conn] = next
 	}
 }
 
@@ -95,15 +100,17 @@ func (h *takeoverHook) connEnded(conn net.Conn) {
 	delete(h.successors, conn)
 	h.mu.Unlock()
 	if next != nil {
-		h.repairSuccessor(next)
+		h.repairSuccessor(next, conn)
 	}
 }
 
-// repairSuccessor registers next under its client ID again if the ID has
-// no client, and puts back in the topic tree the filters it holds, unless
-// it is gone or was replaced in turn. Subscribing a filter the tree has
-// already changes nothing.
-func (h *takeoverHook) repairSuccessor(next *mqtt.Client) {
+// repairSuccessor registers next, the successor of the ended connection
+// replaced, under its client ID again if the ID has no client, and puts back
+// in the topic tree the filters it holds, unless it is gone or was replaced
+// in turn. Subscribing a filter the tree has already changes nothing. The
+// repair may come before mochi registers next itself (the old connection
+// can end while next still logs in): registering it early does no harm.
+func (h *takeoverHook) repairSuccessor(next *mqtt.Client, replaced net.Conn) {
 	if next.Closed() {
 		return
 	}
@@ -119,17 +126,15 @@ func (h *takeoverHook) repairSuccessor(next *mqtt.Client) {
 			}
 			return
 		}
+	} else if cur.Net.Conn == replaced {
+		return // next still logs in: mochi registers it in a moment
 	} else if cur != next {
 		// A later login took the ID while next was out of the registry:
 		// next missed its takeover. It would stay connected, receiving
 		// nothing; end it as the takeover would have. mochi, not knowing
 		// next is replaced, then deletes the ID and its filters as it
 		// did here: the same repair puts the later login back.
-		h.mu.Lock()
-		if _, ok := h.serving[next.Net.Conn]; ok {
-			h.successors[next.Net.Conn] = cur
-		}
-		h.mu.Unlock()
+		h.succeed(next, cur)
 		_ = h.srv.DisconnectClient(next, packets.ErrSessionTakenOver)
 		return
 	}
@@ -152,21 +157,21 @@ func (h *takeoverHook) repairSuccessor(next *mqtt.Client) {
 	}
 	h.log.WithFields(logrus.Fields{"client": next.ID, "reregistered": !registered, "filters": len(back)}).
 		Warn("repaired a session takeover: the replaced connection had removed its successor")
-	if len(back) == 0 || h.restored == nil {
+	if len(back) == 0 {
 		return
 	}
 	h.restored(next, back)
 	// An UNSUBSCRIBE of next may have run through the loop above; what it
 	// let go of leaves the tree again. (One still between its tree and its
 	// state could keep a filter: the window is a few instructions wide.)
-	var gone []packets.Subscription
+	gone := false
 	for _, sub := range back {
 		if _, still := next.State.Subscriptions.Get(sub.Filter); !still {
 			h.srv.Topics.Unsubscribe(sub.Filter, next.ID)
-			gone = append(gone, sub)
+			gone = true
 		}
 	}
-	if len(gone) > 0 {
+	if gone {
 		h.restored(next, nil) // looks again at what next holds
 	}
 }
