@@ -393,11 +393,11 @@ func (s *Store) dropOldest(ctx context.Context, excess int64, chunk int) (int64,
 			break
 		}
 		if sg.n <= excess-deleted {
-			res, err := s.db.ExecContext(ctx, qDeleteAuditSeg, sg.id)
+			changed, err := s.rewriteSegment(ctx, sg.id, nil) // nothing kept: deleted
 			if err != nil {
 				return deleted, err
 			}
-			if n, err := res.RowsAffected(); err == nil && n > 0 { // not gone already
+			if changed { // not gone already
 				deleted += sg.n
 			}
 			continue

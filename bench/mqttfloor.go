@@ -51,6 +51,15 @@ type MQTTFloorOptions struct {
 	Load LoadOptions
 }
 
+// CheckMQTTFloorClient reports whether client names a requester of the
+// MQTT floor (MQTTFloorOptions.Client): "raw" or "paho".
+func CheckMQTTFloorClient(client string) error {
+	if client != "raw" && client != "paho" {
+		return fmt.Errorf("MQTT floor client %q: want raw or paho", client)
+	}
+	return nil
+}
+
 // RunMQTTFloor measures o and returns a Result like Run's (Client "raw" or
 // "paho", Mode "external"). The returned error is only for a run that could
 // not start: options it cannot use (no broker URL, an unknown Client), or
@@ -65,12 +74,11 @@ func RunMQTTFloor(ctx context.Context, o MQTTFloorOptions) (*Result, error) {
 	if o.UserID == "" {
 		o.UserID = "bench"
 	}
-	switch o.Client {
-	case "":
+	if o.Client == "" {
 		o.Client = "raw"
-	case "raw", "paho":
-	default:
-		return nil, fmt.Errorf("bench: MQTT floor client %q: want raw or paho", o.Client)
+	}
+	if err := CheckMQTTFloorClient(o.Client); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	lo := o.Load
 	lo.URL = o.BrokerURL

@@ -120,7 +120,23 @@ func (b *InlineBus) resSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCode
 		}
 	}
 	b.resPending = max(b.resPending, 0) // a hook that changed the filters between the two calls
+	b.resChangedLocked()
+}
+
+// resChangedLocked sets resInTree from resPending and resSubs. Called with
+// resMu held, so that the stores keep the order of the changes.
+func (b *InlineBus) resChangedLocked() {
 	b.resInTree.Store(b.resPending > 0 || len(b.resSubs) > 0)
+}
+
+// resForgetLocked drops cl's ID from resSubs for the filters drop picks.
+// Called with resMu held.
+func (b *InlineBus) resForgetLocked(cl *mqtt.Client, drop func(filter string) bool) {
+	for k := range b.resSubs {
+		if k.clientID == cl.ID && drop(k.filter) {
+			delete(b.resSubs, k)
+		}
+	}
 }
 
 // restored hears of filters the takeover repair put back in the tree
@@ -132,17 +148,13 @@ func (b *InlineBus) restored(cl *mqtt.Client, subs []packets.Subscription) {
 	for _, sub := range subs {
 		b.noteFilter(sub.Filter)
 	}
-	for k := range b.resSubs {
-		if k.clientID == cl.ID && !b.stillSubscribed(cl, k.filter) {
-			delete(b.resSubs, k)
-		}
-	}
+	b.resForgetLocked(cl, func(f string) bool { return !b.stillSubscribed(cl, f) })
 	for _, sub := range subs {
 		if mayMatchResponse(sub.Filter) && b.stillSubscribed(cl, sub.Filter) {
 			b.resSubs[resSub{cl.ID, sub.Filter}] = struct{}{}
 		}
 	}
-	b.resInTree.Store(b.resPending > 0 || len(b.resSubs) > 0)
+	b.resChangedLocked()
 	b.resMu.Unlock()
 	b.subscriptionsChanged()
 }
@@ -155,12 +167,8 @@ func (b *InlineBus) resExpired(cl *mqtt.Client) {
 	}
 	b.resMu.Lock()
 	defer b.resMu.Unlock()
-	for k := range b.resSubs {
-		if k.clientID == cl.ID {
-			delete(b.resSubs, k)
-		}
-	}
-	b.resInTree.Store(b.resPending > 0 || len(b.resSubs) > 0)
+	b.resForgetLocked(cl, func(string) bool { return true })
+	b.resChangedLocked()
 }
 
 // resUnsubscribed forgets the filters mochi took out of the tree: all of a
@@ -175,7 +183,7 @@ func (b *InlineBus) resUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 		}
 		delete(b.resSubs, resSub{cl.ID, f.Filter})
 	}
-	b.resInTree.Store(b.resPending > 0 || len(b.resSubs) > 0)
+	b.resChangedLocked()
 }
 
 // stillSubscribed reports whether the client with cl's ID holds filter: cl

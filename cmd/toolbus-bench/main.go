@@ -271,8 +271,8 @@ func (c config) scenarioList() ([]bench.Scenario, error) {
 		}
 	}
 	if c.floorURL != "" {
-		if c.floorClient != "raw" && c.floorClient != "paho" {
-			return nil, fmt.Errorf("--mqtt-floor-client %q: want raw or paho", c.floorClient)
+		if err := bench.CheckMQTTFloorClient(c.floorClient); err != nil {
+			return nil, fmt.Errorf("--mqtt-floor-client: %w", err)
 		}
 		fp := pids
 		if c.floorPIDs != "" {
