@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	segjson "github.com/segmentio/encoding/json"
 )
 
 // The audit log lives in the table audit_segments (migration 3): one row per
@@ -137,7 +139,9 @@ func segmentOf(recs []auditRecord) (minMs, maxMs int64, data []byte, err error) 
 	for i := range recs {
 		minMs, maxMs = min(minMs, recs[i].T), max(maxMs, recs[i].T)
 	}
-	data, err = json.Marshal(recs)
+	// segmentio's encoder writes what encoding/json would, in about half
+	// the time; this runs once per record on the audit writer.
+	data, err = segjson.Marshal(recs)
 	return minMs, maxMs, data, err
 }
 

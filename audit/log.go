@@ -99,6 +99,7 @@ type Log struct {
 
 	mu     sync.Mutex
 	queue  []acl.AuditEvent
+	spare  []acl.AuditEvent // the last written batch's array, emptied: the next queue
 	closed bool
 	depth  atomic.Int64
 
@@ -263,11 +264,12 @@ func (l *Log) run() {
 func (l *Log) write(ctx context.Context, pending []acl.AuditEvent) []acl.AuditEvent {
 	l.mu.Lock()
 	if len(pending) == 0 {
-		pending, l.queue = l.queue, nil
+		pending, l.queue, l.spare = l.queue, l.spare, nil
 	} else {
 		pending, l.queue = append(pending, l.queue...), nil
 	}
 	l.mu.Unlock()
+	written := pending
 	for len(pending) > 0 {
 		if ctx.Err() != nil {
 			return pending
@@ -285,7 +287,24 @@ func (l *Log) write(ctx context.Context, pending []acl.AuditEvent) []acl.AuditEv
 		l.depth.Add(-int64(len(batch)))
 		pending = pending[len(batch):]
 	}
+	l.recycle(written)
 	return nil
+}
+
+// recycle keeps a written queue's array for the next queue: a queue
+// rebuilt from nil at every flush is one of the larger garbage sources per
+// tools/call (appends that double ~300-byte records). Arrays grown by a
+// burst beyond a few batches are left to the GC.
+func (l *Log) recycle(q []acl.AuditEvent) {
+	if cap(q) == 0 || cap(q) > 4*l.opts.BatchSize {
+		return
+	}
+	clear(q) // the records' strings go with the records
+	l.mu.Lock()
+	if l.spare == nil {
+		l.spare = q[:0]
+	}
+	l.mu.Unlock()
 }
 
 func (l *Log) warnWrite(err error, waiting int) {

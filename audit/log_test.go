@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -226,5 +227,40 @@ func TestRecords(t *testing.T) {
 	}
 	if e := byKind[acl.AuditMQTTDenied]; e.Action != "publish" || e.Target != "x/y" || e.Outcome != "refused" {
 		t.Errorf("mqtt refusal %+v", e)
+	}
+}
+
+// TestQueueArrayReused: the writer hands each written queue's array back
+// for the next records; every record of every wave is stored once, none
+// from an earlier wave again and none lost.
+func TestQueueArrayReused(t *testing.T) {
+	s := openStore(t)
+	l := newLog(t, audit.Options{Store: s, BatchSize: 10, FlushInterval: 5 * time.Millisecond})
+	const waves, per = 5, 25 // more than a batch: a batch fills mid-wave
+	for w := range waves {
+		for i := range per {
+			l.ToolCall(&gateway.ToolCall{Start: time.Now(), UserID: "alice", Tool: "t", Outcome: "ok",
+				RequestID: fmt.Sprintf("w%d-%d", w, i)})
+		}
+		want := uint64((w + 1) * per)
+		testenv.Poll(t, 10*time.Second, "wave written", func() bool { return l.Stats().Written == want })
+	}
+	evs, _, err := s.QueryAudit(testenv.Context(t, 10*time.Second), acl.AuditQuery{Limit: acl.MaxAuditLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, e := range evs {
+		seen[e.RequestID]++
+	}
+	for w := range waves {
+		for i := range per {
+			if id := fmt.Sprintf("w%d-%d", w, i); seen[id] != 1 {
+				t.Errorf("record %s stored %d times", id, seen[id])
+			}
+		}
+	}
+	if len(evs) != waves*per {
+		t.Errorf("%d records stored, want %d", len(evs), waves*per)
 	}
 }

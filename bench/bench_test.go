@@ -23,7 +23,7 @@ func tinyLoad(url string) LoadOptions {
 	return LoadOptions{URL: url, Sessions: 4, Concurrency: 4, Calls: 200, CallTimeout: 10 * time.Second}
 }
 
-func startBaseline(t *testing.T, name string) Server {
+func startBaseline(t testing.TB, name string) Server {
 	t.Helper()
 	srv, err := NewBaseline(name, ServerOptions{})
 	if err != nil {

@@ -43,7 +43,7 @@ type benchGateway struct {
 	mqtt  string // tcp://host:port of the embedded broker
 }
 
-func startBenchGateway(t *testing.T) *benchGateway {
+func startBenchGateway(t testing.TB) *benchGateway {
 	t.Helper()
 	ctx := testenv.Context(t, 30*time.Second)
 	srv := servertest.Start(t, server.Config{MaxBodyBytes: 4 << 20,
@@ -62,7 +62,7 @@ func startBenchGateway(t *testing.T) *benchGateway {
 
 // startBenchAgent runs the expert agent until the test ends and waits until
 // the gateway sees it.
-func startBenchAgent(t *testing.T, g *benchGateway) {
+func startBenchAgent(t testing.TB, g *benchGateway) {
 	t.Helper()
 	a := expertagent.NewAgent(expertagent.AgentOptions{
 		BrokerURL: g.mqtt, Username: benchAgentUser, Password: benchPassword, ClientID: "bench-agent-1",

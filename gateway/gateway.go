@@ -128,6 +128,7 @@ type Gateway struct {
 	opts     Options
 	log      *logrus.Entry
 	router   *mux.Router
+	mcp      http.Handler // the MCP endpoint without entity, middleware included
 	sessions *sessions
 	catalogs *catalogs
 	toolSets *toolSets
@@ -218,8 +219,9 @@ func (g *Gateway) routes() {
 
 	mcp := http.Handler(http.HandlerFunc(g.serveMCP))
 	mcp = g.checkOrigin(g.authenticate(mcp))
-	g.router.Handle("/api/v1/mcp", mcp)
-	g.router.Handle("/api/v1/mcp/{entityType}/{entityId}", mcp)
+	g.router.Handle(mcpPath, mcp)
+	g.router.Handle(mcpPath+"/{entityType}/{entityId}", mcp)
+	g.mcp = g.withRequestID(mcp)
 	if g.opts.API != nil {
 		g.router.PathPrefix("/api/v1/").Handler(g.checkOrigin(g.authenticate(g.opts.API)))
 	}
@@ -229,8 +231,22 @@ func (g *Gateway) routes() {
 	}
 }
 
+// mcpPath is the MCP endpoint; mcpPath/{entityType}/{entityId} scopes it
+// to an entity.
+const mcpPath = "/api/v1/mcp"
+
 // ServeHTTP implements http.Handler.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.router.ServeHTTP(w, r) }
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The endpoint without entity, nearly every call, skips the router: a
+	// mux match costs a regexp per route tried and two copies of the
+	// request (route and vars go into its context), and this route has no
+	// vars and no method restriction. g.mcp is the same middleware chain.
+	if r.URL.Path == mcpPath {
+		g.mcp.ServeHTTP(w, r)
+		return
+	}
+	g.router.ServeHTTP(w, r)
+}
 
 // Close stops the gateway's background work. In-flight requests are the
 // http.Server's to drain (Shutdown) before Close.

@@ -259,6 +259,10 @@ func (s *Server) Start(ctx context.Context) (err error) {
 // HTTPAddr is the bound HTTP address, once started.
 func (s *Server) HTTPAddr() net.Addr { return s.httpLn.Addr() }
 
+// Handler is what the HTTP listener serves, once started: for callers that
+// drive the gateway in-process (the handler benchmarks of package bench).
+func (s *Server) Handler() http.Handler { return s.gateway }
+
 // MQTTAddr is the bound address of the embedded broker's TCP listener, once
 // started; nil with an external broker (Config.BrokerURL).
 func (s *Server) MQTTAddr() net.Addr {
