@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -105,6 +106,14 @@ type LoadOptions struct {
 	Duration time.Duration
 	// Warmup is run before the measured phase and not counted; 0 means none.
 	Warmup time.Duration
+	// Rate, if > 0, paces the calls (warm-up included) at this many per
+	// second in all, in an open loop: worker i of n sends at fixed times,
+	// n/Rate apart, and a call's latency counts from the time it was due,
+	// so a server that falls behind is charged for the wait (no coordinated
+	// omission). Latencies of servers are comparable only at the same
+	// Rate: unpaced (0, the default), every server runs saturated and its
+	// latency is the queue that its own speed builds.
+	Rate float64
 	// PayloadBytes is the length of the echoed text; 0 means
 	// DefaultPayloadBytes.
 	PayloadBytes int
@@ -210,6 +219,8 @@ func Run(ctx context.Context, opts LoadOptions) (*Result, error) {
 		return nil, fmt.Errorf("bench: unknown method %q (want %s or %s)", opts.Method, MethodToolsCall, MethodToolsList)
 	case opts.Contexts < 0:
 		return nil, errors.New("bench: negative Contexts")
+	case opts.Rate < 0 || math.IsNaN(opts.Rate) || math.IsInf(opts.Rate, 0):
+		return nil, errors.New("bench: Rate must be a finite number >= 0")
 	}
 	var expect *string
 	args := opts.Arguments
@@ -407,7 +418,10 @@ func (c *caller) phase(ctx context.Context, workers []*worker, calls int, d time
 		w.errs = errorTally{max: c.opts.MaxErrorSamples}
 		w.fullChecks = 0
 	}
-	drive(ctx, len(workers), calls, d, func(i int) { workers[i].callOnce(ctx) })
+	drive(ctx, len(workers), calls, d, c.opts.Rate, func(i int, due time.Time) {
+		workers[i].due = due
+		workers[i].callOnce(ctx)
+	})
 	if res == nil {
 		return
 	}
@@ -422,26 +436,52 @@ func (c *caller) phase(ctx context.Context, workers []*worker, calls int, d time
 	}
 }
 
-// drive runs n goroutines, each calling call(i) one call after another,
-// until calls calls were made in all (calls > 0) or d has passed, and waits
-// for them.
-func drive(ctx context.Context, n, calls int, d time.Duration, call func(i int)) {
+// drive runs n goroutines, each calling call(i, due) one call after
+// another, until calls calls were made in all (calls > 0) or d has passed,
+// and waits for them. With rate > 0 goroutine i makes its calls at the
+// times due, n/rate apart (offset by i/rate), sleeping until each; behind
+// schedule it calls at once and due stays the time the call was due. With
+// rate 0 due is zero.
+func drive(ctx context.Context, n, calls int, d time.Duration, rate float64, call func(i int, due time.Time)) {
 	var (
 		issued   atomic.Int64
-		deadline = time.Now().Add(d)
+		start    = time.Now()
+		deadline = start.Add(d)
 		wg       sync.WaitGroup
 	)
+	var period time.Duration
+	if rate > 0 {
+		period = time.Duration(float64(n) / rate * float64(time.Second))
+	}
 	for i := range n {
 		wg.Go(func() {
+			var due time.Time
+			var sleep *time.Timer
+			if period > 0 {
+				due = start.Add(period * time.Duration(i) / time.Duration(n))
+				sleep = time.NewTimer(time.Hour)
+				defer sleep.Stop()
+			}
 			for ctx.Err() == nil {
 				if calls > 0 {
 					if issued.Add(1) > int64(calls) {
 						break
 					}
-				} else if !time.Now().Before(deadline) {
+				} else if !due.IsZero() && !due.Before(deadline) || due.IsZero() && !time.Now().Before(deadline) {
 					break
 				}
-				call(i)
+				if wait := time.Until(due); period > 0 && wait > 0 {
+					sleep.Reset(wait)
+					select {
+					case <-sleep.C:
+					case <-ctx.Done():
+						return
+					}
+				}
+				call(i, due)
+				if period > 0 {
+					due = due.Add(period)
+				}
 			}
 		})
 	}
@@ -467,6 +507,7 @@ type worker struct {
 	rawHead []byte
 	body    []byte // request body, reused by the raw client
 
+	due   time.Time     // when the current call was due (LoadOptions.Rate); zero: now
 	cycle *histogram    // Cold on a session-based version: whole cycles
 	hold  bool          // see ok
 	held  time.Duration // the held call's latency; -1: none succeeded
@@ -497,7 +538,7 @@ func (w *worker) callOn(ctx context.Context, path string) {
 		req.URL = &u
 	}
 
-	start := time.Now()
+	start := w.begin()
 	resp, err := w.c.client.Do(req)
 	if err != nil {
 		w.errs.add(err)
@@ -516,6 +557,16 @@ func (w *worker) callOn(ctx context.Context, path string) {
 		return
 	}
 	w.check(resp.Header.Get("Content-Type"), lat)
+}
+
+// begin is the time a call's latency counts from: when it was due, if it
+// is paced and late, else now.
+func (w *worker) begin() time.Time {
+	now := time.Now()
+	if !w.due.IsZero() && w.due.Before(now) {
+		return w.due
+	}
+	return now
 }
 
 // check checks the response body in w.buf and records the call.
@@ -549,7 +600,7 @@ func (w *worker) callRaw(ctx context.Context, path string) {
 	if path != "" {
 		head = rawHeadPath(w.s, path)
 	}
-	start := time.Now()
+	start := w.begin()
 	resp, err := w.raw.do(ctx, head, w.body, &w.buf)
 	lat := time.Since(start)
 	if err != nil {

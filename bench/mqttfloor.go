@@ -236,7 +236,10 @@ func (f *floor) phase(ctx context.Context, workers []*floorWorker, calls int, d 
 		w.errs = errorTally{max: f.opts.MaxErrorSamples}
 		w.fullChecks = 0
 	}
-	drive(ctx, len(workers), calls, d, func(i int) { workers[i].callOnce(ctx) })
+	drive(ctx, len(workers), calls, d, f.opts.Rate, func(i int, due time.Time) {
+		workers[i].due = due
+		workers[i].callOnce(ctx)
+	})
 	if res == nil {
 		return
 	}
@@ -263,6 +266,7 @@ type floorWorker struct {
 	hist                    *histogram
 	errs                    errorTally
 	fullChecks              int64
+	due                     time.Time // when the current call was due (LoadOptions.Rate); zero: now
 }
 
 func newFloorWorker(f *floor, i int, c expertagent.Context, text string) *floorWorker {
@@ -306,6 +310,9 @@ func (w *floorWorker) callOnce(ctx context.Context) {
 	}()
 
 	start := time.Now()
+	if !w.due.IsZero() && w.due.Before(start) {
+		start = w.due // paced and late: the wait counts (LoadOptions.Rate)
+	}
 	tok, err := w.f.publish(w.topic, b)
 	if err != nil {
 		w.errs.add(fmt.Errorf("publish: %w", err))

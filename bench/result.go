@@ -23,9 +23,10 @@ type Result struct {
 	Concurrency     int    `json:"concurrency"`
 	PayloadBytes    int    `json:"payload_bytes"`
 	Client          string `json:"client"`
-	// Cold and Contexts repeat LoadOptions.Cold and LoadOptions.Contexts.
-	Cold     bool `json:"cold,omitempty"`
-	Contexts int  `json:"contexts,omitempty"`
+	// Cold, Contexts and Rate repeat LoadOptions.Cold, .Contexts and .Rate.
+	Cold     bool    `json:"cold,omitempty"`
+	Contexts int     `json:"contexts,omitempty"`
+	Rate     float64 `json:"rate,omitempty"`
 
 	// Calls is the number of calls made in the measured phase, OK the
 	// number that succeeded and Errors the rest.
@@ -137,6 +138,7 @@ func (r *Result) fill(opts LoadOptions, elapsed time.Duration) {
 	}
 	r.Cold = opts.Cold
 	r.Contexts = opts.Contexts
+	r.Rate = opts.Rate
 	r.ProtocolVersion = opts.ProtocolVersion
 	r.Sessions = opts.Sessions
 	r.Concurrency = opts.Concurrency

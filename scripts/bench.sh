@@ -8,6 +8,10 @@
 #             a platform tool (platform_echo) and as an expert-agent tool over
 #             the embedded broker (echo); the raw MQTT floor (a lean MQTT requester
 #             in toolbus-bench, the reference agent answering, no HTTP)
+#   latency   bare, mcp-go and the gateway's two tools at the same offered load
+#             (BENCH_RATE calls/s, open loop): latencies compare only there;
+#             in main every server runs saturated, so its latency is the queue
+#             its own speed builds
 #   cold      every call in a new context (new session) vs warm, both wires
 #   payload   1 KiB, 64 KiB, 1 MiB through the agent path vs mcp-go
 #   list      tools/list with 10, 100, 1000 agent tools, cached vs uncached
@@ -29,6 +33,7 @@
 #   BENCH_SHORT_DURATION=5s               # the other phases' duration per scenario
 #   BENCH_CONTEXTS=50000 BENCH_CHURN_MAX_CONTEXTS=1000 BENCH_SESSIONS=32 BENCH_PAYLOAD_SESSIONS=8
 #   BENCH_LIST_SIZES="10 100 1000" BENCH_PAYLOADS="1024 65536 1048576"
+#   BENCH_RATE=4000 BENCH_LATENCY_DURATION=2s BENCH_LATENCY_ROUNDS=3   # the latency phase
 #   BENCH_PPROF=1 scripts/bench.sh        # CPU profile of the main gateway (results/gateway.cpu.pprof)
 #   BENCH_AGENT_PPROF=1 scripts/bench.sh  # and of the expert agent (results/agent.cpu.pprof)
 #   (both start BENCH_PPROF_DELAY seconds into the main phase, default 2, and last BENCH_PPROF_SECONDS, default 5)
@@ -52,7 +57,12 @@ CONTEXTS=${BENCH_CONTEXTS:-$d_contexts}
 CHURN_MAX=${BENCH_CHURN_MAX_CONTEXTS:-1000}
 LIST_SIZES=${BENCH_LIST_SIZES:-10 100 1000}
 PAYLOADS=${BENCH_PAYLOADS:-1024 65536 1048576}
-PHASES=${BENCH_PHASES:-main cold payload list contexts mosquitto}
+# The latency phase's offered load: below what each of its scenarios
+# sustains here (the agent path's limit is lowest, ~9 000 calls/s).
+RATE=${BENCH_RATE:-4000}
+LAT_DURATION=${BENCH_LATENCY_DURATION:-$([[ -n ${BENCH_LONG:-} ]] && echo 8s || echo 2s)}
+LAT_ROUNDS=${BENCH_LATENCY_ROUNDS:-$([[ -n ${BENCH_LONG:-} ]] && echo 5 || echo 3)}
+PHASES=${BENCH_PHASES:-main latency cold payload list contexts mosquitto}
 # The reference agent serves this many real tools; --extra-tools adds the rest.
 AGENT_REAL_TOOLS=5
 
@@ -155,7 +165,7 @@ stop() { # stop PID...: SIGTERM, then wait
 has_phase() { [[ " $PHASES " == *" $1 "* ]]; }
 
 # --- main, cold, payload: one gateway with its embedded broker -------------
-if has_phase main || has_phase cold || has_phase payload; then
+if has_phase main || has_phase latency || has_phase cold || has_phase payload; then
   pprof_args=()
   [[ -n ${BENCH_PPROF:-} ]] && pprof_args=(--pprof-addr 127.0.0.1:0 --log-level info)
   start_gateway main "${pprof_args[@]}"
@@ -183,6 +193,13 @@ if has_phase main || has_phase cold || has_phase payload; then
       --note "target:platform_echo is a platform tool (in-process injection); target:echo is the reference expert agent's echo over the embedded broker." \
       --note "mqtt-floor: a lean MQTT client in toolbus-bench (platform identity) publishes tools/call envelopes at QoS 1 on $SESSIONS context request topics; the real reference agent (the same process as for target:echo) answers; no HTTP. Its server CPU is the gateway process (embedded broker) plus the agent." \
       "$@"
+  fi
+
+  if has_phase latency; then
+    bench latency --title "latency at the same offered load: $RATE calls/s" \
+      --scenario bare,mcp-go,target --target "$URL" --target-pid "$gw,$agent" --tool platform_echo,echo \
+      --rate "$RATE" --sessions "$SESSIONS" --duration "$LAT_DURATION" --rounds "$LAT_ROUNDS" \
+      --note "Open loop (--rate $RATE, BENCH_RATE): the calls are sent at fixed times whatever the answers, and each latency counts from when its call was due. Every server here sustains the rate, so calls/s are equal and the latencies compare; in the main phase each server runs saturated and its latency is its queue."
   fi
 
   if has_phase cold; then

@@ -118,6 +118,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.IntVar(&c.load.Concurrency, "concurrency", 0, "calls in flight at once (0 = --sessions)")
 	fs.DurationVar(&c.load.Duration, "duration", bench.DefaultDuration, "measured time per scenario")
 	fs.IntVar(&c.load.Calls, "calls", 0, "measure this many calls per scenario instead of --duration")
+	fs.Float64Var(&c.load.Rate, "rate", 0, "pace the calls at this many per second in all (open loop, latency counted from when each call was due): latencies compare at the same offered load; 0 = as fast as the server answers (saturated)")
 	fs.DurationVar(&c.load.Warmup, "warmup", time.Second, "unmeasured warm-up per scenario")
 	fs.IntVar(&c.load.PayloadBytes, "payload", bench.DefaultPayloadBytes, "bytes of echoed text per call")
 	fs.StringVar(&c.version, "protocol-version", "", "protocol version for every scenario (default: "+bench.ProtocolModern+
