@@ -34,7 +34,10 @@ type compiledSchema struct {
 	// anyObject is true when the schema accepts every JSON object, so that
 	// validation needs no decoding: only "is it an object".
 	anyObject bool
-	raw       json.RawMessage // compacted
+	// flat, when not nil, accepts the common valid arguments without
+	// decoding them (flatschema.go); the rest go to sch.
+	flat *flatSchema
+	raw  json.RawMessage // compacted
 }
 
 // compileSchema compiles one object schema of tool name (which is "input"
@@ -67,7 +70,11 @@ func compileSchema(name, which string, raw json.RawMessage) (*compiledSchema, er
 	if err != nil {
 		return nil, fmt.Errorf("%s schema: %w", which, err)
 	}
-	return &compiledSchema{sch: sch, anyObject: acceptsAnyObject(obj), raw: compact.Bytes()}, nil
+	cs := &compiledSchema{sch: sch, anyObject: acceptsAnyObject(obj), raw: compact.Bytes()}
+	if !cs.anyObject {
+		cs.flat = compileFlat(obj)
+	}
+	return cs, nil
 }
 
 // acceptsAnyObject reports whether an object schema has no keyword that
@@ -124,6 +131,9 @@ func (s *compiledSchema) validate(args []byte, p *message.Printer) error {
 		if !isObject(args) || !json.Valid(args) {
 			return errNotObject
 		}
+		return nil
+	}
+	if s.flat != nil && s.flat.accepts(args) {
 		return nil
 	}
 	// segmentio's decoder: same results as encoding/json's with UseNumber,
