@@ -262,8 +262,11 @@ func (l *Log) run() {
 // transaction. It returns what is left after a failure (retried at the next
 // flush), or nothing.
 func (l *Log) write(ctx context.Context, pending []acl.AuditEvent) []acl.AuditEvent {
+	// Only a queue taken whole is recycled: after a failed write, pending
+	// is the tail of an array whose head still holds written records.
+	fresh := len(pending) == 0
 	l.mu.Lock()
-	if len(pending) == 0 {
+	if fresh {
 		pending, l.queue, l.spare = l.queue, l.spare, nil
 	} else {
 		pending, l.queue = append(pending, l.queue...), nil
@@ -287,7 +290,9 @@ func (l *Log) write(ctx context.Context, pending []acl.AuditEvent) []acl.AuditEv
 		l.depth.Add(-int64(len(batch)))
 		pending = pending[len(batch):]
 	}
-	l.recycle(written)
+	if fresh {
+		l.recycle(written)
+	}
 	return nil
 }
 

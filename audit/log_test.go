@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,5 +263,47 @@ func TestQueueArrayReused(t *testing.T) {
 	}
 	if len(evs) != waves*per {
 		t.Errorf("%d records stored, want %d", len(evs), waves*per)
+	}
+}
+
+// failOnceStore fails its first InsertAudit, as a store briefly locked by
+// another process would.
+type failOnceStore struct {
+	*acl.Store
+	failed atomic.Bool
+}
+
+func (f *failOnceStore) InsertAudit(ctx context.Context, evs []acl.AuditEvent) error {
+	if f.failed.CompareAndSwap(false, true) {
+		return errors.New("store busy")
+	}
+	return f.Store.InsertAudit(ctx, evs)
+}
+
+// TestQueueAfterFailedWrite: records of a failed batch are written at the
+// next flush together with those queued meanwhile, each once.
+func TestQueueAfterFailedWrite(t *testing.T) {
+	s := openStore(t)
+	l := newLog(t, audit.Options{Store: &failOnceStore{Store: s}, BatchSize: 10, FlushInterval: 5 * time.Millisecond})
+	for w := range 3 {
+		for i := range 15 {
+			l.ToolCall(&gateway.ToolCall{Start: time.Now(), Outcome: "ok", RequestID: fmt.Sprintf("w%d-%d", w, i)})
+		}
+		want := uint64((w + 1) * 15)
+		testenv.Poll(t, 10*time.Second, "wave written", func() bool { return l.Stats().Written == want })
+	}
+	if st := l.Stats(); st.WriteErrors != 1 || st.Dropped != 0 {
+		t.Fatalf("stats %+v, want one failed write and nothing dropped", st)
+	}
+	evs, _, err := s.QueryAudit(testenv.Context(t, 10*time.Second), acl.AuditQuery{Limit: acl.MaxAuditLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, e := range evs {
+		seen[e.RequestID]++
+	}
+	if len(evs) != 45 || len(seen) != 45 {
+		t.Errorf("%d records stored, %d distinct; want 45 of each", len(evs), len(seen))
 	}
 }

@@ -61,7 +61,7 @@ func BenchmarkHandler(b *testing.B) {
 				clear(w.header)
 				w.status = 0
 				h.ServeHTTP(w, s.request(ctx, body))
-				if w.status != http.StatusOK || !bytes.Contains(w.body, []byte(`"hello"`)) {
+				if w.status != http.StatusOK || !bytes.Contains(w.body, []byte(`"hello"`)) || bytes.Contains(w.body, []byte(`"isError":true`)) {
 					b.Fatalf("status %d, body %.300s", w.status, w.body)
 				}
 				w.body = w.body[:0]

@@ -219,8 +219,10 @@ func Run(ctx context.Context, opts LoadOptions) (*Result, error) {
 		return nil, fmt.Errorf("bench: unknown method %q (want %s or %s)", opts.Method, MethodToolsCall, MethodToolsList)
 	case opts.Contexts < 0:
 		return nil, errors.New("bench: negative Contexts")
-	case opts.Rate < 0 || math.IsNaN(opts.Rate) || math.IsInf(opts.Rate, 0):
-		return nil, errors.New("bench: Rate must be a finite number >= 0")
+	case checkRate(opts.Rate) != nil:
+		return nil, checkRate(opts.Rate)
+	case opts.Rate > 0 && opts.Cold:
+		return nil, errors.New("bench: Rate and Cold together are not supported (a cold call's latency excludes its session's setup, which a paced schedule would count)")
 	}
 	var expect *string
 	args := opts.Arguments
@@ -436,12 +438,21 @@ func (c *caller) phase(ctx context.Context, workers []*worker, calls int, d time
 	}
 }
 
+// checkRate refuses a LoadOptions.Rate that cannot pace anything.
+func checkRate(r float64) error {
+	if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		return errors.New("bench: Rate must be a finite number >= 0")
+	}
+	return nil
+}
+
 // drive runs n goroutines, each calling call(i, due) one call after
 // another, until calls calls were made in all (calls > 0) or d has passed,
 // and waits for them. With rate > 0 goroutine i makes its calls at the
 // times due, n/rate apart (offset by i/rate), sleeping until each; behind
-// schedule it calls at once and due stays the time the call was due. With
-// rate 0 due is zero.
+// schedule it calls at once and due stays the time the call was due. Calls
+// due before d has passed but not made by then are not made (the shortfall
+// shows in calls/s against the rate). With rate 0 due is zero.
 func drive(ctx context.Context, n, calls int, d time.Duration, rate float64, call func(i int, due time.Time)) {
 	var (
 		issued   atomic.Int64
@@ -467,7 +478,7 @@ func drive(ctx context.Context, n, calls int, d time.Duration, rate float64, cal
 					if issued.Add(1) > int64(calls) {
 						break
 					}
-				} else if !due.IsZero() && !due.Before(deadline) || due.IsZero() && !time.Now().Before(deadline) {
+				} else if !time.Now().Before(deadline) || !due.IsZero() && !due.Before(deadline) {
 					break
 				}
 				if wait := time.Until(due); period > 0 && wait > 0 {

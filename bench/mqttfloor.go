@@ -80,6 +80,9 @@ func RunMQTTFloor(ctx context.Context, o MQTTFloorOptions) (*Result, error) {
 	if err := CheckMQTTFloorClient(o.Client); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
+	if err := checkRate(o.Load.Rate); err != nil {
+		return nil, err
+	}
 	lo := o.Load
 	lo.URL = o.BrokerURL
 	lo.Client = o.Client

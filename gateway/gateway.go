@@ -210,6 +210,9 @@ func New(opts Options) (*Gateway, error) {
 }
 
 func (g *Gateway) routes() {
+	// Router middleware does not reach the MCP endpoint without entity,
+	// which ServeHTTP serves without the router: g.mcp below must wrap
+	// whatever is added here.
 	g.router.Use(g.withRequestID)
 	g.router.NotFoundHandler = g.withRequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.URL.Path)

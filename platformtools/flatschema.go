@@ -1,6 +1,8 @@
 package platformtools
 
 import (
+	"unicode/utf8"
+
 	segjson "github.com/segmentio/encoding/json"
 )
 
@@ -151,6 +153,9 @@ func (f *flatSchema) accepts(args []byte) bool {
 			return false // an escaped name: compared decoded by the full validator
 		}
 		name := args[i+1 : end-1]
+		if !utf8.Valid(name) {
+			return false // decoded, its bad bytes become U+FFFD, which may name a property
+		}
 		i = skipSpace(args, end)
 		i = skipSpace(args, i+1) // the ':'
 		p, known := f.props[string(name)]

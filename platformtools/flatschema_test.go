@@ -60,6 +60,7 @@ func TestCompileFlat(t *testing.T) {
 func TestFlatAccepts(t *testing.T) {
 	open, openFull := compileBoth(t, flatTestSchema)
 	closed, closedFull := compileBoth(t, `{"type":"object","properties":{"a":{"type":"string"},"n":{"type":"number"}},"required":["a"],"additionalProperties":false}`)
+	odd, oddFull := compileBoth(t, `{"type":"object","properties":{"\ufffd":{"type":"string"}}}`)
 	p := message.NewPrinter(language.English)
 	cases := []struct {
 		name    string
@@ -80,10 +81,13 @@ func TestFlatAccepts(t *testing.T) {
 		{"huge exponent deep", open, openFull, `{"text":"a","count":1,"other":[1e999999]}`, false, false},
 		{"long number", open, openFull, `{"text":"a","count":1,"ratio":1.00000000000000000000000000000000000000000000000000000000000000001}`, false, false},
 		{"escaped name", open, openFull, `{"te\u0078t":"a","count":1}`, false, true},
+		{"invalid UTF-8 in a name", open, openFull, "{\"text\":\"a\",\"count\":1,\"\xff\":{}}", false, true},
+		{"invalid UTF-8 in a value", open, openFull, "{\"text\":\"\xff\",\"count\":1}", true, true},
 		{"duplicate, last wrong", open, openFull, `{"text":"a","count":1,"text":2}`, false, false},
 		{"not an object", open, openFull, `["text"]`, false, false},
 		{"invalid JSON", open, openFull, `{"text":"a","count":1`, false, false},
 		{"trailing data", open, openFull, `{"text":"a","count":1} {}`, false, false},
+		{"invalid UTF-8 decodes to a property", odd, oddFull, "{\"\xff\":5}", false, false},
 		{"closed ok", closed, closedFull, `{"a":"x","n":2}`, true, true},
 		{"closed extra", closed, closedFull, `{"a":"x","b":2}`, false, false},
 		{"closed empty", closed, closedFull, `{}`, false, false},
@@ -115,14 +119,17 @@ func FuzzFlatSchema(f *testing.F) {
 		`{"text":"hi","count":3}`, `{"text":"a","count":1.0}`, `{"text":"a","count":1,"other":[1e999999]}`,
 		`{"a":"x","n":2}`, `{"a":"x","b":2}`, `{"text":"\u00e9\\","count":-0}`, `{"text":"a","count":1,"text":2}`,
 		`{"anything":{"a":[{"b":"}]"}]},"text":"","count":0}`, "{\"text\":\"\xff\",\"count\":1}", `{}`, ` `,
+		"{\"\xff\":5}", "{\"a\xfe\":1.5}",
 	} {
 		f.Add([]byte(s))
 	}
 	open, openFull := compileBoth(f, flatTestSchema)
 	closed, closedFull := compileBoth(f, `{"type":"object","properties":{"a":{"type":"string"},"n":{"type":"number"}},"required":["a"],"additionalProperties":false}`)
+	// A name that invalid UTF-8 in the arguments decodes to.
+	odd, oddFull := compileBoth(f, `{"type":"object","properties":{"\ufffd":{"type":"string"},"a\ufffd":{"type":"integer"}}}`)
 	p := message.NewPrinter(language.English)
 	f.Fuzz(func(t *testing.T, args []byte) {
-		for _, s := range []struct{ fast, full *compiledSchema }{{open, openFull}, {closed, closedFull}} {
+		for _, s := range []struct{ fast, full *compiledSchema }{{open, openFull}, {closed, closedFull}, {odd, oddFull}} {
 			if s.fast.flat.accepts(args) {
 				if err := s.full.validate(args, p); err != nil {
 					t.Fatalf("scan accepts %q, the full validator refuses it: %v", args, err)

@@ -143,7 +143,7 @@ func (s *compiledSchema) validate(args []byte, p *message.Printer) error {
 	if err != nil {
 		return fmt.Errorf("arguments are not valid JSON: %w", err)
 	}
-	if len(bytes.TrimSpace(rest)) != 0 {
+	if len(bytes.TrimLeft(rest, " \t\r\n")) != 0 { // JSON's whitespace, not Unicode's
 		return errors.New("arguments are not valid JSON: data after the object")
 	}
 	if _, ok := v.(map[string]any); !ok {
