@@ -40,12 +40,14 @@ run: build
 # (scripts/bench.sh, docs/benchmarks.md: BENCH_LONG=1, BENCH_PHASES,
 # BENCH_MOSQUITTO=1, BENCH_DURATION, BENCH_ROUNDS, ...); under 5 minutes by
 # default. With BENCH_LONG=1 or BENCH_MICRO=1, then the Go micro-benchmarks of
-# the MQTT core and the hot-path pieces (BENCHTIME=5s for steadier numbers).
+# the MQTT core and the hot-path pieces, and each server's handler in-process
+# (bench.BenchmarkHandler; BENCHTIME=5s for steadier numbers).
 BENCHTIME ?= 2s
 bench:
 	./scripts/bench.sh
 	@if [ -n "$$BENCH_LONG$$BENCH_MICRO" ]; then \
 		$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/ ./platformtools/; \
+		$(GO) test -run '^$$' -bench BenchmarkHandler -benchmem -benchtime $(BENCHTIME) ./bench/; \
 	fi
 
 # The official MCP conformance suite at 2025-11-25 and 2026-07-28, through

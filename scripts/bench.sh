@@ -198,7 +198,7 @@ if has_phase main || has_phase latency || has_phase cold || has_phase payload; t
   if has_phase latency; then
     bench latency --title "latency at the same offered load: $RATE calls/s" \
       --scenario bare,mcp-go,target --target "$URL" --target-pid "$gw,$agent" --tool platform_echo,echo \
-      --rate "$RATE" --sessions "$SESSIONS" --duration "$LAT_DURATION" --rounds "$LAT_ROUNDS" \
+      --rate "$RATE" --warmup 500ms --sessions "$SESSIONS" --duration "$LAT_DURATION" --rounds "$LAT_ROUNDS" \
       --note "Open loop (--rate $RATE, BENCH_RATE): the calls are sent at fixed times whatever the answers, and each latency counts from when its call was due. Every server here sustains the rate, so calls/s are equal and the latencies compare; in the main phase each server runs saturated and its latency is its queue."
   fi
 
