@@ -8,7 +8,7 @@ func (b *Broker) RequestReceivers() []string { return b.bus.requestRoute().membe
 
 // RepliesRouted reports whether replies go through mochi's topic tree: true
 // while some filter there may match a response topic.
-func (b *Broker) RepliesRouted() bool { return b.bus.resInTree.Load() }
+func (b *Broker) RepliesRouted() bool { return b.bus.res.on.Load() }
 
 // LoseTakeoverRace does to clientID what the replaced connection's
 // goroutine does when it loses mochi's clean takeover race: it deletes the
@@ -26,7 +26,9 @@ func (b *Broker) LoseTakeoverRace(clientID string) (repair func()) {
 		filters = append(filters, sub)
 	}
 	b.srv.Clients.Delete(clientID)
-	b.bus.resUnsubscribed(cl, packets.Packet{Filters: filters}) // as mochi's OnUnsubscribed would
+	for _, w := range b.bus.watches() {
+		w.unsubscribed(cl, packets.Packet{Filters: filters}) // as mochi's OnUnsubscribed would
+	}
 	b.bus.subscriptionsChanged()
 	return func() { b.takeover.repairSuccessor(cl, nil) }
 }

@@ -53,15 +53,9 @@ type InlineBus struct {
 
 	closed atomic.Bool
 	direct sync.Map // exact request/response topic -> MessageHandler
-	// resInTree is set while a filter that may match a response topic is
-	// in mochi's tree, or on its way there: replies are routed by mochi
-	// then. resSubs holds those filters by client ID, resPending counts the
-	// ones between OnSubscribe and OnSubscribed; resMu guards both and
-	// orders the stores to resInTree.
-	resInTree  atomic.Bool
-	resMu      sync.Mutex
-	resSubs    map[resSub]struct{}
-	resPending int
+	// res follows the filters that may match a response topic: while one
+	// is in mochi's tree, or on its way there, replies are routed by mochi.
+	res *filterWatch
 
 	mu     sync.Mutex     // serialises Subscribe/Unsubscribe with subs
 	subs   map[string]int // filter -> mochi inline subscription ID (directID: in direct)
@@ -70,7 +64,7 @@ type InlineBus struct {
 	// The request route (reqroute.go).
 	allowRead func(cl *mqtt.Client, topic string) bool // the ACL's delivery check
 	reqGen    atomic.Uint64                            // bumped on every subscription change
-	reqMixed  atomic.Bool                              // set for good: a filter matches some request topics only
+	reqMixed  *filterWatch                             // filters that match some request topics only: no route
 	route     atomic.Pointer[reqRoute]
 	routeMu   sync.Mutex    // serialises working out the route
 	rr        atomic.Uint64 // round robin over a shared group's members
@@ -79,111 +73,36 @@ type InlineBus struct {
 // newInlineBus returns the bus of srv; allowRead is the ACL's check of a
 // delivery to a network client.
 func newInlineBus(srv *mqtt.Server, qos byte, allowRead func(cl *mqtt.Client, topic string) bool) *InlineBus {
-	return &InlineBus{srv: srv, qos: qos, subs: make(map[string]int), allowRead: allowRead, resSubs: make(map[resSub]struct{})}
+	b := &InlineBus{srv: srv, qos: qos, subs: make(map[string]int), allowRead: allowRead}
+	b.res = newFilterWatch(mayMatchResponse, b.stillSubscribed)
+	b.reqMixed = newFilterWatch(func(f string) bool { return matchKind(f, requestFilterLevels) == matchesSome }, b.stillSubscribed)
+	return b
 }
 
-// resSub is a subscription that may match a response topic: a client's
-// filter in mochi's tree.
-type resSub struct{ clientID, filter string }
-
-// resSubscribing notes the filters of a SUBSCRIBE that may match a
-// response topic before mochi adds them to the tree (and before the
-// SUBACK), so that no reply published after the client learns of its
-// subscription skips the tree.
-func (b *InlineBus) resSubscribing(pk packets.Packet) {
-	n := 0
-	for _, f := range pk.Filters {
-		if mayMatchResponse(f.Filter) {
-			n++
-		}
-	}
-	if n == 0 {
-		return
-	}
-	b.resMu.Lock()
-	defer b.resMu.Unlock()
-	b.resPending += n
-	b.resInTree.Store(true)
-}
-
-// resSubscribed records the granted ones once mochi has answered them.
-func (b *InlineBus) resSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
-	b.resMu.Lock()
-	defer b.resMu.Unlock()
-	for i, f := range pk.Filters {
-		if !mayMatchResponse(f.Filter) {
-			continue
-		}
-		b.resPending--
-		if i < len(reasonCodes) && reasonCodes[i] < packets.ErrUnspecifiedError.Code {
-			b.resSubs[resSub{cl.ID, f.Filter}] = struct{}{}
-		}
-	}
-	b.resPending = max(b.resPending, 0) // a hook that changed the filters between the two calls
-	b.resChangedLocked()
-}
-
-// resChangedLocked sets resInTree from resPending and resSubs. Called with
-// resMu held, so that the stores keep the order of the changes.
-func (b *InlineBus) resChangedLocked() {
-	b.resInTree.Store(b.resPending > 0 || len(b.resSubs) > 0)
-}
-
-// resForgetLocked drops cl's ID from resSubs for the filters drop picks.
-// Called with resMu held.
-func (b *InlineBus) resForgetLocked(cl *mqtt.Client, drop func(filter string) bool) {
-	for k := range b.resSubs {
-		if k.clientID == cl.ID && drop(k.filter) {
-			delete(b.resSubs, k)
-		}
-	}
-}
+// watches are the bus's filter watches, each turning a shortcut off.
+func (b *InlineBus) watches() [2]*filterWatch { return [2]*filterWatch{b.res, b.reqMixed} }
 
 // restored hears of filters the takeover repair put back in the tree
-// without mochi's hooks (takeoverHook.repairSuccessor): it records those
-// that may match a response topic and cl still holds, forgets cl's others,
-// and tells the request route to look again.
+// without mochi's hooks (takeoverHook.repairSuccessor): the watches record
+// those cl still holds and forget cl's others, and the request route looks
+// again.
 func (b *InlineBus) restored(cl *mqtt.Client, subs []packets.Subscription) {
-	b.resMu.Lock()
-	for _, sub := range subs {
-		b.noteFilter(sub.Filter)
+	for _, w := range b.watches() {
+		w.restored(cl, subs)
 	}
-	b.resForgetLocked(cl, func(f string) bool { return !b.stillSubscribed(cl, f) })
-	for _, sub := range subs {
-		if mayMatchResponse(sub.Filter) && b.stillSubscribed(cl, sub.Filter) {
-			b.resSubs[resSub{cl.ID, sub.Filter}] = struct{}{}
-		}
-	}
-	b.resChangedLocked()
-	b.resMu.Unlock()
 	b.subscriptionsChanged()
 }
 
-// resExpired forgets the filters of an expired session: mochi drops the
+// expired forgets the filters of an expired session: mochi drops the
 // client without unsubscribing it, so no OnUnsubscribed tells of them.
-func (b *InlineBus) resExpired(cl *mqtt.Client) {
+func (b *InlineBus) expired(cl *mqtt.Client) {
 	if cur, ok := b.srv.Clients.Get(cl.ID); ok && cur != cl {
 		return // the ID is another client's now, and so are the filters
 	}
-	b.resMu.Lock()
-	defer b.resMu.Unlock()
-	b.resForgetLocked(cl, func(string) bool { return true })
-	b.resChangedLocked()
-}
-
-// resUnsubscribed forgets the filters mochi took out of the tree: all of a
-// client's when it goes, or those of an UNSUBSCRIBE that mochi carried out
-// (OnUnsubscribed also follows one it refused).
-func (b *InlineBus) resUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
-	b.resMu.Lock()
-	defer b.resMu.Unlock()
-	for _, f := range pk.Filters {
-		if !mayMatchResponse(f.Filter) || b.stillSubscribed(cl, f.Filter) {
-			continue
-		}
-		delete(b.resSubs, resSub{cl.ID, f.Filter})
+	for _, w := range b.watches() {
+		w.forget(cl, func(string) bool { return true })
 	}
-	b.resChangedLocked()
+	b.subscriptionsChanged()
 }
 
 // stillSubscribed reports whether the client with cl's ID holds filter: cl
@@ -201,6 +120,113 @@ func (b *InlineBus) stillSubscribed(cl *mqtt.Client, filter string) bool {
 		return ok
 	}
 	return false
+}
+
+// A filterWatch follows the filters in mochi's tree that pick selects,
+// by client, so that a shortcut such a filter would break is off exactly
+// while one is in the tree or on its way there: from OnSubscribe (before
+// the tree has it and before the SUBACK) until mochi took it out again.
+type filterWatch struct {
+	pick  func(filter string) bool
+	still func(cl *mqtt.Client, filter string) bool // the client with cl's ID holds filter
+
+	on      atomic.Bool // a picked filter is in the tree or on its way
+	mu      sync.Mutex  // guards subs and pending; orders the stores to on
+	subs    map[watchedSub]struct{}
+	pending int // picked filters between OnSubscribe and OnSubscribed
+}
+
+// watchedSub is a client's filter in mochi's tree.
+type watchedSub struct{ clientID, filter string }
+
+func newFilterWatch(pick func(string) bool, still func(*mqtt.Client, string) bool) *filterWatch {
+	return &filterWatch{pick: pick, still: still, subs: make(map[watchedSub]struct{})}
+}
+
+// subscribing notes the picked filters of a SUBSCRIBE before mochi adds
+// them to the tree (and before the SUBACK), so that nothing published
+// after the client learns of its subscription takes the shortcut.
+func (w *filterWatch) subscribing(pk packets.Packet) {
+	n := 0
+	for _, f := range pk.Filters {
+		if w.pick(f.Filter) {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending += n
+	w.on.Store(true)
+}
+
+// subscribed records the granted ones once mochi has answered them.
+func (w *filterWatch) subscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, f := range pk.Filters {
+		if !w.pick(f.Filter) {
+			continue
+		}
+		w.pending--
+		if i < len(reasonCodes) && reasonCodes[i] < packets.ErrUnspecifiedError.Code {
+			w.subs[watchedSub{cl.ID, f.Filter}] = struct{}{}
+		}
+	}
+	w.pending = max(w.pending, 0) // a hook that changed the filters between the two calls
+	w.changedLocked()
+}
+
+// unsubscribed forgets the filters mochi took out of the tree: all of a
+// client's when it goes, or those of an UNSUBSCRIBE that mochi carried out
+// (OnUnsubscribed also follows one it refused).
+func (w *filterWatch) unsubscribed(cl *mqtt.Client, pk packets.Packet) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, f := range pk.Filters {
+		if w.pick(f.Filter) && !w.still(cl, f.Filter) {
+			delete(w.subs, watchedSub{cl.ID, f.Filter})
+		}
+	}
+	w.changedLocked()
+}
+
+// restored records the picked filters of subs that cl still holds and
+// forgets cl's others.
+func (w *filterWatch) restored(cl *mqtt.Client, subs []packets.Subscription) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.forgetLocked(cl, func(f string) bool { return !w.still(cl, f) })
+	for _, sub := range subs {
+		if w.pick(sub.Filter) && w.still(cl, sub.Filter) {
+			w.subs[watchedSub{cl.ID, sub.Filter}] = struct{}{}
+		}
+	}
+	w.changedLocked()
+}
+
+// forget drops cl's filters that drop picks.
+func (w *filterWatch) forget(cl *mqtt.Client, drop func(filter string) bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.forgetLocked(cl, drop)
+	w.changedLocked()
+}
+
+func (w *filterWatch) forgetLocked(cl *mqtt.Client, drop func(filter string) bool) {
+	for k := range w.subs {
+		if k.clientID == cl.ID && drop(k.filter) {
+			delete(w.subs, k)
+		}
+	}
+}
+
+// changedLocked sets on from pending and subs. Called with mu held, so
+// that the stores keep the order of the changes.
+func (w *filterWatch) changedLocked() {
+	w.on.Store(w.pending > 0 || len(w.subs) > 0)
 }
 
 // directID marks in InlineBus.subs a filter held in direct; mochi's IDs
@@ -241,23 +267,21 @@ func (h *inlineHook) Provides(b byte) bool {
 	return false
 }
 
-// OnSubscribe notes the filters that may match a response topic before
-// mochi adds them to the tree (resSubscribing).
+// OnSubscribe notes the filters the watches pick before mochi adds them to
+// the tree (filterWatch.subscribing).
 func (h *inlineHook) OnSubscribe(_ *mqtt.Client, pk packets.Packet) packets.Packet {
-	h.bus.resSubscribing(pk)
+	for _, w := range h.bus.watches() {
+		w.subscribing(pk)
+	}
 	return pk
 }
 
-// OnSubscribed records the granted filters that may match a response
-// topic, and tells the request route to look again, after noting the
-// granted filters that turn it off. mochi calls it with the tree updated,
+// OnSubscribed records the granted filters the watches pick and tells the
+// request route to look again. mochi calls it with the tree updated,
 // before the SUBACK.
 func (h *inlineHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
-	h.bus.resSubscribed(cl, pk, reasonCodes)
-	for i, f := range pk.Filters {
-		if i < len(reasonCodes) && reasonCodes[i] < packets.ErrUnspecifiedError.Code {
-			h.bus.noteFilter(f.Filter)
-		}
+	for _, w := range h.bus.watches() {
+		w.subscribed(cl, pk, reasonCodes)
 	}
 	h.bus.subscriptionsChanged()
 }
@@ -266,19 +290,21 @@ func (h *inlineHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCode
 // request route to look again. mochi calls it for an UNSUBSCRIBE and for
 // every filter of a client that goes.
 func (h *inlineHook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
-	h.bus.resUnsubscribed(cl, pk)
+	for _, w := range h.bus.watches() {
+		w.unsubscribed(cl, pk)
+	}
 	h.bus.subscriptionsChanged()
 }
 
-// OnClientExpired forgets an expired session's filters (resExpired).
-func (h *inlineHook) OnClientExpired(cl *mqtt.Client) { h.bus.resExpired(cl) }
+// OnClientExpired forgets an expired session's filters (InlineBus.expired).
+func (h *inlineHook) OnClientExpired(cl *mqtt.Client) { h.bus.expired(cl) }
 
 // OnPublish delivers a reply to the direct subscription and has mochi drop
 // it (still acknowledged) while nothing in the tree could want it. It runs
 // after the ACL check and after the ACL hook's OnPublish, which refuses
 // retained messages here.
 func (h *inlineHook) OnPublish(_ *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if pk.FixedHeader.Retain || h.bus.resInTree.Load() || !isResponseTopic(pk.TopicName) {
+	if pk.FixedHeader.Retain || h.bus.res.on.Load() || !isResponseTopic(pk.TopicName) {
 		return pk, nil
 	}
 	h.bus.deliverDirect(pk.TopicName, pk.Payload)
@@ -336,7 +362,7 @@ func (b *InlineBus) Subscribe(ctx context.Context, filter string, h MessageHandl
 		id = b.nextID
 	}
 	// mochi runs the inline hook's OnSubscribe and OnSubscribed for the
-	// bus's own subscriptions too: resInTree and the request route hear of
+	// bus's own subscriptions too: the watches and the request route hear of
 	// this one there (and of its Unsubscribe in OnUnsubscribed).
 	if err := b.srv.Subscribe(filter, id, deliver); err != nil {
 		return fmt.Errorf("inline subscribe %q: %w", filter, err)

@@ -44,15 +44,6 @@ type reqRoute struct {
 // client learnt of its subscription finds it.
 func (b *InlineBus) subscriptionsChanged() { b.reqGen.Add(1) }
 
-// noteFilter notes a filter about to be subscribed (by a network client or
-// the bus itself): one that matches some request topics but not others
-// turns the request route off for good.
-func (b *InlineBus) noteFilter(filter string) {
-	if matchKind(filter, requestFilterLevels) == matchesSome {
-		b.reqMixed.Store(true)
-	}
-}
-
 // requestRoute returns the route for the current subscriptions.
 func (b *InlineBus) requestRoute() *reqRoute {
 	gen := b.reqGen.Load()
@@ -78,8 +69,11 @@ const anyRequestTopic = "ff/v1/mcp/_/_/_/_/_/req"
 // mochi's tree: one plain subscriber, or the members of one shared group.
 // nil when the route cannot be used.
 func (b *InlineBus) requestReceivers() []string {
-	if b.qos != 0 || b.reqMixed.Load() {
+	if b.qos != 0 {
 		return nil // QoS 1 needs mochi's in-flight tracking
+	}
+	if b.reqMixed.on.Load() {
+		return nil // a filter names a context level: requests differ in their receivers
 	}
 	subs := b.srv.Topics.Subscribers(anyRequestTopic)
 	if len(subs.InlineSubscriptions) > 0 || len(subs.Subscriptions)+len(subs.Shared) != 1 {
@@ -124,6 +118,12 @@ func hasIdentifiers(sub packets.Subscription) bool {
 // the route allows; false: it wrote nothing, publish through mochi.
 func (b *InlineBus) publishRequest(topic string, payload []byte) (bool, error) {
 	if len(payload) > maxDirectPayload {
+		return false, nil
+	}
+	if b.reqMixed.on.Load() {
+		// Checked before the route, which is worked out again only once
+		// OnSubscribed has bumped reqGen: a filter on its way into the
+		// tree counts from OnSubscribe on.
 		return false, nil
 	}
 	r := b.requestRoute()

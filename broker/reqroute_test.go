@@ -111,7 +111,7 @@ func TestRequestRoute(t *testing.T) {
 		}
 	})
 
-	t.Run("a filter naming a context level turns the route off for good", func(t *testing.T) {
+	t.Run("a filter naming a context level turns the route off while it is there", func(t *testing.T) {
 		e, pw := agentEnv(t)
 		in := agentOn(t, e, pw, "agent1-a", sharedRequests)
 		receivers(t, e, "agent1-a")
@@ -130,7 +130,13 @@ func TestRequestRoute(t *testing.T) {
 		if err := e.Broker.Bus().Unsubscribe(ctx, "ff/v1/mcp/plat1/+/+/+/+/req"); err != nil {
 			t.Fatal(err)
 		}
-		receivers(t, e)
+		receivers(t, e, "agent1-a")
+		counts(t, e, 5, 1, in)
+		select {
+		case m := <-narrow:
+			t.Fatalf("the unsubscribed inline handler got %+v", m)
+		default:
+		}
 	})
 
 	t.Run("a new connection of the agent is found", func(t *testing.T) {
@@ -193,10 +199,30 @@ func TestRequestRouteNetworkFilters(t *testing.T) {
 	receivers(t, e, "agent1-a")
 	counts(t, e, 5, 1, in)
 
-	narrow := agentOn(t, e, pw, "agent1-b", "ff/v1/mcp/plat1/+/+/+/+/req")
+	// A filter naming a context level: requests differ in their
+	// receivers, so they take mochi's way while it is in the tree.
+	const narrowFilter = "ff/v1/mcp/plat1/+/+/+/+/req"
+	narrowIn := newInbox()
+	b := e.mustConnect(t, "agent1-b", "agent1", pw, narrowIn)
+	mustSubscribe(t, b, narrowFilter)
 	receivers(t, e)
-	got := counts(t, e, 5, 2, in, narrow)
+	got := counts(t, e, 5, 2, in, narrowIn)
 	if got[0] != 5 || got[1] != 5 {
 		t.Errorf("got %v, want 5 each", got)
 	}
+
+	// Unsubscribed, the route comes back.
+	if err := wait(t, b.Unsubscribe(narrowFilter)); err != nil {
+		t.Fatal(err)
+	}
+	receivers(t, e, "agent1-a")
+	counts(t, e, 5, 1, in)
+
+	// And again after a client holding one goes.
+	c := e.mustConnect(t, "agent1-c", "agent1", pw, newInbox())
+	mustSubscribe(t, c, narrowFilter, "ff/v1/mcp/+/alice/+/+/+/req")
+	receivers(t, e)
+	c.Disconnect(0)
+	receivers(t, e, "agent1-a")
+	counts(t, e, 5, 1, in)
 }
