@@ -30,8 +30,14 @@ func (a *Agent) claimLoop(ctx context.Context) {
 			}
 			a.flightMu.Unlock()
 			for _, c := range due {
+				// A claim waits for its PUBACK: while the link is down
+				// each would wait agentOpTimeout in turn. They go at a
+				// later tick instead, once it is back.
+				if !a.link.isOpen() {
+					break
+				}
 				if err := c.claim(ctx); err != nil && ctx.Err() == nil {
-					a.log.WithError(err).WithField("correlationId", c.corrID).Debug("claim not sent")
+					a.log.WithError(err).WithField("correlationId", c.corrID).Debug("claim not sent; trying again")
 				}
 			}
 		}
@@ -41,18 +47,23 @@ func (a *Agent) claimLoop(ctx context.Context) {
 // claimMessage is the ClaimMethod notification.
 var claimMessage = []byte(`{"jsonrpc":"` + jsonrpc.Version + `","method":"` + ClaimMethod + `"}`)
 
-// claim sends the call's claim once, unless the call is over.
+// claim sends the call's claim, unless it went already or the call is
+// over. c.mu is held meanwhile, so the final response waits for it: a
+// claim never arrives after the answer.
 func (c *agentCall) claim(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done || c.claimed {
 		return nil
 	}
-	c.claimed = true
 	env := Envelope{CorrelationID: c.corrID, Agent: c.agent.opts.ClientID, Message: claimMessage}
 	b, err := env.Encode()
 	if err != nil {
 		return fmt.Errorf("claim: %w", err)
 	}
-	return c.agent.reply(ctx, c.topic, b)
+	if err := c.agent.reply(ctx, c.topic, b); err != nil {
+		return err // not claimed: the next tick tries again
+	}
+	c.claimed = true
+	return nil
 }
