@@ -13,7 +13,6 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
-	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/sirupsen/logrus"
 )
 
@@ -99,12 +98,13 @@ func New(opts Options) (*Broker, error) {
 		cancel()
 		return nil, fmt.Errorf("broker: add clock hook: %w", err)
 	}
-	b.takeover = newTakeoverHook(b.srv, b.log, func(cl *mqtt.Client, subs []packets.Subscription) { b.bus.restored(cl, subs) })
+	b.takeover = newTakeoverHook(b.srv, b.log)
 	if err := b.srv.AddHook(b.takeover, nil); err != nil {
 		cancel()
 		return nil, fmt.Errorf("broker: add takeover hook: %w", err)
 	}
 	b.bus = newInlineBus(b.srv, o.InlineQoS, func(cl *mqtt.Client, topic string) bool { return b.hook.OnACLCheck(cl, topic, false) })
+	b.takeover.bus = b.bus
 	if err := b.srv.AddHook(&inlineHook{bus: b.bus}, nil); err != nil {
 		cancel()
 		return nil, fmt.Errorf("broker: add inline hook: %w", err)

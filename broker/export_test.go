@@ -46,3 +46,10 @@ func (b *Broker) PendingTakeovers() int {
 	defer b.takeover.mu.Unlock()
 	return len(b.takeover.successors)
 }
+
+// TreeMatches reports whether mochi's topic tree holds a filter of
+// clientID that matches topic.
+func (b *Broker) TreeMatches(clientID, topic string) bool {
+	_, ok := b.srv.Topics.Subscribers(topic).Subscriptions[clientID]
+	return ok
+}

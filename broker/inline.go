@@ -93,11 +93,34 @@ func (b *InlineBus) restored(cl *mqtt.Client, subs []packets.Subscription) {
 	b.subscriptionsChanged()
 }
 
-// expired forgets the filters of an expired session: mochi drops the
-// client without unsubscribing it, so no OnUnsubscribed tells of them.
+// restoring turns on, until done, every watch that one of subs would
+// turn on: the takeover repair puts them back in the tree before it tells
+// restored which stayed.
+func (b *InlineBus) restoring(subs []packets.Subscription) (done func()) {
+	pk := packets.Packet{Filters: subs}
+	for _, w := range b.watches() {
+		w.subscribing(pk)
+	}
+	return func() {
+		for _, w := range b.watches() {
+			w.subscribeEnded(pk)
+		}
+	}
+}
+
+// expired takes the filters of an expired session out of the tree and
+// forgets them: mochi (v2.7.9) deletes the client and leaves its filters in
+// the tree, where they would hold memory for good, match publishes for
+// nobody, and be delivered to a later client of the same ID on mochi's
+// path but not on the request route.
 func (b *InlineBus) expired(cl *mqtt.Client) {
 	if cur, ok := b.srv.Clients.Get(cl.ID); ok && cur != cl {
 		return // the ID is another client's now, and so are the filters
+	}
+	for filter := range cl.State.Subscriptions.GetAll() {
+		if b.srv.Topics.Unsubscribe(filter, cl.ID) {
+			atomic.AddInt64(&b.srv.Info.Subscriptions, -1)
+		}
 	}
 	for _, w := range b.watches() {
 		w.forget(cl, func(string) bool { return true })
@@ -176,6 +199,24 @@ func (w *filterWatch) subscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes
 		}
 	}
 	w.pending = max(w.pending, 0) // a hook that changed the filters between the two calls
+	w.changedLocked()
+}
+
+// subscribeEnded ends what subscribing began, recording nothing (the
+// takeover repair records what it put back through restored).
+func (w *filterWatch) subscribeEnded(pk packets.Packet) {
+	n := 0
+	for _, f := range pk.Filters {
+		if w.pick(f.Filter) {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending = max(w.pending-n, 0)
 	w.changedLocked()
 }
 

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
@@ -224,5 +226,33 @@ func TestRequestRouteNetworkFilters(t *testing.T) {
 	receivers(t, e)
 	c.Disconnect(0)
 	receivers(t, e, "agent1-a")
+	counts(t, e, 5, 1, in)
+}
+
+// TestRequestRouteSessionExpiry: a persistent session holding a filter
+// that names a context level keeps the route off after it disconnects;
+// once the session expires its filter leaves the tree (mochi leaves it
+// there) and the route comes back.
+func TestRequestRouteSessionExpiry(t *testing.T) {
+	e, pw := agentEnv(t, func(o *broker.Options) { o.SessionExpiry = time.Second })
+	in := agentOn(t, e, pw, "agent1-a", sharedRequests)
+	receivers(t, e, "agent1-a")
+
+	persistent := func(o *paho.ClientOptions) { o.SetCleanSession(false) }
+	c := e.mustConnect(t, "agent1-p", "agent1", pw, newInbox(), persistent)
+	mustSubscribe(t, c, "ff/v1/mcp/plat1/+/+/+/+/req")
+	receivers(t, e)
+	c.Disconnect(50)
+	if got := e.Broker.RequestReceivers(); len(got) != 0 {
+		t.Fatalf("route %v while the disconnected session still holds its filter", got)
+	}
+	if !e.Broker.TreeMatches("agent1-p", ctxReq) {
+		t.Fatal("the persistent session's filter left the tree at disconnect")
+	}
+
+	receivers(t, e, "agent1-a") // mochi expires the session within a second or two
+	if e.Broker.TreeMatches("agent1-p", ctxReq) {
+		t.Error("the expired session's filter is still in the tree")
+	}
 	counts(t, e, 5, 1, in)
 }

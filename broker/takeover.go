@@ -38,16 +38,29 @@ type takeoverHook struct {
 	mqtt.HookBase
 	srv *mqtt.Server
 	log *logrus.Entry
-	// restored tells the inline bus of filters put back in the tree.
-	restored func(cl *mqtt.Client, subs []packets.Subscription)
+	// bus hears of the filters the repair puts back in the tree; set
+	// before the broker starts.
+	bus filterRestorer
 
 	mu         sync.Mutex
 	serving    map[net.Conn]struct{}     // connections mochi serves now
 	successors map[net.Conn]*mqtt.Client // replaced connection, still served -> its successor
 }
 
-func newTakeoverHook(srv *mqtt.Server, log *logrus.Entry, restored func(*mqtt.Client, []packets.Subscription)) *takeoverHook {
-	return &takeoverHook{srv: srv, log: log, restored: restored,
+// filterRestorer is told of the filters a repair puts back in the tree
+// without mochi's hooks (the InlineBus, whose shortcuts depend on them).
+type filterRestorer interface {
+	// restoring is called before subs go back in the tree, and its done
+	// after the repair (and restored, if it ran): shortcuts that one of
+	// subs would break stay off in between.
+	restoring(subs []packets.Subscription) (done func())
+	// restored names the filters that went back and that cl still holds
+	// (nil: look again at what cl holds).
+	restored(cl *mqtt.Client, subs []packets.Subscription)
+}
+
+func newTakeoverHook(srv *mqtt.Server, log *logrus.Entry) *takeoverHook {
+	return &takeoverHook{srv: srv, log: log,
 		serving: make(map[net.Conn]struct{}), successors: make(map[net.Conn]*mqtt.Client)}
 }
 
@@ -139,6 +152,11 @@ func (h *takeoverHook) repairSuccessor(next *mqtt.Client, replaced net.Conn) {
 		return
 	}
 	subs := next.State.Subscriptions.GetAll()
+	all := make([]packets.Subscription, 0, len(subs))
+	for _, sub := range subs {
+		all = append(all, sub)
+	}
+	defer h.bus.restoring(all)()
 	var back []packets.Subscription
 	for _, sub := range subs {
 		if !h.srv.Topics.Subscribe(next.ID, sub) {
@@ -160,7 +178,7 @@ func (h *takeoverHook) repairSuccessor(next *mqtt.Client, replaced net.Conn) {
 	if len(back) == 0 {
 		return
 	}
-	h.restored(next, back)
+	h.bus.restored(next, back)
 	// An UNSUBSCRIBE of next may have run through the loop above; what it
 	// let go of leaves the tree again. (One still between its tree and its
 	// state could keep a filter: the window is a few instructions wide.)
@@ -172,6 +190,6 @@ func (h *takeoverHook) repairSuccessor(next *mqtt.Client, replaced net.Conn) {
 		}
 	}
 	if gone {
-		h.restored(next, nil) // looks again at what next holds
+		h.bus.restored(next, nil) // looks again at what next holds
 	}
 }

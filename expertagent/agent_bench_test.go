@@ -27,7 +27,7 @@ func (c *agentBenchLink) publish(_ context.Context, _ string, payload []byte, _ 
 func (c *agentBenchLink) connect(context.Context) error             { panic("unused") }
 func (c *agentBenchLink) subscribe(context.Context, string) error   { panic("unused") }
 func (c *agentBenchLink) unsubscribe(context.Context, string) error { panic("unused") }
-func (c *agentBenchLink) isOpen() bool                              { return false }
+func (c *agentBenchLink) isOpen() bool                              { return false } // no claims in the benchmark
 func (c *agentBenchLink) close()                                    {}
 
 // agentBenchMessage is a delivered MQTT message.

@@ -44,6 +44,10 @@ func (a *Agent) claimLoop(ctx context.Context) {
 	}
 }
 
+// maxClaimTries bounds the claims sent for one call: a broker that refuses
+// the publish (and drops the connection for it) refuses every retry too.
+const maxClaimTries = 3
+
 // claimMessage is the ClaimMethod notification.
 var claimMessage = []byte(`{"jsonrpc":"` + jsonrpc.Version + `","method":"` + ClaimMethod + `"}`)
 
@@ -53,9 +57,10 @@ var claimMessage = []byte(`{"jsonrpc":"` + jsonrpc.Version + `","method":"` + Cl
 func (c *agentCall) claim(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.done || c.claimed {
+	if c.done || c.claimed || c.claimTries >= maxClaimTries {
 		return nil
 	}
+	c.claimTries++
 	env := Envelope{CorrelationID: c.corrID, Agent: c.agent.opts.ClientID, Message: claimMessage}
 	b, err := env.Encode()
 	if err != nil {

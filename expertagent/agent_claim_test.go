@@ -63,7 +63,9 @@ func pollClaims(t *testing.T, what string, cond func() bool) {
 // once it is back. A claim that fails is tried again, and one that went
 // is not sent twice.
 func TestClaimLoopWaitsForTheLink(t *testing.T) {
-	a := NewAgent(AgentOptions{BrokerURL: "tcp://127.0.0.1:1", ClientID: "claimer", ClaimAfter: 20 * time.Millisecond})
+	// Ticks every 100ms: the test turns the failures off between a
+	// call's second try and its last.
+	a := NewAgent(AgentOptions{BrokerURL: "tcp://127.0.0.1:1", ClientID: "claimer", ClaimAfter: 200 * time.Millisecond})
 	link := &claimLink{attempts: map[string]int{}}
 	a.link = link
 	topics := []string{"t/1", "t/2", "t/3"}
@@ -82,7 +84,7 @@ func TestClaimLoopWaitsForTheLink(t *testing.T) {
 	go func() { defer close(done); a.claimLoop(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	time.Sleep(100 * time.Millisecond) // ten ticks with the link down
+	time.Sleep(350 * time.Millisecond) // three ticks with the link down
 	for _, topic := range topics {
 		if n := link.tried(topic); n != 0 {
 			t.Fatalf("claim on %s tried %d times while the link was down", topic, n)
@@ -91,7 +93,6 @@ func TestClaimLoopWaitsForTheLink(t *testing.T) {
 
 	link.set(true, true) // up, but the broker does not acknowledge
 	pollClaims(t, "a failed claim tried again", func() bool { return link.tried("t/1") >= 2 })
-
 	link.set(true, false)
 	pollClaims(t, "every claim sent", func() bool {
 		for _, c := range calls {
@@ -108,10 +109,33 @@ func TestClaimLoopWaitsForTheLink(t *testing.T) {
 	for _, topic := range topics {
 		before[topic] = link.tried(topic)
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(250 * time.Millisecond)
 	for _, topic := range topics {
 		if n := link.tried(topic); n != before[topic] {
 			t.Errorf("claim on %s sent again after it went (%d, then %d tries)", topic, before[topic], n)
 		}
+	}
+}
+
+// TestClaimTriesBounded: a claim the broker keeps refusing is tried
+// maxClaimTries times, not at every tick for the call's whole life.
+func TestClaimTriesBounded(t *testing.T) {
+	a := NewAgent(AgentOptions{BrokerURL: "tcp://127.0.0.1:1", ClientID: "claimer", ClaimAfter: 20 * time.Millisecond})
+	link := &claimLink{attempts: map[string]int{}, open: true, fail: true}
+	a.link = link
+	c := &agentCall{agent: a, topic: "t/1", corrID: "c1", started: time.Now().Add(-time.Hour)}
+	c.key = agentCallKey{c.topic, c.corrID}
+	a.flightMu.Lock()
+	a.inflight[c.key] = c
+	a.flightMu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.claimLoop(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	pollClaims(t, "the claim's tries", func() bool { return link.tried("t/1") == maxClaimTries })
+	time.Sleep(100 * time.Millisecond) // ten more ticks
+	if n := link.tried("t/1"); n != maxClaimTries {
+		t.Fatalf("a refused claim tried %d times, want %d", n, maxClaimTries)
 	}
 }

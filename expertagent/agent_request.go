@@ -174,6 +174,8 @@ type agentCall struct {
 	mu      sync.Mutex
 	done    bool // final response sent (or abandoned): no more notifications
 	claimed bool // the claim was sent
+	// claimTries counts the claims tried (at most maxClaimTries)
+	claimTries uint8
 }
 
 // cancel ends the call's context with cause and releases its deadline timer.
