@@ -35,6 +35,7 @@ import (
 // did when mochi wrote each ack itself.
 type ackConn struct {
 	net.Conn
+	endSignal // the takeover hook's: the connection starts to end
 
 	wmu     sync.Mutex // serialises writes to Conn; guards out and sending
 	out     []byte     // acks being written (a buffer swapped with held)
@@ -208,12 +209,22 @@ func (c *ackConn) Read(b []byte) (int, error) {
 		}
 		if err != nil {
 			c.setReading(false)
+			c.end()
 			return 0, err
 		}
 	}
 	n, err := c.Conn.Read(b)
 	c.setReading(false)
+	if err != nil {
+		c.end()
+	}
 	return n, err
+}
+
+// Close tells of the end, then closes.
+func (c *ackConn) Close() error {
+	c.end()
+	return c.Conn.Close()
 }
 
 func (c *ackConn) setReading(r bool) {

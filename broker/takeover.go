@@ -43,8 +43,40 @@ type takeoverHook struct {
 	bus filterRestorer
 
 	mu         sync.Mutex
-	serving    map[net.Conn]struct{}     // connections mochi serves now
+	serving    map[net.Conn]*servedConn  // connections mochi serves now
 	successors map[net.Conn]*mqtt.Client // replaced connection, still served -> its successor
+}
+
+// servedConn is what the hook knows of a connection mochi serves.
+type servedConn struct {
+	// presenceWill: its client's Will is the presence topic's, read on
+	// the connection's own goroutine at login.
+	presenceWill bool
+	// ending: its goroutine may now touch the client's Will (a read
+	// failed, or the connection is being closed): another goroutine must
+	// not any more.
+	ending bool
+}
+
+// endNotifier is a connection that calls a function once when it starts to
+// end: at its first failed Read, or at Close, before mochi's connection
+// goroutine can reach its client's Will (ackConn, wsConn).
+type endNotifier interface {
+	onEnding(f func())
+}
+
+// endSignal calls f once, when its connection starts to end.
+type endSignal struct {
+	f    func()
+	once sync.Once
+}
+
+func (e *endSignal) onEnding(f func()) { e.f = f }
+
+func (e *endSignal) end() {
+	if e.f != nil {
+		e.once.Do(e.f)
+	}
 }
 
 // filterRestorer is told of the filters a repair puts back in the tree
@@ -61,7 +93,7 @@ type filterRestorer interface {
 
 func newTakeoverHook(srv *mqtt.Server, log *logrus.Entry) *takeoverHook {
 	return &takeoverHook{srv: srv, log: log,
-		serving: make(map[net.Conn]struct{}), successors: make(map[net.Conn]*mqtt.Client)}
+		serving: make(map[net.Conn]*servedConn), successors: make(map[net.Conn]*mqtt.Client)}
 }
 
 func (h *takeoverHook) ID() string { return "toolbus-takeover" }
@@ -69,17 +101,28 @@ func (h *takeoverHook) ID() string { return "toolbus-takeover" }
 func (h *takeoverHook) Provides(b byte) bool { return b == mqtt.OnSessionEstablish }
 
 // OnSessionEstablish runs after the new client's login, before mochi's
-// inheritClientSession disconnects the old one.
+// inheritClientSession disconnects the old one, on the new client's
+// connection goroutine.
+//
+// The old client's Will belongs to the old connection's goroutine, which
+// rewrites it when the connection ends cleanly and reads it to publish it
+// otherwise. So the hook reads the old Will's topic never (it noted at the
+// old client's own login whether the Will is a presence Will), and clears
+// its flag only while the old connection is not ending: the connection
+// says so under h.mu before its goroutine can reach the Will.
 func (h *takeoverHook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
+	presence := atomic.LoadUint32(&cl.Properties.Will.Flag) == 1 && cl.Properties.Will.TopicName == presenceTopic(cl.ID)
 	old, ok := h.srv.Clients.Get(cl.ID)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st := h.serving[cl.Net.Conn]; st != nil {
+		st.presenceWill = presence
+	}
 	if !ok || old == cl {
 		return
 	}
-	h.succeed(old, cl)
-	if atomic.LoadUint32(&old.Properties.Will.Flag) == 0 {
-		return
-	}
-	if old.Properties.Will.TopicName == presenceTopic(cl.ID) {
+	h.succeedLocked(old, cl)
+	if st := h.serving[old.Net.Conn]; st != nil && st.presenceWill && !st.ending {
 		// sendLWT checks the flag atomically before it reads anything else.
 		atomic.StoreUint32(&old.Properties.Will.Flag, 0)
 	}
@@ -92,6 +135,10 @@ func (h *takeoverHook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
 func (h *takeoverHook) succeed(old, next *mqtt.Client) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.succeedLocked(old, next)
+}
+
+func (h *takeoverHook) succeedLocked(old, next *mqtt.Client) {
 	if _, ok := h.serving[old.Net.Conn]; ok {
 		h.successors[old.Net.Conn] = next
 	}
@@ -99,8 +146,18 @@ func (h *takeoverHook) succeed(old, next *mqtt.Client) {
 
 // connBegan runs before mochi serves conn.
 func (h *takeoverHook) connBegan(conn net.Conn) {
+	st := &servedConn{}
+	if e, ok := conn.(endNotifier); ok {
+		e.onEnding(func() {
+			h.mu.Lock()
+			st.ending = true
+			h.mu.Unlock()
+		})
+	} else {
+		st.ending = true // unknown: never touch its Will from elsewhere
+	}
 	h.mu.Lock()
-	h.serving[conn] = struct{}{}
+	h.serving[conn] = st
 	h.mu.Unlock()
 }
 

@@ -120,12 +120,21 @@ func (l *wsListener) Close(_ listeners.CloseFn) {
 // wsConn is one MQTT byte stream over WebSocket binary messages: an MQTT
 // packet may span messages and a message may hold several packets.
 type wsConn struct {
-	net.Conn // the hijacked connection: deadlines, addresses, Close
-	ws       *websocket.Conn
-	r        io.Reader
+	net.Conn  // the hijacked connection: deadlines, addresses
+	endSignal // the takeover hook's: the connection starts to end
+	ws        *websocket.Conn
+	r         io.Reader
 }
 
 func (c *wsConn) Read(p []byte) (int, error) {
+	n, err := c.read(p)
+	if err != nil {
+		c.end()
+	}
+	return n, err
+}
+
+func (c *wsConn) read(p []byte) (int, error) {
 	for {
 		if c.r == nil {
 			typ, r, err := c.ws.NextReader()
@@ -147,6 +156,12 @@ func (c *wsConn) Read(p []byte) (int, error) {
 		}
 		return n, err
 	}
+}
+
+// Close tells of the end, then closes.
+func (c *wsConn) Close() error {
+	c.end()
+	return c.Conn.Close()
 }
 
 // Write sends p as one binary message. mochi serialises writes per client,
