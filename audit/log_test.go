@@ -246,6 +246,23 @@ func TestQueueArrayReused(t *testing.T) {
 		want := uint64((w + 1) * per)
 		testenv.Poll(t, 10*time.Second, "wave written", func() bool { return l.Stats().Written == want })
 	}
+	seen, stored := storedRequestIDs(t, s)
+	for w := range waves {
+		for i := range per {
+			if id := fmt.Sprintf("w%d-%d", w, i); seen[id] != 1 {
+				t.Errorf("record %s stored %d times", id, seen[id])
+			}
+		}
+	}
+	if stored != waves*per {
+		t.Errorf("%d records stored, want %d", stored, waves*per)
+	}
+}
+
+// storedRequestIDs counts the stored records (at most MaxAuditLimit) by
+// request ID, and in all.
+func storedRequestIDs(t *testing.T, s *acl.Store) (map[string]int, int) {
+	t.Helper()
 	evs, _, err := s.QueryAudit(testenv.Context(t, 10*time.Second), acl.AuditQuery{Limit: acl.MaxAuditLimit})
 	if err != nil {
 		t.Fatal(err)
@@ -254,16 +271,7 @@ func TestQueueArrayReused(t *testing.T) {
 	for _, e := range evs {
 		seen[e.RequestID]++
 	}
-	for w := range waves {
-		for i := range per {
-			if id := fmt.Sprintf("w%d-%d", w, i); seen[id] != 1 {
-				t.Errorf("record %s stored %d times", id, seen[id])
-			}
-		}
-	}
-	if len(evs) != waves*per {
-		t.Errorf("%d records stored, want %d", len(evs), waves*per)
-	}
+	return seen, len(evs)
 }
 
 // failOnceStore fails its first InsertAudit, as a store briefly locked by
@@ -295,15 +303,7 @@ func TestQueueAfterFailedWrite(t *testing.T) {
 	if st := l.Stats(); st.WriteErrors != 1 || st.Dropped != 0 {
 		t.Fatalf("stats %+v, want one failed write and nothing dropped", st)
 	}
-	evs, _, err := s.QueryAudit(testenv.Context(t, 10*time.Second), acl.AuditQuery{Limit: acl.MaxAuditLimit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}
-	for _, e := range evs {
-		seen[e.RequestID]++
-	}
-	if len(evs) != 45 || len(seen) != 45 {
-		t.Errorf("%d records stored, %d distinct; want 45 of each", len(evs), len(seen))
+	if seen, stored := storedRequestIDs(t, s); stored != 45 || len(seen) != 45 {
+		t.Errorf("%d records stored, %d distinct; want 45 of each", stored, len(seen))
 	}
 }

@@ -170,12 +170,7 @@ func newFilterWatch(pick func(string) bool, still func(*mqtt.Client, string) boo
 // them to the tree (and before the SUBACK), so that nothing published
 // after the client learns of its subscription takes the shortcut.
 func (w *filterWatch) subscribing(pk packets.Packet) {
-	n := 0
-	for _, f := range pk.Filters {
-		if w.pick(f.Filter) {
-			n++
-		}
-	}
+	n := w.picked(pk)
 	if n == 0 {
 		return
 	}
@@ -183,6 +178,17 @@ func (w *filterWatch) subscribing(pk packets.Packet) {
 	defer w.mu.Unlock()
 	w.pending += n
 	w.on.Store(true)
+}
+
+// picked counts the filters of pk that w picks.
+func (w *filterWatch) picked(pk packets.Packet) int {
+	n := 0
+	for _, f := range pk.Filters {
+		if w.pick(f.Filter) {
+			n++
+		}
+	}
+	return n
 }
 
 // subscribed records the granted ones once mochi has answered them.
@@ -205,12 +211,7 @@ func (w *filterWatch) subscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes
 // subscribeEnded ends what subscribing began, recording nothing (the
 // takeover repair records what it put back through restored).
 func (w *filterWatch) subscribeEnded(pk packets.Packet) {
-	n := 0
-	for _, f := range pk.Filters {
-		if w.pick(f.Filter) {
-			n++
-		}
-	}
+	n := w.picked(pk)
 	if n == 0 {
 		return
 	}

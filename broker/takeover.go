@@ -65,17 +65,18 @@ type endNotifier interface {
 	onEnding(f func())
 }
 
-// endSignal calls f once, when its connection starts to end.
+// endSignal calls f once, when its connection starts to end. f is set
+// while the listener may already close the connection (Close at shutdown).
 type endSignal struct {
-	f    func()
+	f    atomic.Pointer[func()]
 	once sync.Once
 }
 
-func (e *endSignal) onEnding(f func()) { e.f = f }
+func (e *endSignal) onEnding(f func()) { e.f.Store(&f) }
 
 func (e *endSignal) end() {
-	if e.f != nil {
-		e.once.Do(e.f)
+	if f := e.f.Load(); f != nil {
+		e.once.Do(*f)
 	}
 }
 
