@@ -221,7 +221,10 @@ func (c *ackConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// Close tells of the end, then closes.
+// Close tells the takeover hook of the end before anything else: mochi's
+// Stop closes the connection before it cancels the context that its read
+// loop checks, so the hook hears of it before the loop can end and rewrite
+// the client's Will.
 func (c *ackConn) Close() error {
 	c.end()
 	return c.Conn.Close()

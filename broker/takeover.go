@@ -59,11 +59,23 @@ type servedConn struct {
 }
 
 // endNotifier is a connection that calls a function once when it starts to
-// end: at its first failed Read, or at Close, before mochi's connection
-// goroutine can reach its client's Will (ackConn, wsConn).
+// end: at its first failed Read, or at Close (ackConn, wsConn). mochi's
+// connection goroutine reaches its client's Will after one of those, with
+// one exception: a packet that fails to decode, or a handler error, ends
+// mochi's read loop with no failed Read, and the Will is then read while a
+// takeover may clear its flag. That window (a protocol error from the old
+// connection during its takeover) is left: mochi v2.7.9 offers no way to
+// void a Will from the goroutine that owns it (OnWill can change a Will,
+// not cancel it, and a wildcard filter matches every topic a void Will
+// could be sent to).
 type endNotifier interface {
 	onEnding(f func())
 }
+
+var (
+	_ endNotifier = (*ackConn)(nil)
+	_ endNotifier = (*wsConn)(nil)
+)
 
 // endSignal calls f once, when its connection starts to end. f is set
 // while the listener may already close the connection (Close at shutdown).
