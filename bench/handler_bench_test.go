@@ -20,7 +20,7 @@ import (
 // which dominate and blur cmd/toolbus-bench's numbers, are left out. Their
 // ns/op are comparable with each other in one run; allocs/op are exact.
 // The sub-benchmarks:
-//   - bare, mcp-go: the baselines' echo tool;
+//   - bare, mcp-go, go-sdk (stateful): the baselines' echo tool;
 //   - gateway-platform: platform_echo, a tool inside the gateway;
 //   - gateway-agent: echo on the expert agent, through the embedded broker
 //     (the MQTT round trip included, so ns/op is latency, not CPU).
@@ -42,6 +42,10 @@ func BenchmarkHandler(b *testing.B) {
 		{"mcp-go", EchoTool, func(b *testing.B) (http.Handler, string, string) {
 			s := startBaseline(b, BaselineMCPGo)
 			return s.(*MCPGoServer).handler, s.URL(), ""
+		}},
+		{"go-sdk", EchoTool, func(b *testing.B) (http.Handler, string, string) {
+			s := startBaseline(b, BaselineGoSDK)
+			return s.(*GoSDKServer).handler, s.URL(), ""
 		}},
 		{"gateway-platform", platformtools.ToolEcho, func(*testing.B) (http.Handler, string, string) {
 			return g.srv.Handler(), g.url, g.token
