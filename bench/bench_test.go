@@ -346,6 +346,7 @@ func TestSuiteRoundsSummary(t *testing.T) {
 		Load:      LoadOptions{Sessions: 2, Calls: 50},
 		Rounds:    3,
 		Baseline:  BaselineBare,
+		Compare:   []Pair{{Scenario: BaselineBare, Against: BaselineMCPGo}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -395,13 +396,54 @@ func TestSuiteRoundsSummary(t *testing.T) {
 	if rep.Summary[0].RoundRatios != nil {
 		t.Errorf("the baseline has round ratios %+v", rep.Summary[0].RoundRatios)
 	}
+	// The comparison bare vs mcp-go is the inverse of mcp-go's ratios
+	// against bare, round by round.
+	if len(rep.Comparisons) != 1 || rep.Comparisons[0].Throughput == nil {
+		t.Fatalf("comparisons %+v", rep.Comparisons)
+	}
+	inv := make([]float64, len(ratios))
+	for i, r := range ratios {
+		inv[i] = 1 / r
+	}
+	slices.Sort(inv)
+	if c := rep.Comparisons[0].Throughput; c.N != 3 || !near(c.Median, inv[1]) || !near(c.Min, inv[0]) || !near(c.Max, inv[2]) {
+		t.Errorf("comparison %+v, want median %.3f of %v", c, inv[1], inv)
+	}
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"median-throughput round of 3", "x per round", fmt.Sprintf("%.2f [%.2f-%.2f]", got.Median, got.Min, got.Max)} {
+	for _, want := range []string{"median-throughput round of 3", "x per round", fmt.Sprintf("%.2f [%.2f-%.2f]", got.Median, got.Min, got.Max),
+		fmt.Sprintf("bare vs mcp-go: calls/s x%.2f per round, median of 3 [%.2f-%.2f]", inv[1], inv[0], inv[2])} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+
+	_, err = RunSuite(testContext(t), SuiteOptions{
+		Scenarios: []Scenario{{Baseline: BaselineBare}},
+		Compare:   []Pair{{Scenario: BaselineBare, Against: "nope"}},
+	})
+	if !errors.Is(err, ErrUnknownScenario) {
+		t.Errorf("compare with an unknown scenario: %v", err)
+	}
+}
+
+func TestParsePair(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Pair
+		ok   bool
+	}{
+		{"target:echo vs go-sdk", Pair{"target:echo", "go-sdk"}, true},
+		{" tools/list 10 cached  vs tools/list 10 uncached ", Pair{"tools/list 10 cached", "tools/list 10 uncached"}, true},
+		{"a/b", Pair{}, false},
+		{"a vs ", Pair{}, false},
+		{"a vs a", Pair{}, false},
+	} {
+		got, err := ParsePair(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParsePair(%q) = %+v, %v", tc.in, got, err)
 		}
 	}
 }

@@ -111,6 +111,10 @@ type SuiteOptions struct {
 	// Title and Notes are copied into the Report.
 	Title string
 	Notes []string
+	// Compare names pairs of scenarios whose ratio the report gives round
+	// by round, beside the ratios against Baseline (Report.Comparisons):
+	// a target stated against another scenario than the baseline.
+	Compare []Pair
 	// Rounds runs the whole scenario list this many times, interleaved, so
 	// that load from other processes spreads over every scenario instead
 	// of landing on one; the summary takes each scenario's median round.
@@ -137,9 +141,72 @@ type Report struct {
 	// Summary holds, per scenario in run order, its median-throughput
 	// round, with ratios against the baseline's summary entry.
 	Summary []*Result `json:"summary"`
+	// Comparisons holds the ratios SuiteOptions.Compare asked for.
+	Comparisons []Comparison `json:"comparisons,omitempty"`
 	// Results holds every round of every scenario, with ratios against the
 	// baseline of the same round.
 	Results []*Result `json:"results"`
+}
+
+// ErrUnknownScenario is returned by RunSuite for a Compare pair naming a
+// scenario the suite does not run.
+var ErrUnknownScenario = errors.New("bench: unknown scenario")
+
+// Pair names two scenarios: Scenario is compared with Against.
+type Pair struct {
+	Scenario string `json:"scenario"`
+	Against  string `json:"against"`
+}
+
+// ParsePair reads "A vs B" (scenario names hold ":" and "/", not " vs ").
+func ParsePair(s string) (Pair, error) {
+	a, b, ok := strings.Cut(s, " vs ")
+	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
+	if !ok || a == "" || b == "" || a == b {
+		return Pair{}, fmt.Errorf("bench: %q is not \"<scenario> vs <other scenario>\"", s)
+	}
+	return Pair{Scenario: a, Against: b}, nil
+}
+
+// Comparison is one Pair's ratios, from the rounds that measured both
+// without a setup error: the spread of each round's throughput ratio and
+// p99 ratio (> 1: Scenario is faster, and has the slower tail).
+type Comparison struct {
+	Pair
+	Throughput *Spread `json:"throughput,omitempty"`
+	P99        *Spread `json:"p99,omitempty"`
+}
+
+// compare computes a Comparison per pair from rep.Results.
+func (rep *Report) compare(pairs []Pair) {
+	rep.Comparisons = rep.Comparisons[:0]
+	for _, p := range pairs {
+		byRound := map[int][2]*Result{}
+		for _, r := range rep.Results {
+			if r.SetupError != "" || r.Throughput <= 0 {
+				continue
+			}
+			e := byRound[r.Round]
+			switch r.Scenario {
+			case p.Scenario:
+				e[0] = r
+			case p.Against:
+				e[1] = r
+			}
+			byRound[r.Round] = e
+		}
+		var tp, p99 []float64
+		for _, e := range byRound {
+			if e[0] == nil || e[1] == nil {
+				continue
+			}
+			tp = append(tp, e[0].Throughput/e[1].Throughput)
+			if e[1].Latency.P99 > 0 {
+				p99 = append(p99, e[0].Latency.P99/e[1].Latency.P99)
+			}
+		}
+		rep.Comparisons = append(rep.Comparisons, Comparison{Pair: p, Throughput: spreadOf(tp), P99: spreadOf(p99)})
+	}
 }
 
 // Machine describes where a report was measured.
@@ -154,8 +221,20 @@ type Machine struct {
 
 // RunSuite measures every scenario one after another. A scenario that fails
 // to start is reported with SetupError and the suite goes on; the error
-// returned is only ctx's.
+// returned is ctx's, or ErrUnknownScenario for a Compare pair that names no
+// scenario of the suite (then nothing runs).
 func RunSuite(ctx context.Context, opts SuiteOptions) (*Report, error) {
+	names := map[string]bool{}
+	for _, sc := range opts.Scenarios {
+		names[sc.name()] = true
+	}
+	for _, p := range opts.Compare {
+		for _, n := range []string{p.Scenario, p.Against} {
+			if !names[n] {
+				return nil, fmt.Errorf("%w: %q (compare %q vs %q)", ErrUnknownScenario, n, p.Scenario, p.Against)
+			}
+		}
+	}
 	log := componentLogger(opts.Logger, "bench-suite")
 	if opts.Baseline == "" {
 		opts.Baseline = BaselineMCPGo
@@ -173,7 +252,10 @@ func RunSuite(ctx context.Context, opts SuiteOptions) (*Report, error) {
 	}
 	rounds := max(opts.Rounds, 1)
 	rep.Rounds = rounds
-	defer rep.summarize()
+	defer func() {
+		rep.summarize()
+		rep.compare(opts.Compare)
+	}()
 	n := 0
 	for round := 1; round <= rounds; round++ {
 		for _, sc := range opts.Scenarios {

@@ -64,6 +64,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			return err
 		}
 	}
+	for _, c := range rep.Comparisons {
+		if err := writeComparison(w, c); err != nil {
+			return err
+		}
+	}
 	for _, r := range rep.Summary {
 		if c := r.ColdCycle; c != nil {
 			if _, err := fmt.Fprintf(w, "%s: whole cold cycle (initialize, initialized, call, DELETE) p50 %.2f ms, p99 %.2f ms\n", r.Scenario, c.P50, c.P99); err != nil {
@@ -90,6 +95,20 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+func writeComparison(w io.Writer, c Comparison) error {
+	if c.Throughput == nil {
+		_, err := fmt.Fprintf(w, "%s vs %s: no round measured both\n", c.Scenario, c.Against)
+		return err
+	}
+	t := c.Throughput
+	line := fmt.Sprintf("%s vs %s: calls/s x%.2f per round, median of %d [%.2f-%.2f]", c.Scenario, c.Against, t.Median, t.N, t.Min, t.Max)
+	if p := c.P99; p != nil {
+		line += fmt.Sprintf("; p99 x%.2f [%.2f-%.2f]", p.Median, p.Min, p.Max)
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
 }
 
 func mib(b int64) string {

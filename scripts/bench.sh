@@ -190,6 +190,7 @@ if has_phase main || has_phase latency || has_phase cold || has_phase payload; t
       --scenario baselines,target --target "$URL" --target-pid "$gw,$agent" --tool platform_echo,echo \
       --mqtt-floor "tcp://$MQTT" --mqtt-username bench-floor --mqtt-floor-pid "$gw,$agent" \
       --sessions "$SESSIONS" --duration "$DURATION" --rounds "$ROUNDS" \
+      --compare "target:platform_echo vs bare" --compare "target:echo vs go-sdk" --compare "target:echo vs mqtt-floor" \
       --note "target:platform_echo is a platform tool (in-process injection); target:echo is the reference expert agent's echo over the embedded broker." \
       --note "mqtt-floor: a lean MQTT client in toolbus-bench (platform identity) publishes tools/call envelopes at QoS 1 on $SESSIONS context request topics; the real reference agent (the same process as for target:echo) answers; no HTTP. Its server CPU is the gateway process (embedded broker) plus the agent." \
       "$@"

@@ -78,6 +78,7 @@ type config struct {
 	label        string
 	title        string
 	notes        multiFlag
+	compare      multiFlag
 	extraTargets multiFlag
 	cold         bool
 	contexts     int
@@ -140,6 +141,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.IntVar(&c.contexts, "contexts", 0, "spread each target scenario's calls over this many contexts (entity paths /"+bench.ContextEntityType+"/<id>); with --calls equal to it every call opens a context, and the RSS of --target-pid is reported per context")
 	fs.StringVar(&c.title, "title", "", "title of the report (printed above the table)")
 	fs.Var(&c.notes, "note", "a sentence printed under the table and kept in the report (repeatable)")
+	fs.Var(&c.compare, "compare", `"<scenario> vs <other scenario>": also give that ratio round by round, under the table and in the report (repeatable), e.g. "target:echo vs go-sdk"`)
 	fs.BoolVar(&c.chart, "chart", true, "write an SVG chart beside the JSON report")
 	fs.StringVar(&c.merge, "merge", "", "read every bench-*.json report under this directory and print, with --out, write them as one JSON and SVG chart (no measuring)")
 	fs.StringVar(&c.command, "command", "", "with --merge: the command line that produced the reports, kept in the merged JSON")
@@ -356,7 +358,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintln(stderr, "toolbus-bench:", err)
 		return 1
 	}
+	var pairs []bench.Pair
+	for _, v := range c.compare {
+		p, err := bench.ParsePair(v)
+		if err != nil {
+			fmt.Fprintln(stderr, "toolbus-bench: --compare:", err)
+			return 2
+		}
+		pairs = append(pairs, p)
+	}
 	opts := bench.SuiteOptions{
+		Compare:   pairs,
 		Scenarios: scenarios,
 		Load:      c.load,
 		Baseline:  c.baseline,

@@ -23,11 +23,12 @@ func TestRunInProcessTiny(t *testing.T) {
 	code := run(ctx, []string{
 		"--inprocess", "--scenario", "bare,mcp-go@2026-07-28", "--sessions", "2", "--calls", "100",
 		"--warmup", "0", "--pause", "0", "--baseline", "bare", "--out", dir, "--log-level", "warn",
+		"--compare", "mcp-go vs bare",
 	}, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
-	for _, want := range []string{"bare", "mcp-go", "2026-07-28", "in-process", "report: "} {
+	for _, want := range []string{"bare", "mcp-go", "2026-07-28", "in-process", "report: ", "mcp-go vs bare: calls/s x"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
@@ -46,6 +47,19 @@ func TestRunInProcessTiny(t *testing.T) {
 	}
 	if len(rep.Results) != 2 || rep.Results[0].OK != 100 || rep.Results[1].OK != 100 || rep.Baseline != "bare" {
 		t.Errorf("report: %s", data)
+	}
+	if len(rep.Comparisons) != 1 || rep.Comparisons[0].Scenario != "mcp-go" || rep.Comparisons[0].Throughput == nil {
+		t.Errorf("comparisons: %+v", rep.Comparisons)
+	}
+
+	for _, bad := range []string{"mcp-go/bare", "mcp-go vs nope"} {
+		stdout.Reset()
+		stderr.Reset()
+		code := run(ctx, []string{"--inprocess", "--scenario", "bare,mcp-go", "--calls", "10", "--out", "", "--compare", bad},
+			func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), "compare") {
+			t.Errorf("--compare %q: exit %d, stderr %q", bad, code, stderr.String())
+		}
 	}
 }
 
