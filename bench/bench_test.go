@@ -420,12 +420,14 @@ func TestSuiteRoundsSummary(t *testing.T) {
 		}
 	}
 
-	_, err = RunSuite(testContext(t), SuiteOptions{
-		Scenarios: []Scenario{{Baseline: BaselineBare}},
-		Compare:   []Pair{{Scenario: BaselineBare, Against: "nope"}},
-	})
-	if !errors.Is(err, ErrUnknownScenario) {
-		t.Errorf("compare with an unknown scenario: %v", err)
+	for _, sc := range [][]Scenario{
+		{{Baseline: BaselineBare}},
+		{{Baseline: BaselineBare}, {Baseline: BaselineMCPGo}, {Baseline: BaselineMCPGo, ProtocolVersion: ProtocolModern}}, // two named mcp-go
+	} {
+		_, err = RunSuite(testContext(t), SuiteOptions{Scenarios: sc, Compare: []Pair{{Scenario: BaselineBare, Against: BaselineMCPGo}}})
+		if !errors.Is(err, ErrUnknownScenario) {
+			t.Errorf("compare with %d scenarios: %v, want ErrUnknownScenario", len(sc), err)
+		}
 	}
 }
 
@@ -444,6 +446,46 @@ func TestParsePair(t *testing.T) {
 		got, err := ParsePair(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("ParsePair(%q) = %+v, %v", tc.in, got, err)
+		}
+	}
+}
+
+// TestReportCompare: a comparison pairs the two scenarios round by round,
+// skips rounds where either failed to start or made no call, compares p99
+// only between paced runs, and says so when no round measured both.
+func TestReportCompare(t *testing.T) {
+	res := func(sc string, round int, tp, p99, rate float64, setupErr string) *Result {
+		return &Result{Scenario: sc, Round: round, Throughput: tp, Rate: rate, SetupError: setupErr, Latency: LatencySummary{P99: p99}}
+	}
+	rep := &Report{Results: []*Result{
+		res("a", 1, 200, 2, 0, ""), res("b", 1, 100, 4, 0, ""),
+		res("a", 2, 300, 2, 0, ""), res("b", 2, 100, 4, 0, ""),
+		res("a", 3, 500, 2, 0, ""), res("b", 3, 0, 0, 0, "no server"), // skipped
+		res("a", 4, 0, 0, 0, ""), res("b", 4, 100, 4, 0, ""), // no call: skipped
+		res("p", 1, 100, 1, 50, ""), res("q", 1, 100, 4, 50, ""),
+	}}
+	rep.compare([]Pair{{"a", "b"}, {"p", "q"}, {"a", "p"}, {"a", "zzz"}})
+	if len(rep.Comparisons) != 4 {
+		t.Fatalf("comparisons %+v", rep.Comparisons)
+	}
+	if c := rep.Comparisons[0]; c.Throughput == nil || c.Throughput.N != 2 || c.Throughput.Min != 2 || c.Throughput.Max != 3 || c.P99 != nil {
+		t.Errorf("a vs b: %+v %+v (saturated: no p99)", c.Throughput, c.P99)
+	}
+	if c := rep.Comparisons[1]; c.P99 == nil || c.P99.Median != 0.25 {
+		t.Errorf("p vs q (paced): p99 %+v, want 0.25", c.P99)
+	}
+	if c := rep.Comparisons[2]; c.Throughput == nil || c.Throughput.N != 1 || c.P99 != nil {
+		t.Errorf("a vs p (one paced): %+v %+v", c.Throughput, c.P99)
+	}
+	var table bytes.Buffer
+	for _, c := range rep.Comparisons {
+		if err := writeComparison(&table, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"a vs b: calls/s x2.00 per round, median of 2 [2.00-3.00]\n", "p vs q: calls/s x1.00 per round, median of 1 [1.00-1.00]; p99 x0.25", "a vs zzz: no round measured both"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("lines lack %q:\n%s", want, table.String())
 		}
 	}
 }

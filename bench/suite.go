@@ -149,7 +149,7 @@ type Report struct {
 }
 
 // ErrUnknownScenario is returned by RunSuite for a Compare pair naming a
-// scenario the suite does not run.
+// scenario the suite does not run, or one that several share.
 var ErrUnknownScenario = errors.New("bench: unknown scenario")
 
 // Pair names two scenarios: Scenario is compared with Against.
@@ -169,8 +169,10 @@ func ParsePair(s string) (Pair, error) {
 }
 
 // Comparison is one Pair's ratios, from the rounds that measured both
-// without a setup error: the spread of each round's throughput ratio and
-// p99 ratio (> 1: Scenario is faster, and has the slower tail).
+// without a setup error: the spread of each round's throughput ratio (> 1:
+// Scenario is faster), and of its p99 ratio (> 1: Scenario has the slower
+// tail) when both ran paced (LoadOptions.Rate): saturated latencies do not
+// compare.
 type Comparison struct {
 	Pair
 	Throughput *Spread `json:"throughput,omitempty"`
@@ -201,7 +203,7 @@ func (rep *Report) compare(pairs []Pair) {
 				continue
 			}
 			tp = append(tp, e[0].Throughput/e[1].Throughput)
-			if e[1].Latency.P99 > 0 {
+			if e[0].Rate > 0 && e[1].Rate > 0 && e[0].Latency.P99 > 0 && e[1].Latency.P99 > 0 {
 				p99 = append(p99, e[0].Latency.P99/e[1].Latency.P99)
 			}
 		}
@@ -222,16 +224,16 @@ type Machine struct {
 // RunSuite measures every scenario one after another. A scenario that fails
 // to start is reported with SetupError and the suite goes on; the error
 // returned is ctx's, or ErrUnknownScenario for a Compare pair that names no
-// scenario of the suite (then nothing runs).
+// scenario of the suite, or more than one (then nothing runs).
 func RunSuite(ctx context.Context, opts SuiteOptions) (*Report, error) {
-	names := map[string]bool{}
+	names := map[string]int{}
 	for _, sc := range opts.Scenarios {
-		names[sc.name()] = true
+		names[sc.name()]++
 	}
 	for _, p := range opts.Compare {
 		for _, n := range []string{p.Scenario, p.Against} {
-			if !names[n] {
-				return nil, fmt.Errorf("%w: %q (compare %q vs %q)", ErrUnknownScenario, n, p.Scenario, p.Against)
+			if names[n] != 1 {
+				return nil, fmt.Errorf("%w: %q names %d scenarios (compare %q vs %q)", ErrUnknownScenario, n, names[n], p.Scenario, p.Against)
 			}
 		}
 	}

@@ -61,10 +61,11 @@ type servedConn struct {
 // endNotifier is a connection that calls a function once when it starts to
 // end: at its first failed Read, or at Close (ackConn, wsConn). mochi's
 // connection goroutine reaches its client's Will after one of those, with
-// one exception: a packet that fails to decode, or a handler error, ends
-// mochi's read loop with no failed Read, and the Will is then read while a
-// takeover may clear its flag. That window (a protocol error from the old
-// connection during its takeover) is left: mochi v2.7.9 offers no way to
+// one exception: a packet that fails to decode, a handler error, or a
+// failed write of an answer mochi sends from the read loop ends the loop
+// with no failed Read, and the Will is then read while a takeover may
+// clear its flag. That window (such an end of the old connection during
+// its takeover) is left: mochi v2.7.9 offers no way to
 // void a Will from the goroutine that owns it (OnWill can change a Will,
 // not cancel it, and a wildcard filter matches every topic a void Will
 // could be sent to).

@@ -38,7 +38,8 @@
 #   BENCH_AGENT_PPROF=1 scripts/bench.sh  # and of the expert agent (results/agent.cpu.pprof)
 #   (both start BENCH_PPROF_DELAY seconds into the main phase, default 2, and last BENCH_PPROF_SECONDS, default 5)
 #   BENCH_AGENT_GOMAXPROCS=1 scripts/bench.sh  # runs the expert agents with GOMAXPROCS=1
-# Extra arguments go to every toolbus-bench run of the main phase (e.g. --protocol-version 2026-07-28).
+# Extra arguments go to every toolbus-bench run of the main phase (e.g. --protocol-version 2026-07-28);
+# ones that rename or drop its scenarios (--label, --tool, --scenario) break its --compare pairs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

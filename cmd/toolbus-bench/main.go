@@ -363,7 +363,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		p, err := bench.ParsePair(v)
 		if err != nil {
 			fmt.Fprintln(stderr, "toolbus-bench: --compare:", err)
-			return 2
+			return 1
 		}
 		pairs = append(pairs, p)
 	}
