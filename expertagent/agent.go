@@ -30,6 +30,10 @@ const (
 // SUBACK, UNSUBACK) that no caller's context bounds.
 const agentOpTimeout = 10 * time.Second
 
+// agentShutdownOpTimeout bounds the offline presence and the unsubscribe
+// together at shutdown.
+const agentShutdownOpTimeout = 2 * time.Second
+
 // agentResubscribeDelay is how long the Agent waits before it tries again
 // to subscribe after a reconnect whose subscription failed.
 const agentResubscribeDelay = 2 * time.Second
@@ -387,12 +391,17 @@ func (a *Agent) announce(ctx context.Context) error {
 func (a *Agent) shutdown(ctx context.Context, workers, rejecter *sync.WaitGroup, stopServe context.CancelCauseFunc) {
 	base := context.WithoutCancel(ctx)
 	if a.link.isOpen() {
-		if err := a.publishPresence(base, StatusOffline); err != nil {
+		// Best effort: a broker that went away meanwhile (stopped with the
+		// agent, as `make run` does) would hold each for agentOpTimeout.
+		// A publish written before the bound still reaches a live broker.
+		opCtx, cancel := context.WithTimeout(base, agentShutdownOpTimeout)
+		if err := a.publishPresence(opCtx, StatusOffline); err != nil {
 			a.log.WithError(err).Warn("publish offline presence")
 		}
-		if err := a.unsubscribe(base); err != nil {
+		if err := a.unsubscribe(opCtx); err != nil {
 			a.log.WithError(err).Warn("unsubscribe")
 		}
+		cancel()
 	}
 	a.inMu.Lock()
 	a.closing = true
