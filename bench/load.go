@@ -549,7 +549,7 @@ func (w *worker) callOn(ctx context.Context, path string) {
 		req.URL = &u
 	}
 
-	start := w.begin()
+	start := callStart(w.due)
 	resp, err := w.c.client.Do(req)
 	if err != nil {
 		w.errs.add(err)
@@ -570,12 +570,12 @@ func (w *worker) callOn(ctx context.Context, path string) {
 	w.check(resp.Header.Get("Content-Type"), lat)
 }
 
-// begin is the time a call's latency counts from: when it was due, if it
-// is paced and late, else now.
-func (w *worker) begin() time.Time {
+// callStart is the time a call's latency counts from: due, when the call
+// is paced (LoadOptions.Rate) and late, else now.
+func callStart(due time.Time) time.Time {
 	now := time.Now()
-	if !w.due.IsZero() && w.due.Before(now) {
-		return w.due
+	if !due.IsZero() && due.Before(now) {
+		return due
 	}
 	return now
 }
@@ -611,7 +611,7 @@ func (w *worker) callRaw(ctx context.Context, path string) {
 	if path != "" {
 		head = rawHeadPath(w.s, path)
 	}
-	start := w.begin()
+	start := callStart(w.due)
 	resp, err := w.raw.do(ctx, head, w.body, &w.buf)
 	lat := time.Since(start)
 	if err != nil {

@@ -312,10 +312,7 @@ func (w *floorWorker) callOnce(ctx context.Context) {
 		w.f.mu.Unlock()
 	}()
 
-	start := time.Now()
-	if !w.due.IsZero() && w.due.Before(start) {
-		start = w.due // paced and late: the wait counts (LoadOptions.Rate)
-	}
+	start := callStart(w.due)
 	tok, err := w.f.publish(w.topic, b)
 	if err != nil {
 		w.errs.add(fmt.Errorf("publish: %w", err))

@@ -98,12 +98,13 @@ func (b *InlineBus) restored(cl *mqtt.Client, subs []packets.Subscription) {
 // restored which stayed.
 func (b *InlineBus) restoring(subs []packets.Subscription) (done func()) {
 	pk := packets.Packet{Filters: subs}
-	for _, w := range b.watches() {
-		w.subscribing(pk)
+	var pending [2]int
+	for i, w := range b.watches() {
+		pending[i] = w.subscribing(pk)
 	}
 	return func() {
-		for _, w := range b.watches() {
-			w.subscribeEnded(pk)
+		for i, w := range b.watches() {
+			w.unpend(pending[i])
 		}
 	}
 }
@@ -123,7 +124,7 @@ func (b *InlineBus) expired(cl *mqtt.Client) {
 		}
 	}
 	for _, w := range b.watches() {
-		w.forget(cl, func(string) bool { return true })
+		w.forget(cl)
 	}
 	b.subscriptionsChanged()
 }
@@ -168,26 +169,22 @@ func newFilterWatch(pick func(string) bool, still func(*mqtt.Client, string) boo
 
 // subscribing notes the picked filters of a SUBSCRIBE before mochi adds
 // them to the tree (and before the SUBACK), so that nothing published
-// after the client learns of its subscription takes the shortcut.
-func (w *filterWatch) subscribing(pk packets.Packet) {
-	n := w.picked(pk)
-	if n == 0 {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pending += n
-	w.on.Store(true)
-}
-
-// picked counts the filters of pk that w picks.
-func (w *filterWatch) picked(pk packets.Packet) int {
+// after the client learns of its subscription takes the shortcut. It
+// returns how many it noted (subscribed, or unpend, ends them).
+func (w *filterWatch) subscribing(pk packets.Packet) int {
 	n := 0
 	for _, f := range pk.Filters {
 		if w.pick(f.Filter) {
 			n++
 		}
 	}
+	if n == 0 {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending += n
+	w.on.Store(true)
 	return n
 }
 
@@ -208,10 +205,9 @@ func (w *filterWatch) subscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes
 	w.changedLocked()
 }
 
-// subscribeEnded ends what subscribing began, recording nothing (the
+// unpend ends n filters that subscribing noted, recording nothing (the
 // takeover repair records what it put back through restored).
-func (w *filterWatch) subscribeEnded(pk packets.Packet) {
-	n := w.picked(pk)
+func (w *filterWatch) unpend(n int) {
 	if n == 0 {
 		return
 	}
@@ -249,11 +245,11 @@ func (w *filterWatch) restored(cl *mqtt.Client, subs []packets.Subscription) {
 	w.changedLocked()
 }
 
-// forget drops cl's filters that drop picks.
-func (w *filterWatch) forget(cl *mqtt.Client, drop func(filter string) bool) {
+// forget drops all of cl's filters.
+func (w *filterWatch) forget(cl *mqtt.Client) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.forgetLocked(cl, drop)
+	w.forgetLocked(cl, func(string) bool { return true })
 	w.changedLocked()
 }
 

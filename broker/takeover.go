@@ -65,10 +65,9 @@ type servedConn struct {
 // failed write of an answer mochi sends from the read loop ends the loop
 // with no failed Read, and the Will is then read while a takeover may
 // clear its flag. That window (such an end of the old connection during
-// its takeover) is left: mochi v2.7.9 offers no way to
-// void a Will from the goroutine that owns it (OnWill can change a Will,
-// not cancel it, and a wildcard filter matches every topic a void Will
-// could be sent to).
+// its takeover) is left: mochi v2.7.9 offers no way to void a Will from
+// the goroutine that owns it (OnWill can change a Will, not cancel it, and
+// a wildcard filter matches every topic a void Will could be sent to).
 type endNotifier interface {
 	onEnding(f func())
 }
