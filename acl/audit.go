@@ -250,6 +250,10 @@ func (s *Store) QueryAudit(ctx context.Context, q AuditQuery) ([]AuditEvent, str
 		if len(out) > limit && maxMs < out[limit].Time.UnixMilli() {
 			break
 		}
+		// encoding/json decodes into the elements a reused slice already
+		// has and leaves the members a record omits as they were: a
+		// record would take the previous segment's ClientID or User.
+		clear(recs[:cap(recs)])
 		recs = recs[:0]
 		if err := json.Unmarshal([]byte(data), &recs); err != nil {
 			return nil, "", fmt.Errorf("acl: audit query: segment %d: %w", seg, err)

@@ -228,3 +228,35 @@ func TestInsertAuditChunks(t *testing.T) {
 		t.Fatalf("newest record %+v, want the batch's last (%+v)", last, evs[n-1])
 	}
 }
+
+// TestQueryAuditSegmentsDoNotBleed: a query reading several segments
+// returns each record as it was written; members a record lacks do not
+// come from a record of another segment.
+func TestQueryAuditSegmentsDoNotBleed(t *testing.T) {
+	s := openTestStore(t, StoreOptions{})
+	ctx := testContext(t)
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	// Two flushes, two segments: the newer (read first) has a client and
+	// a user, the older has neither.
+	old := []AuditEvent{{Time: base, Kind: AuditRefused, Action: "POST", Target: "/api/v1/mcp", Status: 401, Outcome: "refused", Reason: "unauthenticated"}}
+	newer := []AuditEvent{{Time: base.Add(time.Minute), Kind: AuditRefused, UserID: "carol", ClientID: "dev1-c", Source: "mqtt",
+		Action: "publish", Target: "a/b", Outcome: "refused", Reason: "acl"}}
+	for _, evs := range [][]AuditEvent{old, newer} {
+		if err := s.InsertAudit(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _, err := s.QueryAudit(ctx, AuditQuery{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d events, want 2", len(got))
+	}
+	if e := got[1]; e.UserID != "" || e.ClientID != "" || e.Source != "" {
+		t.Errorf("the older event took members of the newer: %+v", e)
+	}
+	if got, _, _ := s.QueryAudit(ctx, AuditQuery{User: "carol", Limit: 10}); len(got) != 1 {
+		t.Errorf("carol has %d events, want 1", len(got))
+	}
+}
