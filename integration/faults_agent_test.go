@@ -658,6 +658,11 @@ func TestFaultAgentLongDeadline(t *testing.T) {
 		// connection's Will must not mark the new one offline (mochi sends
 		// it from the old connection's goroutine, often after the new
 		// agent's online status).
+		// The cases before stop their agents without waiting for the
+		// broker to let them go (paho's DISCONNECT is fire and forget): one
+		// leaving during a round below would lower the count the round
+		// waits for, for good.
+		poll(t, 10*time.Second, "the earlier cases' agents gone", func() bool { return e.srv.Broker().ClientCount() == 0 })
 		old := startFakeAgent(t, e, "fake-again")
 		for round := range 10 {
 			clients := e.srv.Broker().ClientCount()
