@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -50,6 +52,17 @@ func tcpPair(t *testing.T) (*ackConn, net.Conn) {
 		_ = server.Close()
 	})
 	return &ackConn{Conn: server}, client
+}
+
+// writeCounter counts the writes that reach a connection.
+type writeCounter struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (c *writeCounter) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
 }
 
 // readExactly reads len(want) bytes from c within ackWait and compares.
@@ -251,6 +264,38 @@ func TestAckConnWriteQueued(t *testing.T) {
 			last[fmt.Sprint(w)] = i
 		}
 		nothingToRead(t, cl)
+	})
+
+	t.Run("writers runnable together share a write", func(t *testing.T) {
+		// On one P the writers woken together run one after the other:
+		// each queues its request and yields, and the first one back
+		// writes them all. Without the yield each writes its own.
+		prev := runtime.GOMAXPROCS(1)
+		t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+		srv, cl := tcpPair(t)
+		counted := &writeCounter{Conn: srv.Conn}
+		srv.Conn = counted
+		const writers = 16
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				<-start
+				body := fmt.Sprintf("w%02d", w)
+				if err := srv.writeQueued([]byte{0x30, byte(len(body))}, []byte(body)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if got := readPackets(t, cl, writers); len(got) != writers {
+			t.Fatalf("read %d packets, want %d", len(got), writers)
+		}
+		nothingToRead(t, cl)
+		if n := counted.writes.Load(); n > writers/4 {
+			t.Errorf("%d writers woken together made %d writes, want at most %d", writers, n, writers/4)
+		}
 	})
 
 	// stuckWrite starts a write the peer never reads and returns once it

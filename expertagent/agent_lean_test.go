@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -562,5 +564,37 @@ func TestLeanConnConcurrentWriters(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+func TestLeanConnWritersRunnableTogetherShareAWrite(t *testing.T) {
+	// On one P the workers woken together run one after the other: each
+	// appends its reply and yields, and the first one back writes them
+	// all. Without the yield each writes its own.
+	prev := runtime.GOMAXPROCS(1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	raw, peer := tcpPair(t)
+	c := newLeanConn(raw, bufio.NewReader(raw))
+	t.Cleanup(func() { c.close(false) })
+	const writers = 16
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			<-start
+			if err := c.writePublish("w", uint16(w+1), 1, false, false, []byte(fmt.Sprint(w))); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for range writers {
+		if _, ok := readPacket(t, peer).(*packets.PublishPacket); !ok {
+			t.Fatal("want a PUBLISH")
+		}
+	}
+	if n := c.writes.Load(); n > writers/4 {
+		t.Errorf("%d writers woken together made %d writes, want at most %d", writers, n, writers/4)
 	}
 }
