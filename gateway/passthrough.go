@@ -163,8 +163,11 @@ func (g *Gateway) agentRequest(c *call, method string, params json.RawMessage, m
 		if err != nil || msg.Error != nil || !mrtr || c.modern || c.sess == nil {
 			return msg, err
 		}
+		// Most results are final: the search spares them a decoding of the
+		// whole result (1 MiB payloads included) on every call.
 		var ir inputRequired
-		if json.Unmarshal(msg.Result, &ir) != nil || ir.ResultType != "input_required" {
+		if !bytes.Contains(msg.Result, resultInputRequired) ||
+			json.Unmarshal(msg.Result, &ir) != nil || ir.ResultType != "input_required" {
 			return msg, nil
 		}
 		if round == maxInputRounds {
@@ -177,6 +180,12 @@ func (g *Gateway) agentRequest(c *call, method string, params json.RawMessage, m
 		params = withInputResponses(params, answers, ir.RequestState)
 	}
 }
+
+// resultInputRequired is in every result that asks for input, as its
+// resultType. JSON allows \u escapes of plain letters too, but encoders
+// write them as they are; a result that spelled it escaped would pass as
+// final.
+var resultInputRequired = []byte("input_required")
 
 // maxInputRounds bounds the input rounds of one request, as clients bound them.
 const maxInputRounds = 10
