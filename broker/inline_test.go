@@ -298,6 +298,15 @@ func TestInlineResponseAlsoToTreeSubscriber(t *testing.T) {
 		t.Fatalf("inline got %+v, want unsubscribed", m)
 	}
 
+	// No identity may share a response topic (acl.Policy), so a shared
+	// subscription to one is refused and changes nothing either.
+	if codes := subscribe(t, plat, "$share/g/"+ctxRes); len(codes) != 1 || codes[0] < 0x80 {
+		t.Fatalf("platform's SUBACK %v for a shared response topic, want a refusal", codes)
+	}
+	if e.Broker.RepliesRouted() {
+		t.Fatal("replies routed through the tree after a refused shared subscription")
+	}
+
 	// Two filters from two clients; the tree is skipped once both are gone,
 	// the second with its connection.
 	mustSubscribe(t, plat, otherRes)
