@@ -117,9 +117,10 @@ func (c *ackConn) Write(b []byte) (int, error) {
 // queueing lets them queue theirs, and the first one back writes them all:
 // one write and one wake-up of the agent for several calls. With nothing
 // else runnable the yield returns at once. Measured with 32 callers on 2
-// cores: 0.9 writes per call became 0.35 on the agent's side and 2.2
-// became 1.55 in the gateway (requests, and HTTP responses which do not
-// change), and the call rate rose by a tenth (docs/benchmarks.md, session 6).
+// cores: the gateway's writes per call fell from 2.2 to 1.55 (one of them
+// is the HTTP response) and the agent's reads from 0.8 to 0.48; with the
+// agent's own writes combined the same way (expertagent's leanConn) the
+// call rate rose by a tenth (docs/benchmarks.md, session 6).
 const queuedCopyLimit = 4 << 10
 
 // writeQueued queues one or more whole packets (head, then body) and writes

@@ -36,7 +36,8 @@ const leanCopyLimit = 4 << 10
 // first, so replies finished together leave together even when nobody is in
 // a write yet. With nothing else runnable the yield returns at once; with
 // 32 calls in flight it took the agent from 0.9 writes per reply to 0.35,
-// and its CPU per call from 42 to 26 µs (docs/benchmarks.md, session 6).
+// and its write syscalls from 24% of its CPU to 12% (docs/benchmarks.md,
+// session 6).
 //
 // A request's PUBACK waits in buf for at most ackDelay: the reply to that
 // request, written a few microseconds later, takes it along in the same
