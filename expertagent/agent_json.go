@@ -76,6 +76,13 @@ func (s *agentScan) str() (raw []byte, esc, high bool, err error) {
 	}
 	start := s.i + 1
 	for j := start; j < len(s.b); j++ {
+		var h bool
+		if j, h = jsonenc.PlainWords(s.b, j); h {
+			high = true
+		}
+		if j >= len(s.b) {
+			break
+		}
 		switch c := s.b[j]; {
 		case c == '"':
 			s.i = j + 1

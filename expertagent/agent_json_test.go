@@ -81,7 +81,8 @@ func TestAgentDecodeRequestMatchesEncodingJSON(t *testing.T) {
 }
 
 func FuzzAgentDecodeRequest(f *testing.F) {
-	for _, in := range agentJSONSeeds {
+	_, requests := longStringPayloads()
+	for _, in := range append(agentJSONSeeds, requests...) {
 		f.Add([]byte(in))
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) { agentCheckDecodeRequest(t, payload) })

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/toolbus/toolbus/internal/jsonenc"
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
@@ -185,6 +186,9 @@ func (s *fastScanner) plainString() ([]byte, bool) {
 // opening quote.
 func (s *fastScanner) skipString() bool {
 	for i := s.i + 1; i < len(s.b); i++ {
+		if i, _ = jsonenc.PlainWords(s.b, i); i >= len(s.b) {
+			break
+		}
 		switch c := s.b[i]; {
 		case c == '"':
 			s.i = i + 1

@@ -122,6 +122,10 @@ func FuzzFastDecode(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	replies, _ := longStringPayloads()
+	for _, s := range replies {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		checkFastDecode(t, payload)
 	})

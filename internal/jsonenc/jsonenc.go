@@ -1,6 +1,8 @@
 // Package jsonenc appends JSON strings byte for byte as encoding/json writes
 // them, without its reflection and allocations: for the hot paths that
-// build messages by hand (the Agent SDK's replies, platform tool results).
+// build messages by hand (the Agent SDK's replies, platform tool results);
+// and helps the hand-written scanners of those paths step over long
+// strings (PlainWords).
 package jsonenc
 
 import "unicode/utf8"
@@ -16,6 +18,10 @@ func AppendString(dst []byte, s string, escapeHTML bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) && !needsEscape(load64(s, i), escapeHTML) {
+			i += 8
+			continue
+		}
 		if b := s[i]; b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' && (!escapeHTML || b != '<' && b != '>' && b != '&') {
 				i++

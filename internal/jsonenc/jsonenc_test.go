@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/toolbus/toolbus/internal/jsonenc"
@@ -43,8 +44,26 @@ func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// longCases have runs long enough for whole words and one special
+// sequence at every offset, on either side of a word's edge.
+func longCases() []string {
+	var out []string
+	for n := range 20 {
+		for _, sp := range []string{`"`, `\\`, "\n", "\x01", "\x7f", "<", ">", "&", "é", "\xff", "\u2028", "\xe2\x80"} {
+			out = append(out, strings.Repeat("a", n)+sp+strings.Repeat("b", 19-n))
+		}
+	}
+	return append(out, strings.Repeat("x", 1<<12), strings.Repeat("é", 100))
+}
+
+func TestAppendStringLongMatchesEncodingJSON(t *testing.T) {
+	for _, s := range longCases() {
+		check(t, s)
+	}
+}
+
 func FuzzAppendString(f *testing.F) {
-	for _, s := range seeds {
+	for _, s := range append(seeds, longCases()...) {
 		f.Add(s)
 	}
 	f.Fuzz(check)
@@ -56,4 +75,13 @@ func ExampleAppendString() {
 	// Output:
 	// "a\u003cb\u003e\n"
 	// "a<b>\n"
+}
+
+func BenchmarkAppendStringMiB(b *testing.B) {
+	s := strings.Repeat("x", 1<<20)
+	buf := make([]byte, 0, len(s)+2)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = jsonenc.AppendString(buf[:0], s, true)
+	}
 }
