@@ -25,7 +25,9 @@ import (
 // A request (writeQueued) is appended to queued and written by whoever
 // holds wmu next, its own writer included: a writer never waits for
 // another, and requests that arrive during a write leave together in the
-// next one. Every holder of wmu writes what is queued before it lets go,
+// next one. While requests have been leaving several at a time, a writer
+// also yields once before it writes, so that the callers runnable at that
+// moment queue theirs too (queuedYieldLimit). Every holder of wmu writes what is queued before it lets go,
 // and looks again after: nothing queued is left behind.
 //
 // Bytes are never reordered within a packet, and acks never with the
@@ -42,10 +44,16 @@ type ackConn struct {
 	out     []byte     // acks being written (a buffer swapped with held)
 	sending []byte     // queued packets being written (swapped with queued)
 
-	mu      sync.Mutex // guards held, queued and reading; never held across I/O
+	mu      sync.Mutex // guards held, queued, nQueued, werr and reading; never held across I/O
 	held    []byte     // PUBACKs not written yet, in order
 	queued  []byte     // whole packets from writeQueued not written yet
+	nQueued int        // how many packets queued holds
+	werr    error      // the first failed write: the stream is broken
 	reading bool       // the read loop is in Conn.Read: hold nothing
+
+	// lone counts the writes in a row that carried one request, up to
+	// yieldOff: writeQueued yields while it is below (see queuedYieldLimit).
+	lone atomic.Int32
 
 	deadline atomic.Int64 // mochi's last SetDeadline, unix ns (0: none)
 
@@ -63,13 +71,49 @@ const queuedWriteTimeout = 10 * time.Second
 // for every QoS 1 publish.
 func isPuback(b []byte) bool { return len(b) == 4 && b[0] == 0x40 && b[1] == 2 }
 
-// takeLocked moves the held acks to out and the queued packets to sending.
-// Called with wmu held.
-func (c *ackConn) takeLocked() {
+// takeLocked moves the held acks to out and the queued packets to sending,
+// and returns how many of writeQueued's packets sending holds. Called with
+// wmu held.
+func (c *ackConn) takeLocked() int {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.held, c.out = c.out[:0], c.held
 	c.queued, c.sending = c.sending[:0], c.queued
+	n := c.nQueued
+	c.nQueued = 0
+	return n
+}
+
+// noteBatch turns writeQueued's yields on when n > 1 requests leave in one
+// write, and counts a write of one toward turning them off (n = 0: no
+// request, no news).
+func (c *ackConn) noteBatch(n int) {
+	switch {
+	case n > 1:
+		c.lone.Store(0)
+	case n == 1 && c.lone.Load() < yieldOff:
+		c.lone.Add(1)
+	}
+}
+
+// yielding reports whether writeQueued yields before it writes.
+func (c *ackConn) yielding() bool { return c.lone.Load() < yieldOff }
+
+// yieldOff is how many writes of one request in a row turn the yields off.
+// Under load some writes carry one even with the yields on; one at a time,
+// every write does.
+const yieldOff = 16
+
+// failed notes the first failed write and returns err. The stream is
+// broken: nothing queued after it can leave, and writeQueuedNow tells the
+// callers whose packets were waiting.
+func (c *ackConn) failed(err error) error {
+	c.mu.Lock()
+	if c.werr == nil {
+		c.werr = err
+	}
 	c.mu.Unlock()
+	return err
 }
 
 func (c *ackConn) Write(b []byte) (int, error) {
@@ -83,7 +127,7 @@ func (c *ackConn) Write(b []byte) (int, error) {
 		c.mu.Unlock()
 	}
 	c.wmu.Lock()
-	c.takeLocked()
+	c.noteBatch(c.takeLocked())
 	var n int
 	var err error
 	if len(c.out) == 0 && len(c.sending) == 0 {
@@ -102,75 +146,90 @@ func (c *ackConn) Write(b []byte) (int, error) {
 		n = min(max(int(w)-len(c.out)-len(c.sending), 0), len(b))
 	}
 	c.wmu.Unlock()
-	if err == nil {
-		c.writeQueuedNow()
+	if err != nil {
+		return n, c.failed(err) // mochi closes the connection
 	}
-	return n, err
+	c.writeQueuedNow()
+	return n, nil
 }
 
-// queuedCopyLimit is the largest request body writeQueued copies into the
-// queue, to yield before the write; a larger one is written in place.
+// queuedYieldLimit is the largest request body writeQueued may queue and
+// yield for before it writes; a larger one is written in place at once.
 //
 // The gateway's calls to one agent come from as many HTTP handler
 // goroutines, each woken by its own request. Under load several are
 // runnable at once; a writer that yields once (runtime.Gosched) after
 // queueing lets them queue theirs, and the first one back writes them all:
-// one write and one wake-up of the agent for several calls. With nothing
-// else runnable the yield returns at once. Measured with 32 callers on 2
-// cores: the gateway's writes per call fell from 2.2 to 1.55 (one of them
-// is the HTTP response) and the agent's reads from 0.8 to 0.48; with the
-// agent's own writes combined the same way (expertagent's leanConn) the
-// call rate rose by a tenth (docs/benchmarks.md, session 6).
-const queuedCopyLimit = 4 << 10
+// one write and one wake-up of the agent for several calls. Measured with
+// 32 callers on 2 cores: the gateway's writes per call fell from 2.2 to
+// 1.55 (one of them is the HTTP response) and the agent's reads from 0.8 to
+// 0.48; with the agent's own writes combined the same way (expertagent's
+// leanConn) calls/s rose by ×1.05–1.09 per round (docs/benchmarks.md,
+// session 6).
+//
+// A yield is not free: the scheduler wakes an idle thread for the yielded
+// goroutine, which one call at a time paid in CPU and in latency (p50
+// +0.1 ms). So a writer yields only while requests have been leaving
+// several at a time: yieldOff writes of one in a row turn the yields off,
+// and two requests that meet in a write turn them back on.
+const queuedYieldLimit = 4 << 10
 
 // writeQueued queues one or more whole packets (head, then body) and writes
 // them unless another writer holds the connection, which then writes them
 // before it lets go. It never waits for another writer. A failed write
 // closes the connection (the stream is broken): the client reconnects.
 func (c *ackConn) writeQueued(head, body []byte) error {
-	if len(body) <= queuedCopyLimit {
-		c.mu.Lock()
-		c.queued = append(append(c.queued, head...), body...)
-		c.mu.Unlock()
+	if len(body) <= queuedYieldLimit && c.yielding() {
+		c.queue(head, body)
 		// Let the goroutines runnable now queue theirs first: the first
-		// of us back writes them all (see queuedCopyLimit).
+		// of us back writes them all (see queuedYieldLimit).
 		runtime.Gosched()
 		return c.writeQueuedNow()
 	}
 	if c.wmu.TryLock() {
 		// Nobody writes: out at once, with what was queued before it (head
 		// joins sending, which is ours under wmu; body is written in place).
-		c.takeLocked()
+		c.noteBatch(c.takeLocked() + 1) // what was queued, and this one
 		c.sending = append(c.sending, head...)
 		_, err := c.writeBounded(net.Buffers{c.out, c.sending, body})
 		c.wmu.Unlock()
 		if err != nil {
 			_ = c.Conn.Close()
-			return err
+			return c.failed(err)
 		}
 		return c.writeQueuedNow()
 	}
-	c.mu.Lock()
-	c.queued = append(append(c.queued, head...), body...)
-	c.mu.Unlock()
+	c.queue(head, body)
 	return c.writeQueuedNow()
 }
 
-// writeQueuedNow writes what is queued while no one else holds wmu.
+func (c *ackConn) queue(head, body []byte) {
+	c.mu.Lock()
+	c.queued = append(append(c.queued, head...), body...)
+	c.nQueued++
+	c.mu.Unlock()
+}
+
+// writeQueuedNow writes what is queued while no one else holds wmu. When
+// another writer took the caller's packets along, the caller hears of that
+// writer's failure, if it failed.
 func (c *ackConn) writeQueuedNow() error {
 	for {
 		c.mu.Lock()
-		n := len(c.queued)
+		n, werr := len(c.queued), c.werr
 		c.mu.Unlock()
+		if werr != nil {
+			return werr
+		}
 		if n == 0 || !c.wmu.TryLock() {
 			return nil // the holder of wmu writes it
 		}
-		c.takeLocked()
+		c.noteBatch(c.takeLocked())
 		_, err := c.writeBounded(net.Buffers{c.out, c.sending})
 		c.wmu.Unlock()
 		if err != nil {
 			_ = c.Conn.Close()
-			return err
+			return c.failed(err)
 		}
 	}
 }
@@ -217,7 +276,7 @@ func (c *ackConn) Read(b []byte) (int, error) {
 	c.mu.Unlock()
 	if held {
 		c.wmu.Lock()
-		c.takeLocked()
+		c.noteBatch(c.takeLocked())
 		c.mu.Lock()
 		c.reading = true // with the take: an ack from now on goes out at once
 		c.mu.Unlock()
@@ -229,7 +288,9 @@ func (c *ackConn) Read(b []byte) (int, error) {
 			_, err = c.Conn.Write(c.out)
 		}
 		c.wmu.Unlock()
-		if err == nil {
+		if err != nil {
+			err = c.failed(err)
+		} else {
 			err = c.writeQueuedNow()
 		}
 		if err != nil {

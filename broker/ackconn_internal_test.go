@@ -61,7 +61,9 @@ type writeCounter struct {
 }
 
 func (c *writeCounter) Write(b []byte) (int, error) {
-	c.writes.Add(1)
+	if len(b) > 0 { // net.Buffers.WriteTo writes each buffer, empty ones too
+		c.writes.Add(1)
+	}
 	return c.Conn.Write(b)
 }
 
@@ -275,6 +277,7 @@ func TestAckConnWriteQueued(t *testing.T) {
 		srv, cl := tcpPair(t)
 		counted := &writeCounter{Conn: srv.Conn}
 		srv.Conn = counted
+		srv.lone.Store(0) // as after writes that carried several
 		const writers = 16
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -295,6 +298,57 @@ func TestAckConnWriteQueued(t *testing.T) {
 		nothingToRead(t, cl)
 		if n := counted.writes.Load(); n > writers/4 {
 			t.Errorf("%d writers woken together made %d writes, want at most %d", writers, n, writers/4)
+		}
+	})
+
+	t.Run("yields only while writes carry several", func(t *testing.T) {
+		srv, cl := tcpPair(t)
+		for i := range yieldOff {
+			if !srv.yielding() {
+				t.Fatalf("not yielding after %d writes of one packet, want %d", i, yieldOff)
+			}
+			if err := srv.writeQueued([]byte{0x30, 1}, []byte("a")); err != nil {
+				t.Fatal(err)
+			}
+			readExactly(t, cl, []byte{0x30, 1, 'a'})
+		}
+		if srv.yielding() {
+			t.Fatalf("still yielding after %d writes of one packet", yieldOff)
+		}
+		// Two requests that meet (queued while a write holds the
+		// connection) leave together and turn the yields on.
+		srv.wmu.Lock()
+		for _, b := range []string{"b", "c"} {
+			if err := srv.writeQueued([]byte{0x30, 1}, []byte(b)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		srv.wmu.Unlock()
+		if err := srv.writeQueuedNow(); err != nil {
+			t.Fatal(err)
+		}
+		readExactly(t, cl, []byte{0x30, 1, 'b', 0x30, 1, 'c'})
+		if !srv.yielding() {
+			t.Fatal("not yielding after a write of two packets")
+		}
+	})
+
+	t.Run("a caller whose request another writer took hears of its failure", func(t *testing.T) {
+		srv, cl := tcpPair(t)
+		srv.wmu.Lock()
+		if err := srv.writeQueued([]byte{0x30, 1}, []byte("a")); err != nil {
+			t.Fatal(err) // queued: the holder of wmu writes it
+		}
+		_ = cl.Close()
+		_ = srv.Conn.Close() // the holder's write fails
+		_, err := srv.writeBounded(net.Buffers{[]byte{0x30, 1, 'x'}})
+		srv.wmu.Unlock()
+		if err == nil {
+			t.Fatal("a write on a closed connection succeeded")
+		}
+		_ = srv.failed(err)
+		if err := srv.writeQueued([]byte{0x30, 1}, []byte("b")); err == nil {
+			t.Fatal("writeQueued on a broken stream reported no error")
 		}
 	})
 

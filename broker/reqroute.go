@@ -22,8 +22,9 @@ import (
 // after a subscription changes. With one receiver (one agent group: the
 // usual case), Publish encodes the PUBLISH itself and queues it on the
 // agent's connection (ackConn.writeQueued): the caller writes it, unless a
-// write is under way, which takes it along. No tree walk, no maps, no
-// hand-off to another goroutine. Anything else (several groups, a filter
+// write is under way or another caller runnable at the same moment writes
+// first, which takes it along. No tree walk, no maps, no hand-off to
+// another goroutine. Anything else (several groups, a filter
 // naming a context level, inline QoS 1, a TLS or WebSocket connection, a
 // payload over maxDirectPayload) takes mochi's way; the receivers see the
 // same packets either way.

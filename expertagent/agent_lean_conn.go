@@ -18,6 +18,11 @@ const agentReadBufferSize = 16 << 10
 // to that request, so that both leave in one write (see leanConn).
 const agentAckDelay = time.Millisecond
 
+// leanYieldOff is how many writes of one publish in a row turn the
+// writers' yields off (see leanConn). Under load some writes carry one even
+// with the yields on; one call at a time, every write does.
+const leanYieldOff = 16
+
 // leanCopyLimit is the largest payload a PUBLISH copies into the write
 // buffer; a larger one is written from the caller's slice (writev).
 const leanCopyLimit = 4 << 10
@@ -31,13 +36,16 @@ const leanCopyLimit = 4 << 10
 // syscall, the packets of others pile up in buf, and the next writer to get
 // wmu sends them all in one write; the writers whose packets went along find
 // buf empty and return without a syscall. Under load that is one write for
-// several replies. A writer also yields once (runtime.Gosched) between its
-// append and its write: the workers runnable at that moment append theirs
-// first, so replies finished together leave together even when nobody is in
-// a write yet. With nothing else runnable the yield returns at once; with
-// 32 calls in flight it took the agent from 0.9 writes per reply to 0.35,
-// and its write syscalls from 24% of its CPU to 12% (docs/benchmarks.md,
-// session 6).
+// several replies. While writes have been carrying several publishes, a
+// writer also yields once (runtime.Gosched) between its append and its
+// write: the workers runnable at that moment append theirs first, so
+// replies finished together leave together even when nobody is in a write
+// yet. With 32 calls in flight that took the agent from 0.9 writes per
+// reply to 0.35, and its write syscalls from 24% of its CPU to 12%
+// (docs/benchmarks.md, session 6). A yield wakes an idle thread, which one
+// call at a time would pay in CPU and latency for nothing: leanYieldOff
+// writes of one publish in a row turn the yields off, and two replies that
+// meet in a write turn them back on.
 //
 // A request's PUBACK waits in buf for at most ackDelay: the reply to that
 // request, written a few microseconds later, takes it along in the same
@@ -59,8 +67,13 @@ type leanConn struct {
 	spare    []byte     // buf's other half: the bytes being written (wmu)
 	deadline time.Time  // the socket's write deadline (wmu)
 
+	// lone counts the writes in a row that carried one publish, up to
+	// leanYieldOff: writePublish yields while it is below (see leanConn).
+	lone atomic.Int32
+
 	mu     sync.Mutex // guards the fields below
 	buf    []byte     // packets not written yet, in order
+	nPubs  int        // how many PUBLISH packets buf holds
 	timer  *time.Timer
 	armed  bool  // timer runs for acks in buf
 	err    error // first write error: the connection is broken
@@ -114,10 +127,13 @@ func (c *leanConn) writePublish(topic string, id uint16, qos byte, retain, dup b
 	}
 	c.mu.Lock()
 	c.buf = append(leanPublishHeader(c.buf, topic, id, qos, retain, dup, len(payload)), payload...)
+	c.nPubs++
 	c.mu.Unlock()
-	// Let the workers runnable now append their replies: the first of us
-	// to take wmu writes them all (see leanConn).
-	runtime.Gosched()
+	if c.lone.Load() < leanYieldOff {
+		// Let the workers runnable now append their replies: the first of
+		// us to take wmu writes them all (see leanConn).
+		runtime.Gosched()
+	}
 	return c.flush(nil, nil)
 }
 
@@ -143,7 +159,13 @@ func (c *leanConn) flush(head func([]byte) []byte, tail []byte) error {
 	if c.closed {
 		err = errLeanConnLost
 	}
-	c.buf = c.spare[:0]
+	switch {
+	case c.nPubs > 1:
+		c.lone.Store(0)
+	case c.nPubs == 1 && c.lone.Load() < leanYieldOff:
+		c.lone.Add(1)
+	}
+	c.buf, c.nPubs = c.spare[:0], 0
 	c.mu.Unlock()
 	defer func() { c.spare = out[:0] }()
 	if err != nil || len(out) == 0 {

@@ -576,6 +576,7 @@ func TestLeanConnWritersRunnableTogetherShareAWrite(t *testing.T) {
 	raw, peer := tcpPair(t)
 	c := newLeanConn(raw, bufio.NewReader(raw))
 	t.Cleanup(func() { c.close(false) })
+	c.lone.Store(0) // as after writes that carried several
 	const writers = 16
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -596,5 +597,20 @@ func TestLeanConnWritersRunnableTogetherShareAWrite(t *testing.T) {
 	}
 	if n := c.writes.Load(); n > writers/4 {
 		t.Errorf("%d writers woken together made %d writes, want at most %d", writers, n, writers/4)
+	}
+	if c.lone.Load() >= leanYieldOff {
+		t.Error("not yielding after writes that carried several replies")
+	}
+	// Replies alone, leanYieldOff of them in a row, turn the yields off.
+	for i := range leanYieldOff {
+		if err := c.writePublish("w", uint16(100+i), 1, false, false, []byte("alone")); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := readPacket(t, peer).(*packets.PublishPacket); !ok {
+			t.Fatal("want a PUBLISH")
+		}
+	}
+	if c.lone.Load() < leanYieldOff {
+		t.Errorf("still yielding after %d writes of one reply", leanYieldOff)
 	}
 }
