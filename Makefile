@@ -46,7 +46,7 @@ BENCHTIME ?= 2s
 bench:
 	./scripts/bench.sh
 	@if [ -n "$$BENCH_LONG$$BENCH_MICRO" ]; then \
-		$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/ ./platformtools/; \
+		$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/ ./platformtools/ ./internal/jsonenc/; \
 		$(GO) test -run '^$$' -bench BenchmarkHandler -benchmem -benchtime $(BENCHTIME) ./bench/; \
 	fi
 
@@ -74,6 +74,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTopic$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzLeanReadPacket$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzLeanEncode$$' -fuzztime $(FUZZTIME) ./expertagent/
+	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) ./expertagent/
+	$(GO) test -run '^$$' -fuzz '^FuzzAgentDecodeRequest$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/jsonenc/
 
 # The soak (integration/soak_test.go): SOAK_MINUTES of platform and agent
