@@ -17,10 +17,10 @@ func hasQuoteOrControlRef(w uint64) bool {
 	return false
 }
 
-func TestHasQuoteOrControl(t *testing.T) {
-	// Every byte at every position, among fillers next to the special
-	// values and with the high bit set (where a borrow could mislead).
-	fillers := []byte{'a', 0x20, 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff}
+// checkWords compares test with ref on every byte at every position of a
+// word of fillers, and on n random words (masked by mask).
+func checkWords(t *testing.T, fillers []byte, n int, mask uint64, test, ref func(uint64) bool) {
+	t.Helper()
 	for _, f := range fillers {
 		for p := range 8 {
 			for c := range 256 {
@@ -29,20 +29,25 @@ func TestHasQuoteOrControl(t *testing.T) {
 					b[i] = f
 				}
 				b[p] = byte(c)
-				w := binary.LittleEndian.Uint64(b[:])
-				if got, want := hasQuoteOrControl(w), hasQuoteOrControlRef(w); got != want {
-					t.Fatalf("hasQuoteOrControl(% x) = %v, want %v", b, got, want)
+				if w := binary.LittleEndian.Uint64(b[:]); test(w) != ref(w) {
+					t.Fatalf("word % x: %v, want %v", b, test(w), ref(w))
 				}
 			}
 		}
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	for range 1 << 20 {
-		w := r.Uint64()
-		if got, want := hasQuoteOrControl(w), hasQuoteOrControlRef(w); got != want {
-			t.Fatalf("hasQuoteOrControl(%#016x) = %v, want %v", w, got, want)
+	for range n {
+		if w := r.Uint64() & mask; test(w) != ref(w) {
+			t.Fatalf("word %#016x: %v, want %v", w, test(w), ref(w))
 		}
 	}
+}
+
+func TestHasQuoteOrControl(t *testing.T) {
+	// Fillers next to the special values and with the high bit set (where
+	// a borrow could mislead).
+	fillers := []byte{'a', 0x20, 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff}
+	checkWords(t, fillers, 1<<20, ^uint64(0), hasQuoteOrControl, hasQuoteOrControlRef)
 }
 
 func TestPlainWords(t *testing.T) {
@@ -84,28 +89,10 @@ func needsEscapeRef(w uint64, escapeHTML bool) bool {
 func TestNeedsEscape(t *testing.T) {
 	fillers := []byte{'a', 0x20, 0x21, 0x23, 0x25, 0x27, 0x3b, 0x3d, 0x3f, 0x5b, 0x5d, 0x7f}
 	for _, html := range []bool{true, false} {
-		for _, f := range fillers {
-			for p := range 8 {
-				for c := range 256 {
-					var b [8]byte
-					for i := range b {
-						b[i] = f
-					}
-					b[p] = byte(c)
-					w := binary.LittleEndian.Uint64(b[:])
-					if got, want := needsEscape(w, html), needsEscapeRef(w, html); got != want {
-						t.Fatalf("needsEscape(% x, %t) = %v, want %v", b, html, got, want)
-					}
-				}
-			}
-		}
-		r := rand.New(rand.NewPCG(3, 4))
-		for range 1 << 20 {
-			w := r.Uint64() &^ wordHigh // mostly ASCII, where the other tests matter
-			if got, want := needsEscape(w, html), needsEscapeRef(w, html); got != want {
-				t.Fatalf("needsEscape(%#016x, %t) = %v, want %v", w, html, got, want)
-			}
-		}
+		// Random words mostly ASCII, where the other tests matter.
+		checkWords(t, fillers, 1<<20, ^uint64(wordHigh),
+			func(w uint64) bool { return needsEscape(w, html) },
+			func(w uint64) bool { return needsEscapeRef(w, html) })
 	}
 }
 
