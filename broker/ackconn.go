@@ -44,16 +44,19 @@ type ackConn struct {
 	out     []byte     // acks being written (a buffer swapped with held)
 	sending []byte     // queued packets being written (swapped with queued)
 
-	mu      sync.Mutex // guards held, queued, nQueued, werr and reading; never held across I/O
+	mu      sync.Mutex // guards held, queued, nQueued and reading; never held across I/O
 	held    []byte     // PUBACKs not written yet, in order
 	queued  []byte     // whole packets from writeQueued not written yet
 	nQueued int        // how many packets queued holds
-	werr    error      // the first failed write: the stream is broken
 	reading bool       // the read loop is in Conn.Read: hold nothing
 
-	// lone counts the writes in a row that carried one request, up to
-	// yieldOff: writeQueued yields while it is below (see queuedYieldLimit).
+	// lone counts the writes in a row that carried one request (see
+	// noteBatch): writeQueued yields while it is below yieldOff.
 	lone atomic.Int32
+
+	// werr is the first failed write. The connection is closed with it:
+	// the stream is broken, and nothing is queued or written after it.
+	werr atomic.Pointer[writeFailure]
 
 	deadline atomic.Int64 // mochi's last SetDeadline, unix ns (0: none)
 
@@ -86,34 +89,56 @@ func (c *ackConn) takeLocked() int {
 
 // noteBatch turns writeQueued's yields on when n > 1 requests leave in one
 // write, and counts a write of one toward turning them off (n = 0: no
-// request, no news).
+// request, no news). Once off, the count goes on to yieldOff+yieldProbe
+// and starts again from yieldOff.
 func (c *ackConn) noteBatch(n int) {
 	switch {
 	case n > 1:
 		c.lone.Store(0)
-	case n == 1 && c.lone.Load() < yieldOff:
-		c.lone.Add(1)
+	case n == 1:
+		if c.lone.Add(1) >= yieldOff+yieldProbe {
+			c.lone.Store(yieldOff)
+		}
 	}
 }
 
-// yielding reports whether writeQueued yields before it writes.
-func (c *ackConn) yielding() bool { return c.lone.Load() < yieldOff }
+// yielding reports whether writeQueued yields before it writes: while on,
+// and for one write in yieldProbe while off.
+func (c *ackConn) yielding() bool {
+	l := c.lone.Load()
+	return l < yieldOff || l == yieldOff+yieldProbe-1
+}
 
-// yieldOff is how many writes of one request in a row turn the yields off.
-// Under load some writes carry one even with the yields on; one at a time,
-// every write does.
-const yieldOff = 16
+const (
+	// yieldOff is how many writes of one request in a row turn the yields
+	// off. Under load some writes carry one even with the yields on; one
+	// at a time, every write does.
+	yieldOff = 16
+	// yieldProbe: while off, one write in yieldProbe yields all the same.
+	// Only a yield lets callers meet when they share one P (GOMAXPROCS=1,
+	// the default in a one-CPU container): there the yields, once off,
+	// would never come back on under load.
+	yieldProbe = 64
+)
 
-// failed notes the first failed write and returns err. The stream is
-// broken: nothing queued after it can leave, and writeQueuedNow tells the
-// callers whose packets were waiting.
+type writeFailure struct{ err error }
+
+// failed notes the first failed write, closes the connection (a partial
+// write leaves the stream unusable; mochi's own write loop only logs its
+// errors) and returns err. Callers whose requests were waiting in the
+// queue hear of it from writeQueuedNow; later ones from writeQueued.
 func (c *ackConn) failed(err error) error {
-	c.mu.Lock()
-	if c.werr == nil {
-		c.werr = err
-	}
-	c.mu.Unlock()
+	c.werr.CompareAndSwap(nil, &writeFailure{err})
+	_ = c.Conn.Close()
 	return err
+}
+
+// broken is the first failed write, if any.
+func (c *ackConn) broken() error {
+	if f := c.werr.Load(); f != nil {
+		return f.err
+	}
+	return nil
 }
 
 func (c *ackConn) Write(b []byte) (int, error) {
@@ -147,7 +172,7 @@ func (c *ackConn) Write(b []byte) (int, error) {
 	}
 	c.wmu.Unlock()
 	if err != nil {
-		return n, c.failed(err) // mochi closes the connection
+		return n, c.failed(err)
 	}
 	c.writeQueuedNow()
 	return n, nil
@@ -179,6 +204,9 @@ const queuedYieldLimit = 4 << 10
 // before it lets go. It never waits for another writer. A failed write
 // closes the connection (the stream is broken): the client reconnects.
 func (c *ackConn) writeQueued(head, body []byte) error {
+	if err := c.broken(); err != nil {
+		return err
+	}
 	if len(body) <= queuedYieldLimit && c.yielding() {
 		c.queue(head, body)
 		// Let the goroutines runnable now queue theirs first: the first
@@ -194,7 +222,6 @@ func (c *ackConn) writeQueued(head, body []byte) error {
 		_, err := c.writeBounded(net.Buffers{c.out, c.sending, body})
 		c.wmu.Unlock()
 		if err != nil {
-			_ = c.Conn.Close()
 			return c.failed(err)
 		}
 		return c.writeQueuedNow()
@@ -210,17 +237,17 @@ func (c *ackConn) queue(head, body []byte) {
 	c.mu.Unlock()
 }
 
-// writeQueuedNow writes what is queued while no one else holds wmu. When
-// another writer took the caller's packets along, the caller hears of that
-// writer's failure, if it failed.
+// writeQueuedNow writes what is queued while no one else holds wmu. A
+// caller whose packets it hands to another writer hears of a failure only
+// if that came first.
 func (c *ackConn) writeQueuedNow() error {
 	for {
-		c.mu.Lock()
-		n, werr := len(c.queued), c.werr
-		c.mu.Unlock()
-		if werr != nil {
-			return werr
+		if err := c.broken(); err != nil {
+			return err
 		}
+		c.mu.Lock()
+		n := len(c.queued)
+		c.mu.Unlock()
 		if n == 0 || !c.wmu.TryLock() {
 			return nil // the holder of wmu writes it
 		}
@@ -228,7 +255,6 @@ func (c *ackConn) writeQueuedNow() error {
 		_, err := c.writeBounded(net.Buffers{c.out, c.sending})
 		c.wmu.Unlock()
 		if err != nil {
-			_ = c.Conn.Close()
 			return c.failed(err)
 		}
 	}

@@ -271,33 +271,44 @@ func TestAckConnWriteQueued(t *testing.T) {
 	t.Run("writers runnable together share a write", func(t *testing.T) {
 		// On one P the writers woken together run one after the other:
 		// each queues its request and yields, and the first one back
-		// writes them all. Without the yield each writes its own.
+		// writes them all. Without the yield each writes its own. The
+		// yields start off here, as after a quiet spell: on one P only
+		// the probe can turn them back on.
 		prev := runtime.GOMAXPROCS(1)
 		t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 		srv, cl := tcpPair(t)
 		counted := &writeCounter{Conn: srv.Conn}
 		srv.Conn = counted
-		srv.lone.Store(0) // as after writes that carried several
-		const writers = 16
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for w := range writers {
-			wg.Go(func() {
-				<-start
-				body := fmt.Sprintf("w%02d", w)
-				if err := srv.writeQueued([]byte{0x30, byte(len(body))}, []byte(body)); err != nil {
-					t.Error(err)
-				}
-			})
+		srv.lone.Store(yieldOff)
+		// 15 a round: the probe (one write in 64) must not always fall on
+		// a round's last writer, with nobody left to meet.
+		const writers, rounds = 15, 16
+		for r := range rounds {
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Go(func() {
+					<-start
+					body := fmt.Sprintf("r%02dw%02d", r, w)
+					if err := srv.writeQueued([]byte{0x30, byte(len(body))}, []byte(body)); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
 		}
-		close(start)
-		wg.Wait()
-		if got := readPackets(t, cl, writers); len(got) != writers {
-			t.Fatalf("read %d packets, want %d", len(got), writers)
+		if p := readPackets(t, cl, writers*rounds); len(p) != writers*rounds { // a few KiB: the socket holds them
+			t.Fatalf("read %d packets, want %d", len(p), writers*rounds)
 		}
 		nothingToRead(t, cl)
-		if n := counted.writes.Load(); n > writers/4 {
-			t.Errorf("%d writers woken together made %d writes, want at most %d", writers, n, writers/4)
+		if !srv.yielding() {
+			t.Error("the yields never came back on")
+		}
+		// A request written alone counts twice (head and body leave as two
+		// buffers through the counter), a batch once.
+		if n := counted.writes.Load(); n > writers*rounds {
+			t.Errorf("%d requests from writers woken %d at a time made %d counted writes, want at most %d", writers*rounds, writers, n, writers*rounds)
 		}
 	})
 
@@ -314,6 +325,20 @@ func TestAckConnWriteQueued(t *testing.T) {
 		}
 		if srv.yielding() {
 			t.Fatalf("still yielding after %d writes of one packet", yieldOff)
+		}
+		// While off, one write in yieldProbe yields all the same.
+		probes := 0
+		for range 2 * yieldProbe {
+			if srv.yielding() {
+				probes++
+			}
+			if err := srv.writeQueued([]byte{0x30, 1}, []byte("a")); err != nil {
+				t.Fatal(err)
+			}
+			readExactly(t, cl, []byte{0x30, 1, 'a'})
+		}
+		if probes != 2 {
+			t.Fatalf("%d of %d writes of one packet yielded while off, want 2", probes, 2*yieldProbe)
 		}
 		// Two requests that meet (queued while a write holds the
 		// connection) leave together and turn the yields on.

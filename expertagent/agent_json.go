@@ -75,13 +75,16 @@ func (s *agentScan) str() (raw []byte, esc, high bool, err error) {
 		return nil, false, false, s.errorf("want a string")
 	}
 	start := s.i + 1
+	next := 0 // where the next word test may start (jsonenc.PlainWords)
 	for j := start; j < len(s.b); j++ {
-		var h bool
-		if j, h = jsonenc.PlainWords(s.b, j); h {
-			high = true
-		}
-		if j >= len(s.b) {
-			break
+		if j >= next {
+			var h bool
+			if j, h = jsonenc.PlainWords(s.b, j); h {
+				high = true
+			}
+			if next = j + 8; j >= len(s.b) {
+				break
+			}
 		}
 		switch c := s.b[j]; {
 		case c == '"':

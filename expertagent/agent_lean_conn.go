@@ -18,10 +18,17 @@ const agentReadBufferSize = 16 << 10
 // to that request, so that both leave in one write (see leanConn).
 const agentAckDelay = time.Millisecond
 
-// leanYieldOff is how many writes of one publish in a row turn the
-// writers' yields off (see leanConn). Under load some writes carry one even
-// with the yields on; one call at a time, every write does.
-const leanYieldOff = 16
+const (
+	// leanYieldOff is how many writes of one publish in a row turn the
+	// writers' yields off (see leanConn). Under load some writes carry one
+	// even with the yields on; one call at a time, every write does.
+	leanYieldOff = 16
+	// leanYieldProbe: while off, one write in leanYieldProbe yields all
+	// the same. Only a yield lets workers meet when they share one P
+	// (GOMAXPROCS=1, the default in a one-CPU container): there the
+	// yields, once off, would never come back on under load.
+	leanYieldProbe = 64
+)
 
 // leanCopyLimit is the largest payload a PUBLISH copies into the write
 // buffer; a larger one is written from the caller's slice (writev).
@@ -45,7 +52,8 @@ const leanCopyLimit = 4 << 10
 // (docs/benchmarks.md, session 6). A yield wakes an idle thread, which one
 // call at a time would pay in CPU and latency for nothing: leanYieldOff
 // writes of one publish in a row turn the yields off, and two replies that
-// meet in a write turn them back on.
+// meet in a write turn them back on (one write in leanYieldProbe tries,
+// while they are off).
 //
 // A request's PUBACK waits in buf for at most ackDelay: the reply to that
 // request, written a few microseconds later, takes it along in the same
@@ -129,7 +137,7 @@ func (c *leanConn) writePublish(topic string, id uint16, qos byte, retain, dup b
 	c.buf = append(leanPublishHeader(c.buf, topic, id, qos, retain, dup, len(payload)), payload...)
 	c.nPubs++
 	c.mu.Unlock()
-	if c.lone.Load() < leanYieldOff {
+	if l := c.lone.Load(); l < leanYieldOff || l == leanYieldOff+leanYieldProbe-1 {
 		// Let the workers runnable now append their replies: the first of
 		// us to take wmu writes them all (see leanConn).
 		runtime.Gosched()
@@ -162,8 +170,10 @@ func (c *leanConn) flush(head func([]byte) []byte, tail []byte) error {
 	switch {
 	case c.nPubs > 1:
 		c.lone.Store(0)
-	case c.nPubs == 1 && c.lone.Load() < leanYieldOff:
-		c.lone.Add(1)
+	case c.nPubs == 1:
+		if c.lone.Add(1) >= leanYieldOff+leanYieldProbe {
+			c.lone.Store(leanYieldOff)
+		}
 	}
 	c.buf, c.nPubs = c.spare[:0], 0
 	c.mu.Unlock()

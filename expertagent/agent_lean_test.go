@@ -570,36 +570,41 @@ func TestLeanConnConcurrentWriters(t *testing.T) {
 func TestLeanConnWritersRunnableTogetherShareAWrite(t *testing.T) {
 	// On one P the workers woken together run one after the other: each
 	// appends its reply and yields, and the first one back writes them
-	// all. Without the yield each writes its own.
+	// all. Without the yield each writes its own. The yields start off,
+	// as after a quiet spell: on one P only the probe turns them on.
 	prev := runtime.GOMAXPROCS(1)
 	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 	raw, peer := tcpPair(t)
 	c := newLeanConn(raw, bufio.NewReader(raw))
 	t.Cleanup(func() { c.close(false) })
-	c.lone.Store(0) // as after writes that carried several
-	const writers = 16
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			<-start
-			if err := c.writePublish("w", uint16(w+1), 1, false, false, []byte(fmt.Sprint(w))); err != nil {
-				t.Error(err)
-			}
-		})
+	c.lone.Store(leanYieldOff)
+	// 15 a round: the probe (one write in 64) must not always fall on a
+	// round's last writer, with nobody left to meet.
+	const writers, rounds = 15, 16
+	for r := range rounds {
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				<-start
+				if err := c.writePublish("w", uint16(r*writers+w+1), 1, false, false, []byte(fmt.Sprint(w))); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
 	}
-	close(start)
-	wg.Wait()
-	for range writers {
+	for range writers * rounds { // a few KiB: the socket holds them
 		if _, ok := readPacket(t, peer).(*packets.PublishPacket); !ok {
 			t.Fatal("want a PUBLISH")
 		}
 	}
-	if n := c.writes.Load(); n > writers/4 {
-		t.Errorf("%d writers woken together made %d writes, want at most %d", writers, n, writers/4)
+	if n := c.writes.Load(); n > writers*rounds/2 {
+		t.Errorf("%d replies from workers woken %d at a time made %d writes, want at most %d", writers*rounds, writers, n, writers*rounds/2)
 	}
 	if c.lone.Load() >= leanYieldOff {
-		t.Error("not yielding after writes that carried several replies")
+		t.Error("the yields never came back on")
 	}
 	// Replies alone, leanYieldOff of them in a row, turn the yields off.
 	for i := range leanYieldOff {

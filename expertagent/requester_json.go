@@ -185,9 +185,13 @@ func (s *fastScanner) plainString() ([]byte, bool) {
 // skipString skips a valid string, escapes included. s.i is at the
 // opening quote.
 func (s *fastScanner) skipString() bool {
+	next := 0 // where the next word test may start (jsonenc.PlainWords)
 	for i := s.i + 1; i < len(s.b); i++ {
-		if i, _ = jsonenc.PlainWords(s.b, i); i >= len(s.b) {
-			break
+		if i >= next {
+			i, _ = jsonenc.PlainWords(s.b, i)
+			if next = i + 8; i >= len(s.b) {
+				break
+			}
 		}
 		switch c := s.b[i]; {
 		case c == '"':

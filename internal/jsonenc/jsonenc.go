@@ -17,10 +17,14 @@ const hexDigits = "0123456789abcdef"
 func AppendString(dst []byte, s string, escapeHTML bool) []byte {
 	dst = append(dst, '"')
 	start := 0
+	next := 0 // the next word to test: a word that failed goes byte by byte
 	for i := 0; i < len(s); {
-		if i+8 <= len(s) && !needsEscape(load64(s, i), escapeHTML) {
-			i += 8
-			continue
+		if i >= next {
+			if i+8 <= len(s) && !needsEscape(load64(s, i), escapeHTML) {
+				i += 8
+				continue
+			}
+			next = i + 8
 		}
 		if b := s[i]; b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' && (!escapeHTML || b != '<' && b != '>' && b != '&') {

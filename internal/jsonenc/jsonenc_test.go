@@ -85,3 +85,20 @@ func BenchmarkAppendStringMiB(b *testing.B) {
 		buf = jsonenc.AppendString(buf[:0], s, true)
 	}
 }
+
+// BenchmarkAppendStringDense is the word test's worst case: JSON text
+// inside a string, a quote every few bytes, and non-ASCII text.
+func BenchmarkAppendStringDense(b *testing.B) {
+	for _, tc := range []struct{ name, s string }{
+		{"json", strings.Repeat(`{"k":"v","n":[1,2]},`, 500)},
+		{"cjk", strings.Repeat("日本語のテキスト", 400)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			buf := make([]byte, 0, 4*len(tc.s))
+			b.SetBytes(int64(len(tc.s)))
+			for b.Loop() {
+				buf = jsonenc.AppendString(buf[:0], tc.s, true)
+			}
+		})
+	}
+}

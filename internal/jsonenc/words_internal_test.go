@@ -2,6 +2,7 @@ package jsonenc
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -17,9 +18,9 @@ func hasQuoteOrControlRef(w uint64) bool {
 	return false
 }
 
-// checkWords compares test with ref on every byte at every position of a
-// word of fillers, and on n random words (masked by mask).
-func checkWords(t *testing.T, fillers []byte, n int, mask uint64, test, ref func(uint64) bool) {
+// checkWords compares test (named name) with ref on every byte at every
+// position of a word of fillers, and on n random words (masked by mask).
+func checkWords(t *testing.T, name string, fillers []byte, n int, mask uint64, test, ref func(uint64) bool) {
 	t.Helper()
 	for _, f := range fillers {
 		for p := range 8 {
@@ -30,7 +31,7 @@ func checkWords(t *testing.T, fillers []byte, n int, mask uint64, test, ref func
 				}
 				b[p] = byte(c)
 				if w := binary.LittleEndian.Uint64(b[:]); test(w) != ref(w) {
-					t.Fatalf("word % x: %v, want %v", b, test(w), ref(w))
+					t.Fatalf("%s(% x) = %v, want %v", name, b, test(w), ref(w))
 				}
 			}
 		}
@@ -38,7 +39,7 @@ func checkWords(t *testing.T, fillers []byte, n int, mask uint64, test, ref func
 	r := rand.New(rand.NewPCG(1, 2))
 	for range n {
 		if w := r.Uint64() & mask; test(w) != ref(w) {
-			t.Fatalf("word %#016x: %v, want %v", w, test(w), ref(w))
+			t.Fatalf("%s(%#016x) = %v, want %v", name, w, test(w), ref(w))
 		}
 	}
 }
@@ -47,7 +48,7 @@ func TestHasQuoteOrControl(t *testing.T) {
 	// Fillers next to the special values and with the high bit set (where
 	// a borrow could mislead).
 	fillers := []byte{'a', 0x20, 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff}
-	checkWords(t, fillers, 1<<20, ^uint64(0), hasQuoteOrControl, hasQuoteOrControlRef)
+	checkWords(t, "hasQuoteOrControl", fillers, 1<<20, ^uint64(0), hasQuoteOrControl, hasQuoteOrControlRef)
 }
 
 func TestPlainWords(t *testing.T) {
@@ -90,7 +91,7 @@ func TestNeedsEscape(t *testing.T) {
 	fillers := []byte{'a', 0x20, 0x21, 0x23, 0x25, 0x27, 0x3b, 0x3d, 0x3f, 0x5b, 0x5d, 0x7f}
 	for _, html := range []bool{true, false} {
 		// Random words mostly ASCII, where the other tests matter.
-		checkWords(t, fillers, 1<<20, ^uint64(wordHigh),
+		checkWords(t, fmt.Sprintf("needsEscape(html %t)", html), fillers, 1<<20, ^uint64(wordHigh),
 			func(w uint64) bool { return needsEscape(w, html) },
 			func(w uint64) bool { return needsEscapeRef(w, html) })
 	}
