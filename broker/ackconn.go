@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolbus/toolbus/internal/coalesce"
 )
 
 // ackConn is a client's network connection that holds back the PUBACKs
@@ -27,8 +29,9 @@ import (
 // another, and requests that arrive during a write leave together in the
 // next one. While requests have been leaving several at a time, a writer
 // also yields once before it writes, so that the callers runnable at that
-// moment queue theirs too (queuedYieldLimit). Every holder of wmu writes what is queued before it lets go,
-// and looks again after: nothing queued is left behind.
+// moment queue theirs too (queuedYieldLimit). Every holder of wmu writes
+// what is queued before it lets go, and looks again after: nothing queued
+// is left behind.
 //
 // Bytes are never reordered within a packet, and acks never with the
 // connection's other writes: taking the held and queued bytes and writing
@@ -50,9 +53,9 @@ type ackConn struct {
 	nQueued int        // how many packets queued holds
 	reading bool       // the read loop is in Conn.Read: hold nothing
 
-	// lone counts the writes in a row that carried one request (see
-	// noteBatch): writeQueued yields while it is below yieldOff.
-	lone atomic.Int32
+	// yield tells writeQueued whether to yield before it writes
+	// (queuedYieldLimit); every take of queued packets feeds it.
+	yield coalesce.Switch
 
 	// werr is the first failed write. The connection is closed with it:
 	// the stream is broken, and nothing is queued or written after it.
@@ -87,40 +90,6 @@ func (c *ackConn) takeLocked() int {
 	return n
 }
 
-// noteBatch turns writeQueued's yields on when n > 1 requests leave in one
-// write, and counts a write of one toward turning them off (n = 0: no
-// request, no news). Once off, the count goes on to yieldOff+yieldProbe
-// and starts again from yieldOff.
-func (c *ackConn) noteBatch(n int) {
-	switch {
-	case n > 1:
-		c.lone.Store(0)
-	case n == 1:
-		if c.lone.Add(1) >= yieldOff+yieldProbe {
-			c.lone.Store(yieldOff)
-		}
-	}
-}
-
-// yielding reports whether writeQueued yields before it writes: while on,
-// and for one write in yieldProbe while off.
-func (c *ackConn) yielding() bool {
-	l := c.lone.Load()
-	return l < yieldOff || l == yieldOff+yieldProbe-1
-}
-
-const (
-	// yieldOff is how many writes of one request in a row turn the yields
-	// off. Under load some writes carry one even with the yields on; one
-	// at a time, every write does.
-	yieldOff = 16
-	// yieldProbe: while off, one write in yieldProbe yields all the same.
-	// Only a yield lets callers meet when they share one P (GOMAXPROCS=1,
-	// the default in a one-CPU container): there the yields, once off,
-	// would never come back on under load.
-	yieldProbe = 64
-)
-
 type writeFailure struct{ err error }
 
 // failed notes the first failed write, closes the connection (a partial
@@ -152,7 +121,7 @@ func (c *ackConn) Write(b []byte) (int, error) {
 		c.mu.Unlock()
 	}
 	c.wmu.Lock()
-	c.noteBatch(c.takeLocked())
+	c.yield.Wrote(c.takeLocked())
 	var n int
 	var err error
 	if len(c.out) == 0 && len(c.sending) == 0 {
@@ -179,24 +148,14 @@ func (c *ackConn) Write(b []byte) (int, error) {
 }
 
 // queuedYieldLimit is the largest request body writeQueued may queue and
-// yield for before it writes; a larger one is written in place at once.
-//
-// The gateway's calls to one agent come from as many HTTP handler
-// goroutines, each woken by its own request. Under load several are
-// runnable at once; a writer that yields once (runtime.Gosched) after
-// queueing lets them queue theirs, and the first one back writes them all:
-// one write and one wake-up of the agent for several calls. Measured with
-// 32 callers on 2 cores: the gateway's writes per call fell from 2.2 to
+// yield for before it writes (while its coalesce.Switch says so); a
+// larger one is written in place at once. Measured with 32 callers on 2
+// cores: the gateway's writes per call fell from 2.2 to
 // 1.55 (one of them is the HTTP response) and the agent's reads from 0.8 to
 // 0.48; with the agent's own writes combined the same way (expertagent's
 // leanConn) calls/s rose by ×1.05–1.09 per round (docs/benchmarks.md,
-// session 6).
-//
-// A yield is not free: the scheduler wakes an idle thread for the yielded
-// goroutine, which one call at a time paid in CPU and in latency (p50
-// +0.1 ms). So a writer yields only while requests have been leaving
-// several at a time: yieldOff writes of one in a row turn the yields off,
-// and two requests that meet in a write turn them back on.
+// session 6). One call at a time, a yield had cost CPU and 0.1 ms of p50;
+// the switch keeps the yields off then.
 const queuedYieldLimit = 4 << 10
 
 // writeQueued queues one or more whole packets (head, then body) and writes
@@ -207,7 +166,7 @@ func (c *ackConn) writeQueued(head, body []byte) error {
 	if err := c.broken(); err != nil {
 		return err
 	}
-	if len(body) <= queuedYieldLimit && c.yielding() {
+	if len(body) <= queuedYieldLimit && c.yield.Yield() {
 		c.queue(head, body)
 		// Let the goroutines runnable now queue theirs first: the first
 		// of us back writes them all (see queuedYieldLimit).
@@ -217,7 +176,7 @@ func (c *ackConn) writeQueued(head, body []byte) error {
 	if c.wmu.TryLock() {
 		// Nobody writes: out at once, with what was queued before it (head
 		// joins sending, which is ours under wmu; body is written in place).
-		c.noteBatch(c.takeLocked() + 1) // what was queued, and this one
+		c.yield.Wrote(c.takeLocked() + 1) // what was queued, and this one
 		c.sending = append(c.sending, head...)
 		_, err := c.writeBounded(net.Buffers{c.out, c.sending, body})
 		c.wmu.Unlock()
@@ -251,7 +210,7 @@ func (c *ackConn) writeQueuedNow() error {
 		if n == 0 || !c.wmu.TryLock() {
 			return nil // the holder of wmu writes it
 		}
-		c.noteBatch(c.takeLocked())
+		c.yield.Wrote(c.takeLocked())
 		_, err := c.writeBounded(net.Buffers{c.out, c.sending})
 		c.wmu.Unlock()
 		if err != nil {
@@ -302,7 +261,7 @@ func (c *ackConn) Read(b []byte) (int, error) {
 	c.mu.Unlock()
 	if held {
 		c.wmu.Lock()
-		c.noteBatch(c.takeLocked())
+		c.yield.Wrote(c.takeLocked())
 		c.mu.Lock()
 		c.reading = true // with the take: an ack from now on goes out at once
 		c.mu.Unlock()

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/toolbus/toolbus/internal/coalesce"
 )
 
 // ackWait bounds every wait of these tests.
@@ -279,7 +281,9 @@ func TestAckConnWriteQueued(t *testing.T) {
 		srv, cl := tcpPair(t)
 		counted := &writeCounter{Conn: srv.Conn}
 		srv.Conn = counted
-		srv.lone.Store(yieldOff)
+		for range coalesce.Off { // off, as after a quiet spell
+			srv.yield.Wrote(1)
+		}
 		const writers = 15 // 15: the probe (one write in 64) must not always fall on a round's last writer
 		sent := 0
 		round := func() {
@@ -299,11 +303,11 @@ func TestAckConnWriteQueued(t *testing.T) {
 			sent += writers
 		}
 		for range 16 {
-			if round(); srv.yielding() {
+			if round(); srv.yield.Yield() {
 				break
 			}
 		}
-		if !srv.yielding() {
+		if !srv.yield.Yield() {
 			t.Fatalf("the yields never came back on in %d writes", sent)
 		}
 		// On: count the writes of a few more rounds. Without the yields
@@ -325,22 +329,22 @@ func TestAckConnWriteQueued(t *testing.T) {
 
 	t.Run("yields only while writes carry several", func(t *testing.T) {
 		srv, cl := tcpPair(t)
-		for i := range yieldOff {
-			if !srv.yielding() {
-				t.Fatalf("not yielding after %d writes of one packet, want %d", i, yieldOff)
+		for i := range coalesce.Off {
+			if !srv.yield.Yield() {
+				t.Fatalf("not yielding after %d writes of one packet, want %d", i, coalesce.Off)
 			}
 			if err := srv.writeQueued([]byte{0x30, 1}, []byte("a")); err != nil {
 				t.Fatal(err)
 			}
 			readExactly(t, cl, []byte{0x30, 1, 'a'})
 		}
-		if srv.yielding() {
-			t.Fatalf("still yielding after %d writes of one packet", yieldOff)
+		if srv.yield.Yield() {
+			t.Fatalf("still yielding after %d writes of one packet", coalesce.Off)
 		}
-		// While off, one write in yieldProbe yields all the same.
+		// While off, one write in coalesce.Probe yields all the same.
 		probes := 0
-		for range 2 * yieldProbe {
-			if srv.yielding() {
+		for range 2 * coalesce.Probe {
+			if srv.yield.Yield() {
 				probes++
 			}
 			if err := srv.writeQueued([]byte{0x30, 1}, []byte("a")); err != nil {
@@ -349,7 +353,7 @@ func TestAckConnWriteQueued(t *testing.T) {
 			readExactly(t, cl, []byte{0x30, 1, 'a'})
 		}
 		if probes != 2 {
-			t.Fatalf("%d of %d writes of one packet yielded while off, want 2", probes, 2*yieldProbe)
+			t.Fatalf("%d of %d writes of one packet yielded while off, want 2", probes, 2*coalesce.Probe)
 		}
 		// Two requests that meet (queued while a write holds the
 		// connection) leave together and turn the yields on.
@@ -364,7 +368,7 @@ func TestAckConnWriteQueued(t *testing.T) {
 			t.Fatal(err)
 		}
 		readExactly(t, cl, []byte{0x30, 1, 'b', 0x30, 1, 'c'})
-		if !srv.yielding() {
+		if !srv.yield.Yield() {
 			t.Fatal("not yielding after a write of two packets")
 		}
 	})

@@ -109,24 +109,17 @@ func (b *InlineBus) restoring(subs []packets.Subscription) (done func()) {
 	}
 }
 
-// expired takes the filters of an expired session out of the tree and
-// forgets them: mochi (v2.7.9) deletes the client and leaves its filters in
-// the tree, where they would hold memory for good, match publishes for
-// nobody, and be delivered to a later client of the same ID on mochi's
-// path but not on the request route.
+// expired takes the filters of an expired session out of the tree: mochi
+// (v2.7.9) deletes the client and leaves its filters in the tree, where
+// they would hold memory for good, match publishes for nobody, and be
+// delivered to a later client of the same ID on mochi's path but not on
+// the request route. mochi's UnsubscribeClient does it, and its
+// OnUnsubscribed updates the watches and the route.
 func (b *InlineBus) expired(cl *mqtt.Client) {
 	if cur, ok := b.srv.Clients.Get(cl.ID); ok && cur != cl {
 		return // the ID is another client's now, and so are the filters
 	}
-	for filter := range cl.State.Subscriptions.GetAll() {
-		if b.srv.Topics.Unsubscribe(filter, cl.ID) {
-			atomic.AddInt64(&b.srv.Info.Subscriptions, -1)
-		}
-	}
-	for _, w := range b.watches() {
-		w.forget(cl)
-	}
-	b.subscriptionsChanged()
+	b.srv.UnsubscribeClient(cl)
 }
 
 // stillSubscribed reports whether the client with cl's ID holds filter: cl
@@ -236,29 +229,17 @@ func (w *filterWatch) unsubscribed(cl *mqtt.Client, pk packets.Packet) {
 func (w *filterWatch) restored(cl *mqtt.Client, subs []packets.Subscription) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.forgetLocked(cl, func(f string) bool { return !w.still(cl, f) })
+	for k := range w.subs {
+		if k.clientID == cl.ID && !w.still(cl, k.filter) {
+			delete(w.subs, k)
+		}
+	}
 	for _, sub := range subs {
 		if w.pick(sub.Filter) && w.still(cl, sub.Filter) {
 			w.subs[watchedSub{cl.ID, sub.Filter}] = struct{}{}
 		}
 	}
 	w.changedLocked()
-}
-
-// forget drops all of cl's filters.
-func (w *filterWatch) forget(cl *mqtt.Client) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.forgetLocked(cl, func(string) bool { return true })
-	w.changedLocked()
-}
-
-func (w *filterWatch) forgetLocked(cl *mqtt.Client, drop func(filter string) bool) {
-	for k := range w.subs {
-		if k.clientID == cl.ID && drop(k.filter) {
-			delete(w.subs, k)
-		}
-	}
 }
 
 // changedLocked sets on from pending and subs. Called with mu held, so

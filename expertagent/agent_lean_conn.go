@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolbus/toolbus/internal/coalesce"
 )
 
 // agentReadBufferSize is the read buffer of the Agent's connection: a few
@@ -17,18 +19,6 @@ const agentReadBufferSize = 16 << 10
 // agentAckDelay is how long the PUBACK of a request may wait for the reply
 // to that request, so that both leave in one write (see leanConn).
 const agentAckDelay = time.Millisecond
-
-const (
-	// leanYieldOff is how many writes of one publish in a row turn the
-	// writers' yields off (see leanConn). Under load some writes carry one
-	// even with the yields on; one call at a time, every write does.
-	leanYieldOff = 16
-	// leanYieldProbe: while off, one write in leanYieldProbe yields all
-	// the same. Only a yield lets workers meet when they share one P
-	// (GOMAXPROCS=1, the default in a one-CPU container): there the
-	// yields, once off, would never come back on under load.
-	leanYieldProbe = 64
-)
 
 // leanCopyLimit is the largest payload a PUBLISH copies into the write
 // buffer; a larger one is written from the caller's slice (writev).
@@ -49,11 +39,8 @@ const leanCopyLimit = 4 << 10
 // replies finished together leave together even when nobody is in a write
 // yet. With 32 calls in flight that took the agent from 0.9 writes per
 // reply to 0.35, and its write syscalls from 24% of its CPU to 12%
-// (docs/benchmarks.md, session 6). A yield wakes an idle thread, which one
-// call at a time would pay in CPU and latency for nothing: leanYieldOff
-// writes of one publish in a row turn the yields off, and two replies that
-// meet in a write turn them back on (one write in leanYieldProbe tries,
-// while they are off).
+// (docs/benchmarks.md, session 6). One call at a time a yield would cost
+// CPU and latency for nothing: a coalesce.Switch turns the yields off then.
 //
 // A request's PUBACK waits in buf for at most ackDelay: the reply to that
 // request, written a few microseconds later, takes it along in the same
@@ -75,9 +62,9 @@ type leanConn struct {
 	spare    []byte     // buf's other half: the bytes being written (wmu)
 	deadline time.Time  // the socket's write deadline (wmu)
 
-	// lone counts the writes in a row that carried one publish, up to
-	// leanYieldOff: writePublish yields while it is below (see leanConn).
-	lone atomic.Int32
+	// yield tells writePublish whether to yield before it writes; every
+	// flush feeds it the publishes it took.
+	yield coalesce.Switch
 
 	mu     sync.Mutex // guards the fields below
 	buf    []byte     // packets not written yet, in order
@@ -137,7 +124,7 @@ func (c *leanConn) writePublish(topic string, id uint16, qos byte, retain, dup b
 	c.buf = append(leanPublishHeader(c.buf, topic, id, qos, retain, dup, len(payload)), payload...)
 	c.nPubs++
 	c.mu.Unlock()
-	if l := c.lone.Load(); l < leanYieldOff || l == leanYieldOff+leanYieldProbe-1 {
+	if c.yield.Yield() {
 		// Let the workers runnable now append their replies: the first of
 		// us to take wmu writes them all (see leanConn).
 		runtime.Gosched()
@@ -167,14 +154,7 @@ func (c *leanConn) flush(head func([]byte) []byte, tail []byte) error {
 	if c.closed {
 		err = errLeanConnLost
 	}
-	switch {
-	case c.nPubs > 1:
-		c.lone.Store(0)
-	case c.nPubs == 1:
-		if c.lone.Add(1) >= leanYieldOff+leanYieldProbe {
-			c.lone.Store(leanYieldOff)
-		}
-	}
+	c.yield.Wrote(c.nPubs)
 	c.buf, c.nPubs = c.spare[:0], 0
 	c.mu.Unlock()
 	defer func() { c.spare = out[:0] }()

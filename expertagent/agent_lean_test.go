@@ -18,6 +18,8 @@ import (
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
 	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/internal/coalesce"
 )
 
 // These tests put the lean client in front of a scripted broker on a real
@@ -577,7 +579,9 @@ func TestLeanConnWritersRunnableTogetherShareAWrite(t *testing.T) {
 	raw, peer := tcpPair(t)
 	c := newLeanConn(raw, bufio.NewReader(raw))
 	t.Cleanup(func() { c.close(false) })
-	c.lone.Store(leanYieldOff)
+	for range coalesce.Off { // off, as after a quiet spell
+		c.yield.Wrote(1)
+	}
 	const writers = 15 // 15: the probe (one write in 64) must not always fall on a round's last writer
 	sent := 0
 	round := func() {
@@ -596,11 +600,11 @@ func TestLeanConnWritersRunnableTogetherShareAWrite(t *testing.T) {
 		sent += writers
 	}
 	for range 16 {
-		if round(); c.lone.Load() < leanYieldOff {
+		if round(); c.yield.On() {
 			break
 		}
 	}
-	if c.lone.Load() >= leanYieldOff {
+	if !c.yield.On() {
 		t.Fatalf("the yields never came back on in %d writes", sent)
 	}
 	// On: count the writes of a few more rounds.
@@ -617,8 +621,8 @@ func TestLeanConnWritersRunnableTogetherShareAWrite(t *testing.T) {
 			t.Fatal("want a PUBLISH")
 		}
 	}
-	// Replies alone, leanYieldOff of them in a row, turn the yields off.
-	for i := range leanYieldOff {
+	// Replies alone, coalesce.Off of them in a row, turn the yields off.
+	for i := range coalesce.Off {
 		if err := c.writePublish("w", uint16(100+i), 1, false, false, []byte("alone")); err != nil {
 			t.Fatal(err)
 		}
@@ -626,7 +630,7 @@ func TestLeanConnWritersRunnableTogetherShareAWrite(t *testing.T) {
 			t.Fatal("want a PUBLISH")
 		}
 	}
-	if c.lone.Load() < leanYieldOff {
-		t.Errorf("still yielding after %d writes of one reply", leanYieldOff)
+	if c.yield.On() {
+		t.Errorf("still yielding after %d writes of one reply", coalesce.Off)
 	}
 }
