@@ -46,22 +46,21 @@ func (b *Broker) Clients() []ClientInfo {
 }
 
 // Disconnect disconnects every connected client logged in as username (an
-// MQTT 5 client hears "not authorized") and returns how many there were.
+// MQTT 5 client hears "not authorized"; each one's Will is published, as
+// for any connection the broker closes) and returns how many there were.
 // It does not stop them logging in again: disable or remove the identity
 // in the store first, then call Disconnect.
 //
 // A login that passed its password check just before the identity changed
 // and completes while Disconnect runs can slip through; calling Disconnect
-// again catches it.
+// again catches it (and may count again a client still on its way out).
 func (b *Broker) Disconnect(username string) int {
 	n := 0
 	for _, cl := range b.srv.Clients.GetAll() {
 		if cl.Net.Inline || cl.Closed() || string(cl.Properties.Username) != username {
 			continue
 		}
-		// DisconnectClient stops the client (closes its connection) after
-		// the DISCONNECT packet; its error only echoes the reason code.
-		_ = b.srv.DisconnectClient(cl, packets.ErrNotAuthorized)
+		disconnect(cl, packets.ErrNotAuthorized)
 		n++
 	}
 	if n > 0 {

@@ -1,6 +1,12 @@
 package broker
 
-import "github.com/mochi-mqtt/server/v2/packets"
+import (
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// AddHook adds a mochi hook to the running broker.
+func (b *Broker) AddHook(h mqtt.Hook) error { return b.srv.AddHook(h, nil) }
 
 // RequestReceivers is the request route's receivers (client IDs) for the
 // current subscriptions: empty when requests take mochi's way.

@@ -263,3 +263,17 @@ func startResponder(t testing.TB, c paho.Client, filter string, qos byte) {
 }
 
 func timeAfter() <-chan time.Time { return time.After(waitFor) }
+
+// expectPresence waits for the next presence payload an inline subscriber
+// put in got, and wants it to be want.
+func expectPresence(t testing.TB, got <-chan string, want string) {
+	t.Helper()
+	select {
+	case p := <-got:
+		if p != want {
+			t.Fatalf("presence %q, want %q", p, want)
+		}
+	case <-timeAfter():
+		t.Fatalf("no presence %q", want)
+	}
+}

@@ -144,8 +144,36 @@ func (t *connTracker) establish(c net.Conn, establish listeners.EstablishFn) {
 func (t *connTracker) disconnectClients() {
 	for _, cl := range t.srv.Clients.GetAll() {
 		if cl.Net.Listener == t.id && !cl.Closed() {
-			_ = t.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+			disconnect(cl, packets.ErrServerShuttingDown)
 		}
+	}
+}
+
+// disconnect ends cl's connection from the broker's side: an MQTT 5 client
+// hears DISCONNECT with code, then the network connection closes. mochi's
+// read loop then fails, publishes the client's Will and stops the client,
+// as for any connection closed without the client's own DISCONNECT
+// (MQTT 5.0, 3.1.2.5).
+//
+// mochi's DisconnectClient stops the client instead of closing its
+// connection. When the client's read loop is between two packets at that
+// moment, the loop finds the client stopped, takes it for a DISCONNECT of
+// the client's own and drops the Will: an expert agent cut off that way
+// stayed online in its retained presence, and the calls it was serving
+// waited for their deadlines.
+func disconnect(cl *mqtt.Client, code packets.Code) {
+	pk := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Disconnect},
+		ReasonCode:  code.Code,
+	}
+	if code.Code >= packets.ErrUnspecifiedError.Code {
+		pk.Properties.ReasonString = code.Reason
+	}
+	// A write that fails (the connection is already going) changes nothing:
+	// the close below ends it all the same.
+	_ = cl.WritePacket(pk)
+	if cl.Net.Conn != nil {
+		_ = cl.Net.Conn.Close()
 	}
 }
 

@@ -46,6 +46,8 @@ func (c *rawClient) send(pk packets.Packet) {
 		err = pk.SubscribeEncode(&buf)
 	case packets.Disconnect:
 		err = pk.DisconnectEncode(&buf)
+	case packets.Pingreq:
+		err = pk.PingreqEncode(&buf)
 	default:
 		err = fmt.Errorf("rawClient cannot send packet type %d", pk.FixedHeader.Type)
 	}
@@ -120,17 +122,35 @@ func (c *rawClient) mustRecv(want byte) packets.Packet {
 // connect sends CONNECT and returns the CONNACK.
 func (c *rawClient) connect(clientID, username, password string, keepalive uint16) packets.Packet {
 	c.t.Helper()
-	c.send(packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: packets.Connect},
-		Connect: packets.ConnectParams{
-			ClientIdentifier: clientID,
-			Clean:            true,
-			Keepalive:        keepalive,
-			UsernameFlag:     username != "",
-			Username:         []byte(username),
-			PasswordFlag:     password != "",
-			Password:         []byte(password),
-		},
+	return c.connectWith(clientID, username, password, keepalive, nil)
+}
+
+// connectWill is connect with a retained QoS 1 Will.
+func (c *rawClient) connectWill(clientID, username, password, willTopic, willPayload string) packets.Packet {
+	c.t.Helper()
+	return c.connectWith(clientID, username, password, 30, func(p *packets.ConnectParams) {
+		p.WillFlag = true
+		p.WillTopic = willTopic
+		p.WillPayload = []byte(willPayload)
+		p.WillQos = 1
+		p.WillRetain = true
 	})
+}
+
+func (c *rawClient) connectWith(clientID, username, password string, keepalive uint16, mod func(*packets.ConnectParams)) packets.Packet {
+	c.t.Helper()
+	p := packets.ConnectParams{
+		ClientIdentifier: clientID,
+		Clean:            true,
+		Keepalive:        keepalive,
+		UsernameFlag:     username != "",
+		Username:         []byte(username),
+		PasswordFlag:     password != "",
+		Password:         []byte(password),
+	}
+	if mod != nil {
+		mod(&p)
+	}
+	c.send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connect}, Connect: p})
 	return c.mustRecv(packets.Connack)
 }

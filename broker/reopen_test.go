@@ -24,18 +24,7 @@ func TestCloseAndReopenTCP(t *testing.T) {
 	}
 	c := e.mustConnect(t, "agent1-a", "agent1", pwa, nil, withWill(presence("agent1-a"), "offline", true))
 	mustPublish(t, c, presence("agent1-a"), 1, true, "online")
-	expect := func(want string) {
-		t.Helper()
-		select {
-		case p := <-got:
-			if p != want {
-				t.Fatalf("presence %q, want %q", p, want)
-			}
-		case <-timeAfter():
-			t.Fatalf("no presence %q", want)
-		}
-	}
-	expect("online")
+	expectPresence(t, got, "online")
 	addr := e.Broker.Addr().String()
 
 	for range 2 { // closing twice is a no-op
@@ -43,7 +32,7 @@ func TestCloseAndReopenTCP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	expect("offline")
+	expectPresence(t, got, "offline")
 	eventually(t, "the client gone", func() bool { return e.Broker.ClientCount() == 0 })
 	if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		conn.Close()
@@ -69,7 +58,7 @@ func TestCloseAndReopenTCP(t *testing.T) {
 	}
 	c = e.mustConnect(t, "agent1-a", "agent1", pwa, nil, withWill(presence("agent1-a"), "offline", true))
 	mustPublish(t, c, presence("agent1-a"), 1, true, "online again")
-	expect("online again")
+	expectPresence(t, got, "online again")
 }
 
 // CloseTCP and ReopenTCP refuse a broker that is not running, or that has
