@@ -77,6 +77,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgentDecodeRequest$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/jsonenc/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseHead$$' -fuzztime $(FUZZTIME) ./internal/h1/
+	$(GO) test -run '^$$' -fuzz '^FuzzSameAsNetHTTP$$' -fuzztime $(FUZZTIME) ./internal/h1/
 
 # The soak (integration/soak_test.go): SOAK_MINUTES of platform and agent
 # calls across churning MCP sessions, the subscription LRU at its bound, the

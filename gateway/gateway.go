@@ -222,8 +222,8 @@ func (g *Gateway) routes() {
 
 	mcp := http.Handler(http.HandlerFunc(g.serveMCP))
 	mcp = g.checkOrigin(g.authenticate(mcp))
-	g.router.Handle(mcpPath, mcp)
-	g.router.Handle(mcpPath+"/{entityType}/{entityId}", mcp)
+	g.router.Handle(MCPPath, mcp)
+	g.router.Handle(MCPPath+"/{entityType}/{entityId}", mcp)
 	g.mcp = g.withRequestID(mcp)
 	if g.opts.API != nil {
 		g.router.PathPrefix("/api/v1/").Handler(g.checkOrigin(g.authenticate(g.opts.API)))
@@ -234,9 +234,9 @@ func (g *Gateway) routes() {
 	}
 }
 
-// mcpPath is the MCP endpoint; mcpPath/{entityType}/{entityId} scopes it
+// MCPPath is the MCP endpoint; MCPPath/{entityType}/{entityId} scopes it
 // to an entity.
-const mcpPath = "/api/v1/mcp"
+const MCPPath = "/api/v1/mcp"
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -244,7 +244,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// mux match costs a regexp per route tried and two copies of the
 	// request (route and vars go into its context), and this route has no
 	// vars and no method restriction. g.mcp is the same middleware chain.
-	if r.URL.Path == mcpPath {
+	if r.URL.Path == MCPPath {
 		g.mcp.ServeHTTP(w, r)
 		return
 	}

@@ -147,3 +147,35 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("toolbus_pending_calls = %v, want 0", v)
 	}
 }
+
+// TestHTTPFastPath: MCP POSTs take the lean HTTP path unless
+// NoHTTPFastPath (--http-fast-path=false) says otherwise; either way the
+// go-sdk client's calls work, and GET /metrics goes to net/http.
+func TestHTTPFastPath(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		off  bool
+	}{
+		{"on", false},
+		{"off", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startGateway(t, server.Config{NoHTTPFastPath: tc.off})
+			scraper := e.token(t, acl.TokenSpec{UserID: "prom", Scopes: []string{acl.ScopeMetrics}})
+			cs := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "alice"}), "2025-11-25", nil)
+			res, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "platform_echo", Arguments: map[string]any{"text": "hi"}})
+			if err != nil || res.IsError {
+				t.Fatalf("platform_echo: %v %+v", err, res)
+			}
+			fams := scrape(t, e, scraper)
+			fast := metricValue(fams, "toolbus_http_fast_requests_total", nil)
+			handed := metricValue(fams, "toolbus_http_connections_handed_over_total", nil)
+			if tc.off && fast != 0 || !tc.off && fast < 3 { // initialize, initialized, tools/call
+				t.Errorf("fast requests %v with the fast path %s", fast, tc.name)
+			}
+			if handed < 1 { // the scrape's GET, at least
+				t.Errorf("connections handed over %v, want the scrape's at least", handed)
+			}
+		})
+	}
+}

@@ -1,0 +1,522 @@
+package h1_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/internal/h1"
+)
+
+// waitFor bounds every single wait of a test.
+const waitFor = 10 * time.Second
+
+// handler answers in the style its X-Mode header asks for, and reports in
+// its body what it saw of the request. X-Writer names its ResponseWriter,
+// so that a test can tell which server answered.
+func handler(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Writer", fmt.Sprintf("%T", w))
+	body, err := io.ReadAll(r.Body)
+	keys := make([]string, 0, len(r.Header))
+	for k := range r.Header {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var seen strings.Builder
+	fmt.Fprintf(&seen, "%s %s host=%s len=%d close=%v body=%q err=%s\n", r.Method, r.URL.Path, r.Host, r.ContentLength, r.Close, body, errKind(err))
+	for _, k := range keys {
+		fmt.Fprintf(&seen, "%s=%q\n", k, r.Header[k])
+	}
+	out := seen.String()
+	switch r.Header.Get("X-Mode") {
+	case "declared":
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+		_, _ = io.WriteString(w, out)
+	case "big": // more than the fast path buffers: chunked
+		_, _ = io.WriteString(w, out)
+		_, _ = w.Write(bytes.Repeat([]byte("x"), 10000))
+	case "flush":
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: one\n\n")
+		w.(http.Flusher).Flush()
+		_, _ = io.WriteString(w, out)
+	case "status":
+		w.WriteHeader(http.StatusTeapot)
+		_, _ = io.WriteString(w, out)
+	case "empty":
+		w.WriteHeader(http.StatusAccepted)
+	case "nocontent":
+		w.WriteHeader(http.StatusNoContent)
+		if _, err := io.WriteString(w, "not allowed"); !errors.Is(err, http.ErrBodyNotAllowed) {
+			panic(fmt.Sprintf("a body on 204: %v", err))
+		}
+	case "split":
+		w.Header().Set("X-Evil", "a\r\nInjected: b")
+		w.Header()["Bad Name"] = []string{"x"}
+		_, _ = io.WriteString(w, out)
+	case "short": // declares more than it writes
+		w.Header().Set("Content-Length", "1000")
+		_, _ = io.WriteString(w, "short")
+	case "panic":
+		panic(http.ErrAbortHandler)
+	default: // a body of unknown length, small: its length is computed
+		_, _ = io.WriteString(w, out)
+	}
+}
+
+// errKind names err without the addresses net/http's errors carry.
+func errKind(err error) string {
+	switch {
+	case err == nil:
+		return "none"
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "unexpected EOF"
+	default:
+		return "other"
+	}
+}
+
+// servers runs handler behind the fast path (fast) and on net/http alone
+// (plain), each on 127.0.0.1 with an OS-chosen port.
+func servers(t testing.TB, mod func(*http.Server)) (fast, plain string) {
+	t.Helper()
+	start := func(serve func(net.Listener) error, stop func(context.Context) error) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- serve(ln) }()
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+			defer cancel()
+			if err := stop(ctx); err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+			if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+				t.Errorf("serve returned %v", err)
+			}
+		})
+		return ln.Addr().String()
+	}
+	newHTTP := func() *http.Server {
+		s := &http.Server{Handler: http.HandlerFunc(handler), ReadHeaderTimeout: waitFor, IdleTimeout: waitFor}
+		if mod != nil {
+			mod(s)
+		}
+		return s
+	}
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	f := h1.New(newHTTP(), h1.Options{Paths: []string{"/mcp"}, Logger: logrus.NewEntry(quiet)})
+	p := newHTTP()
+	return start(f.Serve, f.Shutdown), start(p.Serve, p.Shutdown)
+}
+
+// exchange writes raw on a new connection and reads responses until the
+// server closes it or n have come.
+func exchange(t testing.TB, addr, raw string, n int) []*http.Response {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, waitFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(waitFor))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	var out []*http.Response
+	for len(out) < n {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
+				break
+			}
+			t.Fatalf("read response %d: %v", len(out), err)
+		}
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatalf("read body %d: %v", len(out), err)
+		}
+		res.Body = io.NopCloser(bytes.NewReader(b))
+		out = append(out, res)
+	}
+	return out
+}
+
+func isReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && strings.Contains(op.Err.Error(), "reset")
+}
+
+// summary is what a client can see of a response, less the Date and the
+// X-Writer, which differ.
+func summary(t testing.TB, res *http.Response) string {
+	t.Helper()
+	b, _ := io.ReadAll(res.Body)
+	h := res.Header.Clone()
+	h.Del("Date")
+	h.Del("X-Writer")
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var s strings.Builder
+	fmt.Fprintf(&s, "%s length=%d chunked=%v close=%v\n", res.Status, res.ContentLength, slices.Contains(res.TransferEncoding, "chunked"), res.Close)
+	for _, k := range keys {
+		fmt.Fprintf(&s, "%s: %q\n", k, h[k])
+	}
+	fmt.Fprintf(&s, "\n%q", b)
+	return s.String()
+}
+
+// sameAnswers sends raw to both servers and wants the same responses from
+// each; it returns those behind the fast path.
+func sameAnswers(t testing.TB, fast, plain, raw string, n int) []*http.Response {
+	t.Helper()
+	got := exchange(t, fast, raw, n)
+	want := exchange(t, plain, raw, n)
+	if len(got) != len(want) {
+		t.Fatalf("%d responses behind the fast path, %d from net/http", len(got), len(want))
+	}
+	for i := range got {
+		if g, w := summary(t, got[i]), summary(t, want[i]); g != w {
+			t.Errorf("response %d behind the fast path:\n%s\nfrom net/http:\n%s", i, g, w)
+		}
+	}
+	return got
+}
+
+const fastWriter, plainWriter = "*h1.response", "*http.response"
+
+func post(path, headers, body string) string {
+	return "POST " + path + " HTTP/1.1\r\nHost: example.test\r\n" + headers +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}
+
+// The fast path answers what it takes as net/http would, and hands
+// everything else to net/http, whose answers are then exactly net/http's
+// own.
+func TestSameAsNetHTTP(t *testing.T) {
+	fast, plain := servers(t, nil)
+	bigHead := "X-Big: " + strings.Repeat("b", 5000) + "\r\n"
+	for _, tc := range []struct {
+		name    string
+		raw     string
+		n       int      // responses to read
+		writers []string // which served each, behind the fast path
+	}{
+		{"small body, length computed", post("/mcp", "", `{"a":1}`), 1, []string{fastWriter}},
+		{"length declared", post("/mcp", "X-Mode: declared\r\n", "{}"), 1, []string{fastWriter}},
+		{"big body, chunked", post("/mcp", "X-Mode: big\r\n", "{}"), 1, []string{fastWriter}},
+		{"flushed, chunked", post("/mcp", "X-Mode: flush\r\n", "{}"), 1, []string{fastWriter}},
+		{"status", post("/mcp", "X-Mode: status\r\n", "{}"), 1, []string{fastWriter}},
+		{"no body", post("/mcp", "X-Mode: empty\r\n", ""), 1, []string{fastWriter}},
+		{"204", post("/mcp", "X-Mode: nocontent\r\n", "{}"), 1, []string{fastWriter}},
+		{"response splitting", post("/mcp", "X-Mode: split\r\n", "{}"), 1, []string{fastWriter}},
+		{"client closes", post("/mcp", "Connection: close\r\n", "{}") + post("/mcp", "", "unread"), 2, []string{fastWriter}},
+		{"fields", post("/mcp", "Authorization: Bearer t\r\nmcp-session-id: s1\r\nX-Two: 1\r\nx-two: 2\r\nUser-Agent: \xffua\r\n", "{}"), 1, []string{fastWriter}},
+		{"pipelined", post("/mcp", "", "one") + post("/mcp", "X-Mode: declared\r\n", "two") + post("/mcp", "", ""), 3,
+			[]string{fastWriter, fastWriter, fastWriter}},
+		{"GET", "GET /mcp HTTP/1.1\r\nHost: example.test\r\n\r\n", 1, []string{plainWriter}},
+		{"other path", post("/other", "", "{}"), 1, []string{plainWriter}},
+		{"chunked request", "POST /mcp HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 1, []string{plainWriter}},
+		{"length and chunked", "POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 1, nil},
+		{"two lengths", "POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 1, nil},
+		{"bare LF", "POST /mcp HTTP/1.1\nHost: a\nContent-Length: 2\n\n{}", 1, []string{plainWriter}},
+		{"obs-fold", "POST /mcp HTTP/1.1\r\nHost: a\r\nX: y\r\n z\r\nContent-Length: 2\r\n\r\n{}", 1, nil},
+		{"no host", "POST /mcp HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", 1, nil},
+		{"HTTP/1.0", "POST /mcp HTTP/1.0\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}", 1, []string{plainWriter}},
+		{"expect", "POST /mcp HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}", 2, []string{"", plainWriter}},
+		{"head larger than the buffer", post("/mcp", bigHead, "{}"), 1, []string{plainWriter}},
+		{"garbage", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 1, nil},
+		{"fast, then handed over", post("/mcp", "", "1") + "GET /mcp HTTP/1.1\r\nHost: a\r\n\r\n" + post("/mcp", "", "3"), 3,
+			[]string{fastWriter, plainWriter, plainWriter}},
+		{"aborted by the handler", post("/mcp", "X-Mode: panic\r\n", "{}"), 1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := sameAnswers(t, fast, plain, tc.raw, tc.n)
+			for i := range got {
+				if tc.writers != nil {
+					if w := got[i].Header.Get("X-Writer"); w != tc.writers[i] {
+						t.Errorf("response %d written by %s, want %s", i, w, tc.writers[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// Slow clients are cut off as net/http cuts them off: a silent connection
+// and a head that stops coming by ReadHeaderTimeout, a body by
+// ReadTimeout (the handler sees the timeout), an idle connection by
+// IdleTimeout.
+func TestSlowClientsSameAsNetHTTP(t *testing.T) {
+	fast, plain := servers(t, func(s *http.Server) {
+		s.ReadHeaderTimeout = 200 * time.Millisecond
+		s.ReadTimeout = 300 * time.Millisecond
+		s.IdleTimeout = 300 * time.Millisecond
+	})
+	for _, tc := range []struct {
+		name string
+		raw  string
+		n    int
+	}{
+		{"silent", "", 1},
+		{"head stops", "POST /mcp HTTP/1.1\r\nHost: a\r\n", 1},
+		{"request line stops", "POST /mc", 1},
+		{"body stops", "POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n{}", 2},
+		{"idle after a response", post("/mcp", "", "{}"), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sameAnswers(t, fast, plain, tc.raw, tc.n)
+		})
+	}
+}
+
+// blocking is a fast-path server whose handler, for X-Mode: block, tells
+// started and waits for release or its context's end (which it tells
+// ended).
+type blocking struct {
+	addr    string
+	srv     *h1.Server
+	served  chan error
+	started chan struct{}
+	release chan struct{}
+	ended   chan error
+	watches chan struct{}
+}
+
+func startBlocking(t *testing.T) *blocking {
+	t.Helper()
+	b := &blocking{
+		served:  make(chan error, 1),
+		started: make(chan struct{}, 8),
+		release: make(chan struct{}),
+		ended:   make(chan error, 8),
+		watches: make(chan struct{}, 8),
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Mode") != "block" {
+			handler(w, r)
+			return
+		}
+		_, _ = io.ReadAll(r.Body)
+		b.started <- struct{}{}
+		select {
+		case <-b.release:
+			_, _ = io.WriteString(w, "released")
+		case <-r.Context().Done():
+			b.ended <- r.Context().Err()
+		case <-time.After(waitFor):
+			b.ended <- errors.New("neither released nor cancelled")
+		}
+	})
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	b.srv = h1.New(&http.Server{Handler: h, ReadHeaderTimeout: waitFor, IdleTimeout: waitFor},
+		h1.Options{Paths: []string{"/mcp"}, WatchAfter: time.Millisecond, Logger: logrus.NewEntry(quiet)})
+	h1.OnWatch(b.srv, func() { b.watches <- struct{}{} })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.addr = ln.Addr().String()
+	go func() { b.served <- b.srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = b.srv.Close()
+		if err := <-b.served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve returned %v", err)
+		}
+	})
+	return b
+}
+
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitFor):
+		t.Fatalf("timed out after %s waiting for %s", waitFor, what)
+		panic("unreachable")
+	}
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, waitFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(waitFor))
+	return c
+}
+
+// watchedRequest sends a request that blocks on a new connection, and
+// returns the connection once the handler runs and the watch reads.
+func (b *blocking) watchedRequest(t *testing.T) net.Conn {
+	t.Helper()
+	c := dial(t, b.addr)
+	if _, err := io.WriteString(c, post("/mcp", "X-Mode: block\r\n", "{}")); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.started, "the handler")
+	recv(t, b.watches, "the watch")
+	return c
+}
+
+// A client that goes away while its request runs cancels the request's
+// context, as with net/http; the watch that notices it starts only once
+// the request has run for WatchAfter.
+func TestClientGoneCancelsRequest(t *testing.T) {
+	b := startBlocking(t)
+	c := b.watchedRequest(t)
+	_ = c.Close()
+	if err := recv(t, b.ended, "the request's end"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the request ended with %v, want its context cancelled", err)
+	}
+}
+
+// A client that sends its next request while the watch reads loses
+// nothing: the byte the watch read is the next request's first.
+func TestPipelinedWhileWatched(t *testing.T) {
+	b := startBlocking(t)
+	c := b.watchedRequest(t)
+	if _, err := io.WriteString(c, post("/mcp", "", "second")); err != nil {
+		t.Fatal(err)
+	}
+	close(b.release)
+	br := bufio.NewReader(c)
+	for i, want := range []string{"released", `body="second"`} {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("response %d: %q, want it to hold %q", i, body, want)
+		}
+	}
+	select {
+	case err := <-b.ended:
+		t.Fatalf("the first request ended with %v", err)
+	default:
+	}
+}
+
+// Shutdown closes idle connections, lets the request in flight finish
+// (and closes its connection after it), shuts the handed-over connections
+// down through net/http, and makes Serve return ErrServerClosed.
+func TestShutdown(t *testing.T) {
+	b := startBlocking(t)
+	idle := dial(t, b.addr)
+	if res := exchangeOn(t, idle, post("/mcp", "", "{}")); res.StatusCode != http.StatusOK {
+		t.Fatalf("idle connection's request: %s", res.Status)
+	}
+	handed := dial(t, b.addr)
+	if res := exchangeOn(t, handed, "GET /mcp HTTP/1.1\r\nHost: a\r\n\r\n"); res.Header.Get("X-Writer") != plainWriter {
+		t.Fatalf("GET answered by %s", res.Header.Get("X-Writer"))
+	}
+	busy := dial(t, b.addr)
+	if _, err := io.WriteString(busy, post("/mcp", "X-Mode: block\r\n", "{}")); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.started, "the handler")
+	if got, want := b.srv.Stats(), (h1.Stats{FastRequests: 2, HandedOver: 1}); got != want {
+		t.Errorf("Stats = %+v, want %+v", got, want)
+	}
+
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		shut <- b.srv.Shutdown(ctx)
+	}()
+	for _, c := range []net.Conn{idle, handed} {
+		if n, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatalf("an idle connection read %d bytes, want it closed", n)
+		}
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v with a request in flight", err)
+	default:
+	}
+	close(b.release)
+	res, err := http.ReadResponse(bufio.NewReader(busy), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Close {
+		t.Error("the last response did not close its connection")
+	}
+	if err := recv(t, shut, "Shutdown"); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := recv(t, b.served, "Serve"); !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve returned %v", err)
+	}
+	b.served <- http.ErrServerClosed // for the cleanup
+	if c, err := net.DialTimeout("tcp", b.addr, waitFor); err == nil {
+		_ = c.Close()
+		t.Fatal("the listener still accepts")
+	}
+}
+
+// exchangeOn writes raw on c and reads one response.
+func exchangeOn(t *testing.T, c net.Conn, raw string) *http.Response {
+	t.Helper()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	return res
+}
+
+// FuzzSameAsNetHTTP: whatever a client sends, the responses behind the
+// fast path are net/http's.
+func FuzzSameAsNetHTTP(f *testing.F) {
+	for _, s := range []string{
+		post("/mcp", "", `{"a":1}`),
+		post("/mcp", "X-Mode: big\r\n", "{}") + post("/mcp", "X-Mode: flush\r\n", "{}"),
+		post("/mcp", "Connection: close\r\n", "{}"),
+		"POST /mcp HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
+		"POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}GET /mcp HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+	} {
+		f.Add(s)
+	}
+	fast, plain := servers(f, func(s *http.Server) {
+		s.ReadHeaderTimeout = 50 * time.Millisecond
+		s.ReadTimeout = 50 * time.Millisecond
+		s.IdleTimeout = 50 * time.Millisecond
+	})
+	f.Fuzz(func(t *testing.T, raw string) {
+		sameAnswers(t, fast, plain, raw, 4)
+	})
+}
