@@ -520,3 +520,29 @@ func FuzzSameAsNetHTTP(f *testing.F) {
 		sameAnswers(t, fast, plain, raw, 4)
 	})
 }
+
+// Without Paths, net/http serves the listener alone: nothing is handed
+// over, nothing served fast, and Shutdown ends Serve with ErrServerClosed.
+func TestNoPaths(t *testing.T) {
+	s := h1.New(&http.Server{Handler: http.HandlerFunc(handler), ReadHeaderTimeout: waitFor}, h1.Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	if res := exchangeOn(t, dial(t, ln.Addr().String()), post("/mcp", "", "{}")); res.Header.Get("X-Writer") != plainWriter {
+		t.Errorf("answered by %s, want net/http", res.Header.Get("X-Writer"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := recv(t, served, "Serve"); !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve returned %v", err)
+	}
+	if got := s.Stats(); got != (h1.Stats{}) {
+		t.Errorf("Stats = %+v, want none", got)
+	}
+}

@@ -42,7 +42,7 @@ const (
 // Options configure a Server. Zero fields take the documented defaults.
 type Options struct {
 	// Paths are the request targets (exact, no query) whose POSTs the fast
-	// path serves. None means every connection goes to net/http.
+	// path serves. None means the fallback serves the listener alone.
 	Paths []string
 	// WatchAfter is how long a request runs before its connection is
 	// watched for the client going away (which cancels the request's
@@ -110,6 +110,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.ln = ln
+	if len(s.opts.Paths) == 0 {
+		s.mu.Unlock()
+		return s.fallback.Serve(ln) // net/http alone
+	}
 	s.handoff = newChanListener(ln.Addr())
 	s.mu.Unlock()
 
@@ -269,7 +273,7 @@ func (s *Server) beginShutdown() {
 	}
 	s.shutdown = true
 	s.inShutdown.Store(true)
-	if s.ln != nil {
+	if s.handoff != nil { // else net/http serves ln alone and closes it
 		_ = s.ln.Close()
 		// net/http closes it too, but only if its Serve has begun.
 		_ = s.handoff.Close()
