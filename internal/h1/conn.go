@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +19,14 @@ const (
 	stateActive int32 = iota
 	stateIdle
 	stateClosed // closed while idle
+)
+
+// As net/http: the most of an unread request body read and discarded to
+// keep the connection, and how long to wait, after a response that closes
+// a connection with unread data, before the close (see closeWriteAndWait).
+const (
+	maxPostHandlerReadBytes = 256 << 10
+	rstAvoidanceDelay       = 500 * time.Millisecond
 )
 
 // aLongTimeAgo is a read deadline that has passed: it makes a blocked read
@@ -41,12 +48,18 @@ type conn struct {
 
 	// deadline is the read deadline set on rwc (zero: none).
 	deadline time.Time
+	// lingerClose: close with closeWriteAndWait, as net/http does after a
+	// response that left request bytes unread.
+	lingerClose bool
+	// headBuf holds a response's header fields from WriteHeader on.
+	headBuf []byte
 
 	// The watch notices a client that goes away during a long request.
 	watchTimer *time.Timer
-	watchArmed bool          // the timer is set for the current request
 	watchDone  chan struct{} // the watch's goroutine is done
-	watchMu    sync.Mutex    // guards the two below
+	watchMu    sync.Mutex    // guards the fields below
+	inHandler  bool          // the handler runs: the watch may start
+	watchArmed bool          // the timer is set for the current request
 	aborting   bool          // the request is over: the watch must stop
 	cancelReq  context.CancelFunc
 	watchBuf   [1]byte
@@ -70,7 +83,12 @@ func (r *connReader) Read(p []byte) (int, error) {
 }
 
 func newConn(s *Server, rwc net.Conn) *conn {
-	c := &conn{srv: s, rwc: rwc, remote: rwc.RemoteAddr().String(), watchDone: make(chan struct{}, 1)}
+	c := &conn{srv: s, rwc: rwc, watchDone: make(chan struct{}, 1)}
+	// Linux has been seen to return a nil address for a connection reset
+	// at accept (golang/go#23022); net/http guards it too.
+	if ra := rwc.RemoteAddr(); ra != nil {
+		c.remote = ra.String()
+	}
 	c.cr.rwc = rwc
 	c.br = bufio.NewReaderSize(&c.cr, bufferSize)
 	c.bw = bufio.NewWriterSize(rwc, bufferSize)
@@ -89,16 +107,20 @@ func (c *conn) serve() {
 	handedOver := false
 	defer func() {
 		c.cancel()
-		if !handedOver {
+		switch {
+		case handedOver:
+		case c.lingerClose:
+			c.closeWriteAndWait()
+		default:
 			_ = c.rwc.Close()
 		}
 		c.srv.forget(c)
 	}()
-	// A new connection has ReadHeaderTimeout for its first request, as in
-	// net/http; a kept-alive one waits for the next up to IdleTimeout.
-	c.shortenDeadline(c.srv.fallback.ReadHeaderTimeout)
-	first := true
-	for {
+	// The first request's head is due ReadHeaderTimeout after the accept,
+	// as in net/http; later ones wait up to IdleTimeout for their first
+	// byte and then have ReadHeaderTimeout from there.
+	headDeadline := c.setDeadlineIn(c.srv.headerTimeout())
+	for first := true; ; first = false {
 		if c.srv.inShutdown.Load() {
 			return
 		}
@@ -107,7 +129,6 @@ func (c *conn) serve() {
 			if !first {
 				c.idleDeadline()
 			}
-			first = false
 			if _, err := c.br.Peek(1); err != nil {
 				return
 			}
@@ -115,7 +136,10 @@ func (c *conn) serve() {
 				return // closed by Shutdown
 			}
 		}
-		h, headDeadline, qualifies, err := c.readHead()
+		if !first {
+			headDeadline = time.Time{} // set when a read has to wait
+		}
+		h, qualifies, err := c.readHead(first, &headDeadline)
 		if err != nil {
 			return
 		}
@@ -135,38 +159,52 @@ func (c *conn) serve() {
 
 // readHead reads the next request head. qualifies is false (with the
 // head unread) when the fast path does not take the request, or when the
-// head stopped coming by the deadline; err is set when the connection
-// failed, as net/http would close it then too.
+// connection failed with part of a head read (net/http then answers that
+// part as it would); err is set when it failed between requests.
 //
-// headDeadline is when the head had to be complete, if readHead had to
-// wait for it: a connection handed over keeps it for that head.
-func (c *conn) readHead() (h head, headDeadline time.Time, qualifies bool, err error) {
+// *headDeadline is when the head had to be complete (zero until a read
+// has to wait for it on a kept-alive connection): a connection handed
+// over keeps it for that head.
+func (c *conn) readHead(first bool, headDeadline *time.Time) (h head, qualifies bool, err error) {
+	if !first {
+		// net/http skips up to 4 bytes of CR or LF after a POST body, which
+		// some clients send.
+		for i := 0; i < 4; i++ {
+			b, err := c.br.Peek(1)
+			if err != nil {
+				return h, false, err
+			}
+			if b[0] != '\r' && b[0] != '\n' {
+				break
+			}
+			_, _ = c.br.Discard(1)
+		}
+	}
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
 		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
 			h, ok := parseHead(buf[:i+4], c.srv.opts.Paths)
 			if !ok {
-				return h, headDeadline, false, nil
+				return h, false, nil
 			}
 			_, _ = c.br.Discard(i + 4)
-			return h, headDeadline, true, nil
+			return h, true, nil
 		}
 		if len(buf) >= bufferSize || !c.mayQualify(buf) {
-			return h, headDeadline, false, nil
+			return h, false, nil
 		}
 		if headDeadline.IsZero() {
-			c.shortenDeadline(c.srv.fallback.ReadHeaderTimeout)
-			headDeadline = c.deadline
+			*headDeadline = c.setDeadlineIn(c.srv.headerTimeout())
 		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// net/http answers some of these (400 for a request line
-				// cut short): it gets the bytes and, its deadline held
-				// to the one that passed, answers at once as it would.
-				return h, headDeadline, false, nil
+			if len(buf) > 0 {
+				// A head cut short by the deadline, a half-close or a
+				// reset: net/http answers some (400 for a request line cut
+				// short) and closes. It gets the bytes and, its deadline
+				// held to the one that passed, does that at once.
+				return h, false, nil
 			}
-			return h, headDeadline, false, err
+			return h, false, err
 		}
 	}
 }
@@ -213,23 +251,27 @@ func (c *conn) serveRequest(h head) (keep bool) {
 	}
 	req = req.WithContext(ctx)
 	w := &response{c: c, req: req, body: b, header: make(http.Header, 4), closeAfter: h.close}
+	if d := c.srv.fallback.WriteTimeout; d > 0 {
+		_ = c.rwc.SetWriteDeadline(time.Now().Add(d))
+	}
 
 	c.watchMu.Lock()
 	c.cancelReq = cancel
+	c.inHandler = true
 	c.watchMu.Unlock()
 	if b == nil {
 		c.armWatch()
 	}
 	panicked := c.runHandler(w, req)
 	c.stopWatch()
-	if b != nil {
-		b.finish()
-	}
 	if panicked {
 		return false
 	}
 	ok := w.finish()
-	return ok && !w.closeAfter && (b == nil || !b.unread()) && !c.gone.Load()
+	if b != nil {
+		b.finish() // after finish, which may read what is left of it
+	}
+	return ok && !w.closeAfter && !c.gone.Load()
 }
 
 // runHandler calls the handler, recovering a panic as net/http does: the
@@ -246,15 +288,47 @@ func (c *conn) runHandler(w *response, req *http.Request) (panicked bool) {
 			}
 		}
 	}()
-	c.srv.fallback.Handler.ServeHTTP(w, req)
+	c.srv.handler.ServeHTTP(w, req)
 	return false
 }
 
+// closeWriteAndWait closes the writing side and waits before the close,
+// as net/http does when it leaves request bytes unread: an immediate close
+// would reset the connection, and the client might lose the response.
+func (c *conn) closeWriteAndWait() {
+	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	time.Sleep(rstAvoidanceDelay)
+	_ = c.rwc.Close()
+}
+
 // Deadlines. A read deadline costs a timer change, so the fast path sets
-// one per request at most, and none when the request is already in the
-// buffer: the idle deadline is renewed only when less than half of it is
-// left, and the header and body deadlines only shorten it, when a read
-// has to wait.
+// none while the request is already in the buffer: it sets one when a
+// read has to wait, once per phase (the head, the body), and renews the
+// idle deadline only when less than half of it is left.
+
+// headerTimeout bounds the reading of a head: ReadHeaderTimeout, or
+// ReadTimeout if zero, as net/http reads them.
+func (s *Server) headerTimeout() time.Duration {
+	if d := s.fallback.ReadHeaderTimeout; d != 0 {
+		return d
+	}
+	return s.fallback.ReadTimeout
+}
+
+// setDeadlineIn sets the read deadline d from now (none for d ≤ 0) and
+// returns it.
+func (c *conn) setDeadlineIn(d time.Duration) time.Time {
+	var t time.Time
+	if d > 0 {
+		t = time.Now().Add(d)
+	}
+	if !t.Equal(c.deadline) {
+		c.setDeadline(t)
+	}
+	return t
+}
 
 // idleDeadline bounds the wait for the next request by the fallback's
 // IdleTimeout (its ReadTimeout if zero, as net/http does): between half of
@@ -276,17 +350,6 @@ func (c *conn) idleDeadline() {
 	}
 }
 
-// shortenDeadline makes the read deadline at most d from now (d ≤ 0: no
-// change).
-func (c *conn) shortenDeadline(d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	if t := time.Now().Add(d); c.deadline.IsZero() || t.Before(c.deadline) {
-		c.setDeadline(t)
-	}
-}
-
 func (c *conn) setDeadline(t time.Time) {
 	c.deadline = t
 	_ = c.rwc.SetReadDeadline(t)
@@ -298,11 +361,14 @@ func (c *conn) setDeadline(t time.Time) {
 // goroutine and two deadline changes per request; here it starts only when
 // the request has run for WatchAfter, on the timer's goroutine.
 
-// armWatch starts the watch's timer once the request body has been read.
-// Bytes already buffered mean the client has sent its next request: it is
-// there, and reading on would take that request's bytes.
+// armWatch starts the watch's timer once the request body has been read,
+// while the handler runs. Bytes already buffered mean the client has sent
+// its next request: it is there, and reading on would take that request's
+// bytes. It may run on any goroutine that reads the body.
 func (c *conn) armWatch() {
-	if c.watchArmed || c.br.Buffered() > 0 {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	if !c.inHandler || c.watchArmed || c.br.Buffered() > 0 {
 		return
 	}
 	c.watchArmed = true
@@ -343,16 +409,18 @@ func (c *conn) watch() {
 // started never will; one that reads is woken by a deadline in the past,
 // and waited for.
 func (c *conn) stopWatch() {
-	if !c.watchArmed {
-		return
-	}
-	c.watchArmed = false
-	if c.watchTimer.Stop() {
-		return
-	}
 	c.watchMu.Lock()
-	c.aborting = true
+	c.inHandler = false
+	armed := c.watchArmed
+	c.watchArmed = false
+	if armed && !c.watchTimer.Stop() {
+		c.aborting = true
+	}
+	aborting := c.aborting
 	c.watchMu.Unlock()
+	if !aborting {
+		return
+	}
 	_ = c.rwc.SetReadDeadline(aLongTimeAgo)
 	<-c.watchDone
 	c.watchMu.Lock()
@@ -369,13 +437,15 @@ func (c *conn) closeIfIdle() {
 }
 
 // body is a request body of Content-Length bytes, read from the
-// connection's buffer.
+// connection's buffer. Its mutex lets a goroutine the handler left
+// behind read it safely until the response is done.
 type body struct {
-	c         *conn
-	mu        sync.Mutex
-	remaining int64
-	closed    bool
-	sawEOF    bool
+	c           *conn
+	mu          sync.Mutex
+	remaining   int64
+	closed      bool
+	sawEOF      bool
+	deadlineSet bool // ReadTimeout bounds the reads that wait
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -384,6 +454,10 @@ func (b *body) Read(p []byte) (int, error) {
 	if b.closed {
 		return 0, http.ErrBodyReadAfterClose
 	}
+	return b.readLocked(p)
+}
+
+func (b *body) readLocked(p []byte) (int, error) {
 	if b.remaining == 0 {
 		b.hitEOF()
 		return 0, io.EOF
@@ -391,8 +465,12 @@ func (b *body) Read(p []byte) (int, error) {
 	if int64(len(p)) > b.remaining {
 		p = p[:b.remaining]
 	}
-	if b.c.br.Buffered() == 0 {
-		b.c.shortenDeadline(b.c.srv.fallback.ReadTimeout)
+	if b.c.br.Buffered() == 0 && !b.deadlineSet {
+		// From the first read that waits, not from the request's first
+		// byte as in net/http: later by the time the handler took to
+		// start reading.
+		b.deadlineSet = true
+		b.c.setDeadlineIn(b.c.srv.fallback.ReadTimeout)
 	}
 	n, err := b.c.br.Read(p)
 	b.remaining -= int64(n)
@@ -416,18 +494,61 @@ func (b *body) hitEOF() {
 	}
 }
 
-// Close marks the body closed; what is left unread is not read (the
-// connection is closed after the response instead).
+// Close closes the body as net/http's does: what is left, up to
+// maxPostHandlerReadBytes, is read and dropped, so that the connection
+// can carry the next request; more than that closes it after the
+// response.
 func (b *body) Close() error {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	if b.remaining > 0 && b.remaining <= maxPostHandlerReadBytes {
+		b.dropLocked()
+	}
 	b.closed = true
-	b.mu.Unlock()
 	return nil
 }
 
-// finish closes the body when the handler has returned: a goroutine the
-// handler left behind must not read the next request.
-func (b *body) finish() { _ = b.Close() }
+// dropLocked reads and drops the rest of the body; false if a read failed.
+func (b *body) dropLocked() bool {
+	var scratch [4096]byte
+	for b.remaining > 0 {
+		if _, err := b.readLocked(scratch[:]); err != nil && err != io.EOF {
+			return false
+		}
+	}
+	return true
+}
+
+// discardRest reads and drops what the handler left unread, before the
+// response, as net/http does: up to maxPostHandlerReadBytes, so that the
+// connection can carry the next request. It reports whether the
+// connection must close instead, and whether it should linger (too much
+// left to read).
+func (b *body) discardRest() (closeAfter, linger bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.remaining == 0:
+		return false, false
+	case b.closed:
+		return true, false // closed by the handler with too much left
+	case b.remaining >= maxPostHandlerReadBytes:
+		return true, true
+	}
+	return !b.dropLocked(), false
+}
+
+// finish closes the body when the response is done, without reading
+// more: a goroutine the handler left behind must not read the next
+// request. It waits for a read in progress.
+func (b *body) finish() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+}
 
 // handoffConn is a connection handed to net/http: reads go through the
 // fast path's buffer first.
@@ -452,9 +573,11 @@ func (h *handoffConn) SetReadDeadline(t time.Time) error {
 	return h.Conn.SetReadDeadline(t)
 }
 
-// unread reports whether part of the body has not been read.
-func (b *body) unread() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.remaining > 0
+// CloseWrite lets net/http half-close the connection as it does on its
+// own (a *net.TCPConn's), to avoid a reset.
+func (h *handoffConn) CloseWrite() error {
+	if cw, ok := h.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }

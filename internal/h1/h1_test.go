@@ -29,6 +29,20 @@ const waitFor = 10 * time.Second
 // so that a test can tell which server answered.
 func handler(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Writer", fmt.Sprintf("%T", w))
+	switch r.Header.Get("X-Mode") {
+	case "noread": // refuses without reading the body, as the gateway's checks do
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, "no")
+		return
+	case "closebody": // closes the body unread
+		_ = r.Body.Close()
+		_, _ = io.WriteString(w, "closed")
+		return
+	case "leftover": // a goroutine reads the body after the handler returns
+		go func() { _, _ = io.ReadAll(r.Body) }()
+		_, _ = io.WriteString(w, "left")
+		return
+	}
 	body, err := io.ReadAll(r.Body)
 	keys := make([]string, 0, len(r.Header))
 	for k := range r.Header {
@@ -73,6 +87,32 @@ func handler(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "short")
 	case "panic":
 		panic(http.ErrAbortHandler)
+	case "hints": // an informational response first, whose framing fields net/http leaves out
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.Header().Set("Content-Length", "5")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Content-Length")
+		_, _ = io.WriteString(w, out)
+	case "switching": // 101 is final
+		w.WriteHeader(http.StatusSwitchingProtocols)
+	case "connclose": // net/http closes on "close" only, case and all
+		w.Header().Set("Connection", "Close")
+		_, _ = io.WriteString(w, out)
+	case "connclose-lower":
+		w.Header().Set("Connection", "close")
+		_, _ = io.WriteString(w, out)
+	case "bigfirst": // one first write past the buffer: its type is sniffed from it
+		_, _ = io.WriteString(w, "<html><body>"+strings.Repeat("h", 5000))
+	case "mid": // between net/http's 2 KiB buffer and 4 KiB: chunked
+		_, _ = io.WriteString(w, strings.Repeat("m", 3000))
+	case "notmodified":
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Content-Length", "10")
+		w.WriteHeader(http.StatusNotModified)
+	case "late": // fields set after WriteHeader do not reach the client
+		w.WriteHeader(http.StatusOK)
+		w.Header().Set("X-Late", "1")
+		_, _ = io.WriteString(w, out)
 	default: // a body of unknown length, small: its length is computed
 		_, _ = io.WriteString(w, out)
 	}
@@ -252,6 +292,20 @@ func TestSameAsNetHTTP(t *testing.T) {
 		{"fast, then handed over", post("/mcp", "", "1") + "GET /mcp HTTP/1.1\r\nHost: a\r\n\r\n" + post("/mcp", "", "3"), 3,
 			[]string{fastWriter, plainWriter, plainWriter}},
 		{"aborted by the handler", post("/mcp", "X-Mode: panic\r\n", "{}"), 1, nil},
+		{"CRLF after a POST", post("/mcp", "", "1") + "\r\n" + post("/mcp", "", "2"), 2, []string{fastWriter, fastWriter}},
+		{"body not read", post("/mcp", "X-Mode: noread\r\n", "{}") + post("/mcp", "", "2"), 2, []string{fastWriter, fastWriter}},
+		{"body not read, too big to drain", post("/mcp", "X-Mode: noread\r\n", strings.Repeat("b", 300<<10)), 2, []string{fastWriter}},
+		{"body closed unread", post("/mcp", "X-Mode: closebody\r\n", "{}") + post("/mcp", "", "2"), 2, []string{fastWriter, fastWriter}},
+		{"body closed unread, too big to drain", post("/mcp", "X-Mode: closebody\r\n", strings.Repeat("b", 300<<10)) + post("/mcp", "", "2"), 2, []string{fastWriter}},
+		{"handler closes, lower case", post("/mcp", "X-Mode: connclose-lower\r\n", "{}") + post("/mcp", "", "2"), 2, []string{fastWriter}},
+		{"body read after the handler", post("/mcp", "X-Mode: leftover\r\n", "{}") + post("/mcp", "", "2"), 2, nil},
+		{"early hints", post("/mcp", "X-Mode: hints\r\n", "{}"), 2, []string{fastWriter, fastWriter}},
+		{"101", post("/mcp", "X-Mode: switching\r\n", "{}"), 1, []string{fastWriter}},
+		{"handler says Close", post("/mcp", "X-Mode: connclose\r\n", "{}") + post("/mcp", "", "2"), 2, []string{fastWriter, fastWriter}},
+		{"big first write", post("/mcp", "X-Mode: bigfirst\r\n", "{}"), 1, []string{fastWriter}},
+		{"between 2 and 4 KiB", post("/mcp", "X-Mode: mid\r\n", "{}"), 1, []string{fastWriter}},
+		{"304", post("/mcp", "X-Mode: notmodified\r\n", "{}"), 1, []string{fastWriter}},
+		{"fields after WriteHeader", post("/mcp", "X-Mode: late\r\n", "{}"), 1, []string{fastWriter}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := sameAnswers(t, fast, plain, tc.raw, tc.n)
@@ -544,5 +598,163 @@ func TestNoPaths(t *testing.T) {
 	}
 	if got := s.Stats(); got != (h1.Stats{}) {
 		t.Errorf("Stats = %+v, want none", got)
+	}
+}
+
+// closeWrite is a script step: the client half-closes its connection.
+type closeWrite struct{}
+
+// script plays steps on a new connection (a string is written, a
+// duration slept, closeWrite half-closes), then reads responses until the
+// server closes the connection, and says what the client saw: each
+// response's summary, and the first write or read error. It may run on
+// any goroutine: it reports its own failure as an error.
+func script(t testing.TB, addr string, steps ...any) ([]string, error) {
+	c, err := net.DialTimeout("tcp", addr, waitFor)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(waitFor))
+	var out []string
+	for _, step := range steps {
+		switch step := step.(type) {
+		case string:
+			if _, err := io.WriteString(c, step); err != nil {
+				return append(out, "write failed"), nil
+			}
+		case time.Duration:
+			time.Sleep(step)
+		case closeWrite:
+			_ = c.(*net.TCPConn).CloseWrite()
+		}
+	}
+	br := bufio.NewReader(c)
+	for {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil, fmt.Errorf("the server did not close the connection in %s", waitFor)
+			}
+			return append(out, "closed"), nil
+		}
+		out = append(out, summary(t, res))
+	}
+}
+
+// sameScript plays steps against both servers at once and wants the
+// client to see the same from each.
+func sameScript(t *testing.T, fast, plain string, steps ...any) {
+	t.Helper()
+	type result struct {
+		seen []string
+		err  error
+	}
+	fastDone := make(chan result, 1)
+	go func() {
+		seen, err := script(t, fast, steps...)
+		fastDone <- result{seen, err}
+	}()
+	want, err := script(t, plain, steps...)
+	if err != nil {
+		t.Fatalf("net/http: %v", err)
+	}
+	got := <-fastDone
+	if got.err != nil {
+		t.Fatalf("behind the fast path: %v", got.err)
+	}
+	if !slices.Equal(got.seen, want) {
+		t.Errorf("behind the fast path:\n%s\nfrom net/http:\n%s", strings.Join(got.seen, "\n--\n"), strings.Join(want, "\n--\n"))
+	}
+}
+
+// Slow and half-closing clients get what net/http gives them, whatever
+// the deadlines they meet: ReadHeaderTimeout from the accept for a first
+// request, from its first byte for a later one, ReadTimeout for a body,
+// IdleTimeout between requests. The sleeps only make the clients slow;
+// each is far from the deadline it plays against.
+func TestSlowClientScripts(t *testing.T) {
+	const head10 = "POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n"
+	const body10 = "0123456789"
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for _, tc := range []struct {
+		name               string
+		header, read, idle time.Duration
+		steps              []any
+	}{
+		{"first body after ReadHeaderTimeout, within ReadTimeout", ms(300), 5 * time.Second, ms(500),
+			[]any{head10, ms(900), body10}},
+		{"next body after most of IdleTimeout", 5 * time.Second, 5 * time.Second, ms(2000),
+			[]any{head10 + body10, ms(1200), head10, ms(1200), body10}},
+		{"body past ReadTimeout", 5 * time.Second, ms(300), ms(500),
+			[]any{head10, ms(900), body10}},
+		{"no ReadHeaderTimeout: ReadTimeout bounds the head", 0, ms(300), ms(500),
+			[]any{"POST /mcp HTTP/1.1\r\n"}},
+		{"silent, no ReadHeaderTimeout", 0, ms(300), ms(500), nil},
+		{"half-closed in the head", 5 * time.Second, 5 * time.Second, ms(500),
+			[]any{"POST /mcp HTTP/1.1\r\nHost: a\r\n", closeWrite{}}},
+		{"half-closed in the request line", 5 * time.Second, 5 * time.Second, ms(500),
+			[]any{"POST /mc", closeWrite{}}},
+		{"half-closed after a request", 5 * time.Second, 5 * time.Second, ms(500),
+			[]any{head10 + body10, closeWrite{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fast, plain := servers(t, func(s *http.Server) {
+				s.ReadHeaderTimeout, s.ReadTimeout, s.IdleTimeout = tc.header, tc.read, tc.idle
+			})
+			sameScript(t, fast, plain, tc.steps...)
+		})
+	}
+}
+
+// A client writing a body the handler refuses without reading gets the
+// answer, as from net/http, when it is small enough to drain (the
+// connection stays) and when it is not (the connection closes without a
+// reset that could lose the answer).
+func TestUnreadBodySlowWriter(t *testing.T) {
+	fast, plain := servers(t, func(s *http.Server) { s.IdleTimeout = 500 * time.Millisecond })
+	for _, size := range []int{192 << 10, 320 << 10} {
+		t.Run(strconv.Itoa(size>>10)+"KiB", func(t *testing.T) {
+			steps := []any{"POST /mcp HTTP/1.1\r\nHost: a\r\nX-Mode: noread\r\nContent-Length: " + strconv.Itoa(size) + "\r\n\r\n"}
+			for sent := 0; sent < size; sent += 16 << 10 {
+				steps = append(steps, strings.Repeat("x", 16<<10), 5*time.Millisecond)
+			}
+			sameScript(t, fast, plain, steps...)
+		})
+	}
+}
+
+// nilAddrListener's connections have no remote address, as Linux has been
+// seen to give for a connection reset at accept.
+type nilAddrListener struct{ net.Listener }
+
+type nilAddrConn struct{ net.Conn }
+
+func (nilAddrConn) RemoteAddr() net.Addr { return nil }
+
+func (l nilAddrListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return nilAddrConn{c}, nil
+}
+
+// A connection without a remote address is served, not a panic.
+func TestNilRemoteAddr(t *testing.T) {
+	s := h1.New(&http.Server{Handler: http.HandlerFunc(handler), ReadHeaderTimeout: waitFor}, h1.Options{Paths: []string{"/mcp"}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(nilAddrListener{ln}) }()
+	t.Cleanup(func() {
+		_ = s.Close()
+		<-served
+	})
+	if res := exchangeOn(t, dial(t, ln.Addr().String()), post("/mcp", "", "{}")); res.StatusCode != http.StatusOK || res.Header.Get("X-Writer") != fastWriter {
+		t.Fatalf("%s from %s", res.Status, res.Header.Get("X-Writer"))
 	}
 }

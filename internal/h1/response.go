@@ -4,16 +4,27 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 )
 
+// bufferBeforeChunking is how much of a body of unknown length the
+// response holds: a handler that returns having written no more gets a
+// Content-Length, as with net/http (its bufferBeforeChunkingSize).
+const bufferBeforeChunking = 2048
+
 // response is the fast path's http.ResponseWriter. It frames a body as
 // net/http does: with the Content-Length the handler set, else with one it
-// computes when the handler returns having written at most bufferSize
-// bytes, else (or once the handler flushes) chunked.
+// computes when the handler returns having written at most
+// bufferBeforeChunking bytes, else (or once the handler flushes) chunked.
+//
+// Not done as net/http does: trailers, Hijack, and the deadline setters of
+// http.ResponseController (they answer http.ErrNotSupported); a request
+// body that MaxBytesReader cut short closes the connection after the
+// response without net/http's "Connection: close" header.
 type response struct {
 	c      *conn
 	req    *http.Request
@@ -21,7 +32,7 @@ type response struct {
 	header http.Header
 
 	status      int
-	wroteHeader bool  // the final status is chosen
+	wroteHeader bool  // the final status is chosen and the header fields copied to c.headBuf
 	headSent    bool  // the status line and header are in c.bw
 	declared    int64 // the handler's Content-Length, -1 none
 	written     int64
@@ -30,12 +41,20 @@ type response struct {
 	closeAfter  bool // the connection closes after this response
 	done        bool // the handler has returned
 	err         error
+
+	// What the handler's header fields held at WriteHeader.
+	hasContentType, hasDate bool
+	connection              []string // its Connection field, sent unless the response closes without "close" there
+	hasCloseToken           bool
 }
 
 var errWriteAfterHandler = errors.New("h1: write after the handler returned")
 
 func (w *response) Header() http.Header { return w.header }
 
+// WriteHeader chooses the status and, as net/http does, takes the header
+// fields as they are now: later changes do not reach the client. An
+// informational status (1xx but 101) is sent at once.
 func (w *response) WriteHeader(code int) {
 	if code < 100 || code > 999 {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code)) // as net/http
@@ -43,7 +62,7 @@ func (w *response) WriteHeader(code int) {
 	if w.wroteHeader || w.done {
 		return
 	}
-	if code < 200 {
+	if code < 200 && code != http.StatusSwitchingProtocols {
 		w.writeInterim(code)
 		return
 	}
@@ -55,23 +74,28 @@ func (w *response) WriteHeader(code int) {
 			w.declared = n
 		}
 	}
-	if w.header.Get("Connection") == "close" || w.c.srv.inShutdown.Load() ||
-		(w.body != nil && w.body.unread()) {
-		w.closeAfter = true
+	_, w.hasContentType = w.header["Content-Type"]
+	_, w.hasDate = w.header["Date"]
+	if conn := w.header["Connection"]; len(conn) > 0 {
+		w.connection = slices.Clone(conn)
+		w.hasCloseToken = hasToken(conn, "close")
+		if conn[0] == "close" { // net/http compares it so, case and all
+			w.closeAfter = true
+		}
 	}
+	w.c.headBuf = appendHeader(w.c.headBuf[:0], w.header, suppressed(code))
 }
 
 // writeInterim sends a 1xx response at once, as net/http does.
 func (w *response) writeInterim(code int) {
 	b := appendStatus(w.c.bw.AvailableBuffer(), code)
-	b = appendHeader(b, w.header, nil)
+	b = appendHeader(b, w.header, suppressedInterim)
 	b = append(b, "\r\n"...)
-	if _, err := w.c.bw.Write(b); err == nil {
+	_, err := w.c.bw.Write(b)
+	if err == nil {
 		err = w.c.bw.Flush()
-		w.fail(err)
-	} else {
-		w.fail(err)
 	}
+	w.fail(err)
 }
 
 func (w *response) Write(p []byte) (int, error) {
@@ -105,12 +129,16 @@ func (w *response) Write(p []byte) (int, error) {
 	case w.chunked:
 		w.writeChunk(p)
 		return len(p), w.err
-	case len(w.buf)+len(p) <= bufferSize:
+	case len(w.buf)+len(p) <= bufferBeforeChunking:
 		w.buf = append(w.buf, p...)
 		w.written += int64(len(p))
 		return len(p), nil
 	default:
-		w.startChunked()
+		sniff := w.buf
+		if len(sniff) == 0 {
+			sniff = p
+		}
+		w.startChunked(sniff)
 		w.written += int64(len(p))
 		w.writeChunk(p)
 		return len(p), w.err
@@ -131,7 +159,7 @@ func (w *response) FlushError() error {
 	}
 	if !w.headSent {
 		if w.declared < 0 && bodyAllowed(w.status) {
-			w.startChunked()
+			w.startChunked(w.buf)
 		} else {
 			w.sendHead(nil)
 		}
@@ -142,9 +170,9 @@ func (w *response) FlushError() error {
 	return w.err
 }
 
-func (w *response) startChunked() {
+func (w *response) startChunked(sniff []byte) {
 	w.chunked = true
-	w.sendHead(w.buf)
+	w.sendHead(sniff)
 	buf := w.buf
 	w.buf = nil
 	w.writeChunk(buf)
@@ -209,20 +237,36 @@ func (w *response) fail(err error) {
 // set.
 func (w *response) sendHead(sniff []byte) {
 	w.headSent = true
-	b := appendStatus(w.c.bw.AvailableBuffer(), w.status)
-	b = appendHeader(b, w.header, skipFraming)
-	if bodyAllowed(w.status) {
-		if _, ok := w.header["Content-Type"]; !ok && len(sniff) > 0 {
-			b = appendField(b, "Content-Type", http.DetectContentType(sniff))
+	if w.body != nil {
+		// As net/http, before the head: what the handler left of the
+		// request body is read, or the connection closes after this.
+		closeAfter, linger := w.body.discardRest()
+		if closeAfter {
+			w.closeAfter = true
+		}
+		if linger {
+			w.c.lingerClose = true
 		}
 	}
-	if _, ok := w.header["Date"]; !ok {
+	if w.c.srv.inShutdown.Load() {
+		w.closeAfter = true
+	}
+	b := appendStatus(w.c.bw.AvailableBuffer(), w.status)
+	b = append(b, w.c.headBuf...)
+	if bodyAllowed(w.status) && !w.hasContentType && len(sniff) > 0 {
+		b = appendField(b, "Content-Type", http.DetectContentType(sniff))
+	}
+	if !w.hasDate {
 		b = append(b, "Date: "...)
 		b = append(b, httpDate()...)
 		b = append(b, "\r\n"...)
 	}
-	if w.closeAfter && w.header.Get("Connection") != "close" {
+	if w.closeAfter && !w.hasCloseToken {
 		b = append(b, "Connection: close\r\n"...)
+	} else {
+		for _, v := range w.connection {
+			b = appendField(b, "Connection", v)
+		}
 	}
 	switch {
 	case !bodyAllowed(w.status):
@@ -238,11 +282,40 @@ func (w *response) sendHead(sniff []byte) {
 	w.fail(err)
 }
 
-// skipFraming are the header fields the response frames itself.
-var skipFraming = map[string]bool{"Content-Length": true, "Transfer-Encoding": true}
+// The header fields the response frames itself, and those net/http leaves
+// out of a response without a body.
+// Connection is written by sendHead, which knows whether the response
+// closes the connection.
+var (
+	suppressedFraming = map[string]bool{"Content-Length": true, "Transfer-Encoding": true, "Connection": true}
+	suppressed304     = map[string]bool{"Content-Length": true, "Transfer-Encoding": true, "Connection": true, "Content-Type": true}
+)
+
+// suppressedInterim: what net/http leaves out of a 1xx response.
+var suppressedInterim = map[string]bool{"Content-Length": true, "Transfer-Encoding": true}
+
+func suppressed(status int) map[string]bool {
+	if status == http.StatusNotModified {
+		return suppressed304
+	}
+	return suppressedFraming
+}
 
 func bodyAllowed(status int) bool {
 	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// hasToken reports whether a comma-separated field value of vs holds
+// token, compared without case.
+func hasToken(vs []string, token string) bool {
+	for _, v := range vs {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func appendStatus(b []byte, code int) []byte {

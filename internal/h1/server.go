@@ -4,8 +4,9 @@
 // net/http Server, with the bytes it has read, to serve from then on.
 //
 // The requests it takes reach the same http.Handler, with an *http.Request
-// and an http.ResponseWriter that behave as net/http's do for them. What it
-// saves per request: net/http's general header parser and its
+// and an http.ResponseWriter that frame and answer them as net/http's do
+// (tests compare the bytes a client gets from each; what differs is in
+// response.go). What it saves per request: net/http's general header parser and its
 // per-request read of the connection in the background (a goroutine, a
 // read that fails with EAGAIN, two deadline changes), which net/http
 // starts to notice a client that goes away. Here that watch starts only
@@ -56,6 +57,7 @@ type Options struct {
 // fallback net/http Server from the first one that does not.
 type Server struct {
 	fallback *http.Server
+	handler  http.Handler // fallback.Handler, or http.DefaultServeMux
 	opts     Options
 	log      *logrus.Entry
 	handoff  *chanListener
@@ -80,9 +82,10 @@ type Server struct {
 var ErrServerClosed = http.ErrServerClosed
 
 // New returns a Server whose fast path serves fallback.Handler, with
-// fallback's ReadHeaderTimeout, ReadTimeout and IdleTimeout (zero values
-// as net/http reads them), and that hands other connections to fallback.
-// The Server owns fallback from then on: its Shutdown and Close stop it.
+// fallback's ReadHeaderTimeout, ReadTimeout, IdleTimeout and WriteTimeout
+// (zero values as net/http reads them), and that hands other connections
+// to fallback. The Server owns fallback from then on: its Shutdown and
+// Close stop it.
 func New(fallback *http.Server, opts Options) *Server {
 	if opts.WatchAfter <= 0 {
 		opts.WatchAfter = DefaultWatchAfter
@@ -91,8 +94,13 @@ func New(fallback *http.Server, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = logrus.NewEntry(logrus.StandardLogger())
 	}
+	handler := fallback.Handler
+	if handler == nil {
+		handler = http.DefaultServeMux // as net/http
+	}
 	return &Server{
 		fallback: fallback,
+		handler:  handler,
 		opts:     opts,
 		log:      opts.Logger,
 		conns:    make(map[*conn]struct{}),
@@ -100,8 +108,9 @@ func New(fallback *http.Server, opts Options) *Server {
 	}
 }
 
-// Serve accepts connections on ln until Shutdown or Close, and returns
-// ErrServerClosed then. It closes ln.
+// Serve accepts connections on ln, a plain TCP listener (a TLS one would
+// hide its *tls.Conn from net/http), until Shutdown or Close, and returns
+// ErrServerClosed then. It always returns an error and closes ln.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.shutdown || s.ln != nil {
@@ -120,6 +129,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	go func() {
 		defer close(s.served)
 		_ = s.fallback.Serve(s.handoff)
+		_ = s.handoff.Close() // no handover waits for a Serve that has returned
 	}()
 
 	var backoff time.Duration
@@ -137,6 +147,7 @@ func (s *Server) Serve(ln net.Listener) error {
 				time.Sleep(backoff)
 				continue
 			}
+			_ = ln.Close()
 			return err
 		}
 		backoff = 0
