@@ -46,7 +46,7 @@ BENCHTIME ?= 2s
 bench:
 	./scripts/bench.sh
 	@if [ -n "$$BENCH_LONG$$BENCH_MICRO" ]; then \
-		$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/ ./platformtools/ ./internal/jsonenc/; \
+		$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/ ./platformtools/ ./internal/jsonenc/ ./internal/h1/; \
 		$(GO) test -run '^$$' -bench BenchmarkHandler -benchmem -benchtime $(BENCHTIME) ./bench/; \
 	fi
 

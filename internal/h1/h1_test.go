@@ -320,33 +320,6 @@ func TestSameAsNetHTTP(t *testing.T) {
 	}
 }
 
-// Slow clients are cut off as net/http cuts them off: a silent connection
-// and a head that stops coming by ReadHeaderTimeout, a body by
-// ReadTimeout (the handler sees the timeout), an idle connection by
-// IdleTimeout.
-func TestSlowClientsSameAsNetHTTP(t *testing.T) {
-	fast, plain := servers(t, func(s *http.Server) {
-		s.ReadHeaderTimeout = 200 * time.Millisecond
-		s.ReadTimeout = 300 * time.Millisecond
-		s.IdleTimeout = 300 * time.Millisecond
-	})
-	for _, tc := range []struct {
-		name string
-		raw  string
-		n    int
-	}{
-		{"silent", "", 1},
-		{"head stops", "POST /mcp HTTP/1.1\r\nHost: a\r\n", 1},
-		{"request line stops", "POST /mc", 1},
-		{"body stops", "POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n{}", 2},
-		{"idle after a response", post("/mcp", "", "{}"), 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			sameAnswers(t, fast, plain, tc.raw, tc.n)
-		})
-	}
-}
-
 // blocking is a fast-path server whose handler, for X-Mode: block, tells
 // started and waits for release or its context's end (which it tells
 // ended).
@@ -673,7 +646,7 @@ func sameScript(t *testing.T, fast, plain string, steps ...any) {
 // request, from its first byte for a later one, ReadTimeout for a body,
 // IdleTimeout between requests. The sleeps only make the clients slow;
 // each is far from the deadline it plays against.
-func TestSlowClientScripts(t *testing.T) {
+func TestSlowClientsSameAsNetHTTP(t *testing.T) {
 	const head10 = "POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n"
 	const body10 = "0123456789"
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -697,6 +670,11 @@ func TestSlowClientScripts(t *testing.T) {
 			[]any{"POST /mc", closeWrite{}}},
 		{"half-closed after a request", 5 * time.Second, 5 * time.Second, ms(500),
 			[]any{head10 + body10, closeWrite{}}},
+		{"silent", ms(200), ms(300), ms(300), nil},
+		{"head stops", ms(200), ms(300), ms(300), []any{"POST /mcp HTTP/1.1\r\nHost: a\r\n"}},
+		{"request line stops", ms(200), ms(300), ms(300), []any{"POST /mc"}},
+		{"body stops", ms(200), ms(300), ms(300), []any{head10 + "{}"}},
+		{"idle after a response", ms(200), ms(300), ms(300), []any{head10 + body10}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
