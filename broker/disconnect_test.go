@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"bytes"
 	"sync"
 	"testing"
 
@@ -111,4 +112,51 @@ func TestServerDisconnectPublishesWill(t *testing.T) {
 			eventually(t, "the client gone", func() bool { return e.Broker.ClientCount() == 0 })
 		})
 	}
+}
+
+// A client that has stopped reading, with no deadline of its own (MQTT
+// 3.1.1, keepalive 0), does not hold up Disconnect: the broker gives its
+// DISCONNECT a bounded time, then closes the connection, and the Will is
+// published all the same.
+func TestDisconnectStalledClient(t *testing.T) {
+	e := newEnv(t)
+	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	got := make(chan string, 16)
+	if err := e.Broker.Bus().Subscribe(testContext(t), presenceFilter, func(_ string, p []byte) { got <- string(p) }); err != nil {
+		t.Fatal(err)
+	}
+	c := dialRaw(t, e.Broker.Addr().String())
+	c.version = 4
+	if ack := c.connectWith("agent1-a", "agent1", pwa, 0, func(p *packets.ConnectParams) {
+		p.WillFlag, p.WillTopic, p.WillPayload, p.WillQos, p.WillRetain = true, presence("agent1-a"), []byte("offline"), 1, true
+	}); ack.ReasonCode != 0 {
+		t.Fatalf("CONNACK %#x", ack.ReasonCode)
+	}
+	c.send(packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1},
+		PacketID:    1,
+		Filters:     packets.Subscriptions{{Filter: requestFilter}},
+	})
+	c.mustRecv(packets.Suback)
+
+	// The client reads no more: 20 MiB of requests fill both sockets'
+	// buffers, and mochi's write to it blocks.
+	big := bytes.Repeat([]byte("x"), 100<<10)
+	for range 200 {
+		if err := e.Broker.Bus().Publish(testContext(t), ctxReq, big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan int, 1)
+	go func() { done <- e.Broker.Disconnect("agent1") }()
+	select {
+	case n := <-done:
+		if n != 1 {
+			t.Errorf("Disconnect = %d, want 1", n)
+		}
+	case <-timeAfter():
+		_ = c.conn.Close() // lets the broker's cleanup finish
+		t.Fatalf("Disconnect still blocked on the stalled client after %s", waitFor)
+	}
+	expectPresence(t, got, "offline")
 }

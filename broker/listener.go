@@ -161,7 +161,16 @@ func (t *connTracker) disconnectClients() {
 // the client's own and drops the Will: an expert agent cut off that way
 // stayed online in its retained presence, and the calls it was serving
 // waited for their deadlines.
+//
+// A client that has stopped reading gets disconnectWriteTimeout to take
+// the DISCONNECT: its connection is closed then, which also frees mochi's
+// write to it in progress (a v3.1.1 client with keepalive 0 has no
+// deadline), so that one stalled client cannot hold up Broker.Disconnect
+// or the listener's close.
 func disconnect(cl *mqtt.Client, code packets.Code) {
+	if cl.Net.Conn == nil {
+		return
+	}
 	pk := packets.Packet{
 		FixedHeader: packets.FixedHeader{Type: packets.Disconnect},
 		ReasonCode:  code.Code,
@@ -169,13 +178,16 @@ func disconnect(cl *mqtt.Client, code packets.Code) {
 	if code.Code >= packets.ErrUnspecifiedError.Code {
 		pk.Properties.ReasonString = code.Reason
 	}
+	stalled := time.AfterFunc(disconnectWriteTimeout, func() { _ = cl.Net.Conn.Close() })
 	// A write that fails (the connection is already going) changes nothing:
 	// the close below ends it all the same.
 	_ = cl.WritePacket(pk)
-	if cl.Net.Conn != nil {
-		_ = cl.Net.Conn.Close()
-	}
+	stalled.Stop()
+	_ = cl.Net.Conn.Close()
 }
+
+// disconnectWriteTimeout bounds the DISCONNECT write of disconnect.
+const disconnectWriteTimeout = time.Second
 
 // close stops new connections, closes the ones still held (those that have
 // not finished logging in, or that mochi failed to close) and waits for

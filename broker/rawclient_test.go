@@ -19,6 +19,9 @@ type rawClient struct {
 	t    testing.TB
 	conn net.Conn
 	r    *bufio.Reader
+	// version is the protocol version it speaks: 5 unless set (4 is MQTT
+	// 3.1.1).
+	version byte
 }
 
 func dialRaw(t testing.TB, addr string) *rawClient {
@@ -34,6 +37,9 @@ func dialRaw(t testing.TB, addr string) *rawClient {
 func (c *rawClient) send(pk packets.Packet) {
 	c.t.Helper()
 	pk.ProtocolVersion = 5
+	if c.version != 0 {
+		pk.ProtocolVersion = c.version
+	}
 	var buf bytes.Buffer
 	var err error
 	switch pk.FixedHeader.Type {
@@ -70,6 +76,9 @@ func (c *rawClient) recv() (packets.Packet, error) {
 		return packets.Packet{}, err
 	}
 	pk := packets.Packet{ProtocolVersion: 5}
+	if c.version != 0 {
+		pk.ProtocolVersion = c.version
+	}
 	if err := pk.FixedHeader.Decode(b); err != nil {
 		return pk, err
 	}

@@ -168,8 +168,11 @@ func (c *conn) serve() {
 func (c *conn) readHead(first bool, headDeadline *time.Time) (h head, qualifies bool, err error) {
 	if !first {
 		// net/http skips up to 4 bytes of CR or LF after a POST body, which
-		// some clients send.
+		// some clients send, waiting for them as for the head.
 		for i := 0; i < 4; i++ {
+			if c.br.Buffered() == 0 && headDeadline.IsZero() {
+				*headDeadline = c.setDeadlineIn(c.srv.headerTimeout())
+			}
 			b, err := c.br.Peek(1)
 			if err != nil {
 				return h, false, err
@@ -534,7 +537,9 @@ func (b *body) discardRest() (closeAfter, linger bool) {
 	case b.remaining == 0:
 		return false, false
 	case b.closed:
-		return true, false // closed by the handler with too much left
+		// Closed by the handler with too much left (or its drain failed):
+		// net/http lingers on the first.
+		return true, b.remaining > maxPostHandlerReadBytes
 	case b.remaining >= maxPostHandlerReadBytes:
 		return true, true
 	}
@@ -542,8 +547,9 @@ func (b *body) discardRest() (closeAfter, linger bool) {
 }
 
 // finish closes the body when the response is done, without reading
-// more: a goroutine the handler left behind must not read the next
-// request. It waits for a read in progress.
+// more (the response has drained it, or the connection closes): a
+// goroutine the handler left behind reads ErrBodyReadAfterClose. It waits
+// for a read in progress.
 func (b *body) finish() {
 	b.mu.Lock()
 	b.closed = true

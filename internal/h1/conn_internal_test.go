@@ -1,6 +1,7 @@
 package h1
 
 import (
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -42,5 +43,37 @@ func TestHandoffKeepsHeadDeadline(t *testing.T) {
 				t.Fatalf("deadlines set %v, want [%v %v]", dc.set, tc.want, later)
 			}
 		})
+	}
+}
+
+// A handed-over connection can be half-closed, as net/http does on its
+// own connections to avoid a reset: the peer reads EOF, and can still
+// write.
+func TestHandoffCloseWrite(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	h := &handoffConn{Conn: server, r: server}
+	if err := h.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
+	if n, err := client.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the peer read %d bytes, %v; want EOF", n, err)
+	}
+	if _, err := client.Write([]byte("x")); err != nil {
+		t.Fatalf("the peer cannot write after the half-close: %v", err)
 	}
 }

@@ -103,6 +103,12 @@ func handler(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, out)
 	case "bigfirst": // one first write past the buffer: its type is sniffed from it
 		_, _ = io.WriteString(w, "<html><body>"+strings.Repeat("h", 5000))
+	case "sniffsplit": // the type is sniffed from what was buffered and the write past it
+		_, _ = io.WriteString(w, "\n\n")
+		_, _ = io.WriteString(w, "<html><body>"+strings.Repeat("h", 3000))
+	case "encoded": // no sniffing under a Content-Encoding
+		w.Header().Set("Content-Encoding", "x-custom")
+		_, _ = io.WriteString(w, "<html><body>hi</body></html>")
 	case "mid": // between net/http's 2 KiB buffer and 4 KiB: chunked
 		_, _ = io.WriteString(w, strings.Repeat("m", 3000))
 	case "notmodified":
@@ -304,6 +310,8 @@ func TestSameAsNetHTTP(t *testing.T) {
 		{"handler says Close", post("/mcp", "X-Mode: connclose\r\n", "{}") + post("/mcp", "", "2"), 2, []string{fastWriter, fastWriter}},
 		{"big first write", post("/mcp", "X-Mode: bigfirst\r\n", "{}"), 1, []string{fastWriter}},
 		{"between 2 and 4 KiB", post("/mcp", "X-Mode: mid\r\n", "{}"), 1, []string{fastWriter}},
+		{"sniffed across writes", post("/mcp", "X-Mode: sniffsplit\r\n", "{}"), 1, []string{fastWriter}},
+		{"encoded, not sniffed", post("/mcp", "X-Mode: encoded\r\n", "{}"), 1, []string{fastWriter}},
 		{"304", post("/mcp", "X-Mode: notmodified\r\n", "{}"), 1, []string{fastWriter}},
 		{"fields after WriteHeader", post("/mcp", "X-Mode: late\r\n", "{}"), 1, []string{fastWriter}},
 	} {
@@ -670,6 +678,8 @@ func TestSlowClientsSameAsNetHTTP(t *testing.T) {
 			[]any{"POST /mc", closeWrite{}}},
 		{"half-closed after a request", 5 * time.Second, 5 * time.Second, ms(500),
 			[]any{head10 + body10, closeWrite{}}},
+		{"CR after a body, then silence, no ReadTimeout", ms(200), 0, ms(300),
+			[]any{head10, ms(100), body10 + "\r"}},
 		{"silent", ms(200), ms(300), ms(300), nil},
 		{"head stops", ms(200), ms(300), ms(300), []any{"POST /mcp HTTP/1.1\r\nHost: a\r\n"}},
 		{"request line stops", ms(200), ms(300), ms(300), []any{"POST /mc"}},
@@ -686,20 +696,22 @@ func TestSlowClientsSameAsNetHTTP(t *testing.T) {
 	}
 }
 
-// A client writing a body the handler refuses without reading gets the
-// answer, as from net/http, when it is small enough to drain (the
+// A client writing a body the handler refuses without reading (or closes
+// unread) gets the answer, as from net/http, when it is small enough to drain (the
 // connection stays) and when it is not (the connection closes without a
 // reset that could lose the answer).
 func TestUnreadBodySlowWriter(t *testing.T) {
 	fast, plain := servers(t, func(s *http.Server) { s.IdleTimeout = 500 * time.Millisecond })
-	for _, size := range []int{192 << 10, 320 << 10} {
-		t.Run(strconv.Itoa(size>>10)+"KiB", func(t *testing.T) {
-			steps := []any{"POST /mcp HTTP/1.1\r\nHost: a\r\nX-Mode: noread\r\nContent-Length: " + strconv.Itoa(size) + "\r\n\r\n"}
-			for sent := 0; sent < size; sent += 16 << 10 {
-				steps = append(steps, strings.Repeat("x", 16<<10), 5*time.Millisecond)
-			}
-			sameScript(t, fast, plain, steps...)
-		})
+	for _, mode := range []string{"noread", "closebody"} {
+		for _, size := range []int{192 << 10, 320 << 10} {
+			t.Run(mode+"/"+strconv.Itoa(size>>10)+"KiB", func(t *testing.T) {
+				steps := []any{"POST /mcp HTTP/1.1\r\nHost: a\r\nX-Mode: " + mode + "\r\nContent-Length: " + strconv.Itoa(size) + "\r\n\r\n"}
+				for sent := 0; sent < size; sent += 16 << 10 {
+					steps = append(steps, strings.Repeat("x", 16<<10), 5*time.Millisecond)
+				}
+				sameScript(t, fast, plain, steps...)
+			})
+		}
 	}
 }
 
@@ -722,17 +734,69 @@ func (l nilAddrListener) Accept() (net.Conn, error) {
 // A connection without a remote address is served, not a panic.
 func TestNilRemoteAddr(t *testing.T) {
 	s := h1.New(&http.Server{Handler: http.HandlerFunc(handler), ReadHeaderTimeout: waitFor}, h1.Options{Paths: []string{"/mcp"}})
+	addr := serveUntilCleanup(t, s, func(ln net.Listener) net.Listener { return nilAddrListener{ln} })
+	if res := exchangeOn(t, dial(t, addr), post("/mcp", "", "{}")); res.StatusCode != http.StatusOK || res.Header.Get("X-Writer") != fastWriter {
+		t.Fatalf("%s from %s", res.Status, res.Header.Get("X-Writer"))
+	}
+}
+
+// WriteTimeout bounds a response's writes, as in net/http: a client that
+// does not read makes the handler's write fail instead of blocking it.
+func TestWriteTimeout(t *testing.T) {
+	failed := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := bytes.Repeat([]byte("x"), 1<<20)
+		for range 256 {
+			if _, err := w.Write(chunk); err != nil {
+				failed <- err
+				return
+			}
+		}
+		failed <- nil
+	})
+	s := h1.New(&http.Server{Handler: h, ReadHeaderTimeout: waitFor, WriteTimeout: 200 * time.Millisecond}, h1.Options{Paths: []string{"/mcp"}})
+	addr := serveUntilCleanup(t, s, nil)
+	c := dial(t, addr)
+	if _, err := io.WriteString(c, post("/mcp", "", "{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv(t, failed, "the handler's writes"); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the handler's writes to a client that does not read ended with %v, want a deadline", err)
+	}
+}
+
+// A server without a handler serves http.DefaultServeMux, as net/http
+// does, on the fast path too.
+func TestNilHandler(t *testing.T) {
+	s := h1.New(&http.Server{ReadHeaderTimeout: waitFor}, h1.Options{Paths: []string{"/mcp"}})
+	addr := serveUntilCleanup(t, s, nil)
+	if res := exchangeOn(t, dial(t, addr), post("/mcp", "", "{}")); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("%s, want DefaultServeMux's 404", res.Status)
+	}
+	if got := s.Stats(); got.FastRequests != 1 {
+		t.Errorf("Stats = %+v, want the request served fast", got)
+	}
+}
+
+// serveUntilCleanup serves s on a new loopback listener (wrapped by wrap,
+// if set) and closes it when the test ends; it returns the address.
+func serveUntilCleanup(t *testing.T, s *h1.Server, wrap func(net.Listener) net.Listener) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	addr := ln.Addr().String()
+	if wrap != nil {
+		ln = wrap(ln)
+	}
 	served := make(chan error, 1)
-	go func() { served <- s.Serve(nilAddrListener{ln}) }()
+	go func() { served <- s.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = s.Close()
-		<-served
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve returned %v", err)
+		}
 	})
-	if res := exchangeOn(t, dial(t, ln.Addr().String()), post("/mcp", "", "{}")); res.StatusCode != http.StatusOK || res.Header.Get("X-Writer") != fastWriter {
-		t.Fatalf("%s from %s", res.Status, res.Header.Get("X-Writer"))
-	}
+	return addr
 }

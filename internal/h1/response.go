@@ -23,8 +23,10 @@ const bufferBeforeChunking = 2048
 //
 // Not done as net/http does: trailers, Hijack, and the deadline setters of
 // http.ResponseController (they answer http.ErrNotSupported); a request
-// body that MaxBytesReader cut short closes the connection after the
-// response without net/http's "Connection: close" header.
+// body that MaxBytesReader cut short is drained (up to 256 KiB) and the
+// connection kept, where net/http closes it (its hook for that is
+// unexported); during Shutdown a handler's own Connection field is sent
+// as it is.
 type response struct {
 	c      *conn
 	req    *http.Request
@@ -44,6 +46,7 @@ type response struct {
 
 	// What the handler's header fields held at WriteHeader.
 	hasContentType, hasDate bool
+	noSniff                 bool     // Content-Encoding or Transfer-Encoding set: net/http does not sniff
 	connection              []string // its Connection field, sent unless the response closes without "close" there
 	hasCloseToken           bool
 }
@@ -76,6 +79,7 @@ func (w *response) WriteHeader(code int) {
 	}
 	_, w.hasContentType = w.header["Content-Type"]
 	_, w.hasDate = w.header["Date"]
+	w.noSniff = w.header.Get("Content-Encoding") != "" || w.header.Get("Transfer-Encoding") != ""
 	if conn := w.header["Connection"]; len(conn) > 0 {
 		w.connection = slices.Clone(conn)
 		w.hasCloseToken = hasToken(conn, "close")
@@ -134,11 +138,7 @@ func (w *response) Write(p []byte) (int, error) {
 		w.written += int64(len(p))
 		return len(p), nil
 	default:
-		sniff := w.buf
-		if len(sniff) == 0 {
-			sniff = p
-		}
-		w.startChunked(sniff)
+		w.startChunked(sniffable(w.buf, p))
 		w.written += int64(len(p))
 		w.writeChunk(p)
 		return len(p), w.err
@@ -237,7 +237,7 @@ func (w *response) fail(err error) {
 // set.
 func (w *response) sendHead(sniff []byte) {
 	w.headSent = true
-	if w.body != nil {
+	if w.body != nil && !w.closeAfter {
 		// As net/http, before the head: what the handler left of the
 		// request body is read, or the connection closes after this.
 		closeAfter, linger := w.body.discardRest()
@@ -253,7 +253,7 @@ func (w *response) sendHead(sniff []byte) {
 	}
 	b := appendStatus(w.c.bw.AvailableBuffer(), w.status)
 	b = append(b, w.c.headBuf...)
-	if bodyAllowed(w.status) && !w.hasContentType && len(sniff) > 0 {
+	if bodyAllowed(w.status) && !w.hasContentType && !w.noSniff && len(sniff) > 0 {
 		b = appendField(b, "Content-Type", http.DetectContentType(sniff))
 	}
 	if !w.hasDate {
@@ -280,6 +280,19 @@ func (w *response) sendHead(sniff []byte) {
 	b = append(b, "\r\n"...)
 	_, err := w.c.bw.Write(b)
 	w.fail(err)
+}
+
+// sniffable is the start of the body, buf then p, that
+// http.DetectContentType reads (its first 512 bytes).
+func sniffable(buf, p []byte) []byte {
+	const n = 512
+	if len(buf) >= n || len(p) == 0 {
+		return buf
+	}
+	if len(buf) == 0 {
+		return p
+	}
+	return append(buf[:len(buf):len(buf)], p[:min(len(p), n-len(buf))]...)
 }
 
 // The header fields the response frames itself, and those net/http leaves

@@ -209,10 +209,11 @@ func (s *Server) Stats() Stats {
 // handOver gives c to the fallback server, or closes it if that server is
 // gone.
 func (s *Server) handOver(c net.Conn) {
-	s.handedOver.Add(1)
 	if !s.handoff.offer(c) {
 		_ = c.Close()
+		return
 	}
+	s.handedOver.Add(1)
 }
 
 // Shutdown stops accepting connections, closes idle ones, and waits until
