@@ -34,10 +34,13 @@ func parseHead(b []byte, paths []string) (h head, ok bool) {
 		return h, false
 	}
 
-	// One string holds every header value: one allocation per request, not
-	// one per value.
+	// One string holds every header value, and one slice every field's
+	// first value (as net/http's textproto does): two allocations per
+	// request, not two per field.
 	block := string(rest)
-	h.header = make(http.Header, 8)
+	fields := max(bytes.Count(rest, []byte("\r\n"))-1, 0) // the blank line ends it
+	h.header = make(http.Header, fields)
+	firsts := make([]string, 0, fields)
 	h.contentLength = -1
 	hosts := 0
 	for off := 0; ; {
@@ -91,7 +94,12 @@ func parseHead(b []byte, paths []string) (h head, ok bool) {
 		case "Transfer-Encoding", "Expect", "Upgrade", "Te", "Trailer":
 			return h, false
 		}
-		h.header[key] = append(h.header[key], value)
+		if vs, seen := h.header[key]; seen {
+			h.header[key] = append(vs, value) // its cap is its length: a copy, not firsts
+		} else {
+			firsts = append(firsts, value)
+			h.header[key] = firsts[len(firsts)-1 : len(firsts) : len(firsts)]
+		}
 	}
 	if hosts != 1 || h.contentLength < 0 {
 		return h, false
