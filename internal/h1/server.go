@@ -5,12 +5,13 @@
 //
 // The requests it takes reach the same http.Handler, with an *http.Request
 // and an http.ResponseWriter that frame and answer them as net/http's do
-// (tests compare the bytes a client gets from each; what differs is in
-// response.go). What it saves per request: net/http's general header parser and its
-// per-request read of the connection in the background (a goroutine, a
-// read that fails with EAGAIN, two deadline changes), which net/http
-// starts to notice a client that goes away. Here that watch starts only
-// for a request that has run for a while (Options.WatchAfter).
+// (tests compare what a client gets from each; what differs is listed in
+// response.go). What it saves per request: net/http's general header
+// parser and its per-request read of the connection in the background (a
+// goroutine, a read that fails with EAGAIN, two deadline changes), which
+// net/http starts to notice a client that goes away. Here that watch
+// starts only for a request that has run for a while (Options.WatchAfter).
+// It serves plain TCP listeners only.
 //
 // Its parser accepts a strict subset of HTTP/1.1 and frames a message
 // exactly as net/http does. Whatever it does not take (another method or
