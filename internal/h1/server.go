@@ -64,18 +64,18 @@ type Server struct {
 	handoff  *chanListener
 	onWatch  func() // tests: a watch starts reading
 
-	// inShutdown is set by Shutdown and Close: connections stop taking
-	// requests.
+	// inShutdown is set by Shutdown and Close, under mu (newConn reads it
+	// there, so that no connection is added to done after Wait begins):
+	// connections stop taking requests.
 	inShutdown atomic.Bool
 	fast       atomic.Uint64 // requests served by the fast path
 	handedOver atomic.Uint64 // connections handed to the fallback
 
-	mu       sync.Mutex
-	ln       net.Listener
-	conns    map[*conn]struct{}
-	shutdown bool
-	served   chan struct{} // closed when the fallback's Serve has returned
-	done     sync.WaitGroup
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[*conn]struct{}
+	served chan struct{} // closed when the fallback's Serve has returned
+	done   sync.WaitGroup
 }
 
 // ErrServerClosed is http.ErrServerClosed: Serve returns it after Shutdown
@@ -114,7 +114,7 @@ func New(fallback *http.Server, opts Options) *Server {
 // ErrServerClosed then. It always returns an error and closes ln.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
-	if s.shutdown || s.ln != nil {
+	if s.inShutdown.Load() || s.ln != nil {
 		s.mu.Unlock()
 		_ = ln.Close()
 		return ErrServerClosed
@@ -137,7 +137,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			if s.closing() {
+			if s.inShutdown.Load() {
 				return ErrServerClosed
 			}
 			var ne net.Error
@@ -165,18 +165,12 @@ func isTemporary(err error) bool {
 	return errors.As(err, &t) && t.Temporary()
 }
 
-func (s *Server) closing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.shutdown
-}
-
 // newConn registers c, or closes it and returns nil once the server is
 // shutting down.
 func (s *Server) newConn(c net.Conn) *conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.shutdown {
+	if s.inShutdown.Load() {
 		_ = c.Close()
 		return nil
 	}
@@ -281,10 +275,9 @@ func (s *Server) Close() error {
 func (s *Server) beginShutdown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.shutdown {
+	if s.inShutdown.Load() {
 		return
 	}
-	s.shutdown = true
 	s.inShutdown.Store(true)
 	if s.handoff != nil { // else net/http serves ln alone and closes it
 		_ = s.ln.Close()
