@@ -46,7 +46,7 @@ BENCHTIME ?= 2s
 bench:
 	./scripts/bench.sh
 	@if [ -n "$$BENCH_LONG$$BENCH_MICRO" ]; then \
-		$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/ ./platformtools/ ./internal/jsonenc/ ./internal/h1/; \
+		$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/ ./platformtools/ ./internal/jsonenc/; \
 		$(GO) test -run '^$$' -bench BenchmarkHandler -benchmem -benchtime $(BENCHTIME) ./bench/; \
 	fi
 
@@ -77,8 +77,6 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgentDecodeRequest$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/jsonenc/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseHead$$' -fuzztime $(FUZZTIME) ./internal/h1/
-	$(GO) test -run '^$$' -fuzz '^FuzzSameAsNetHTTP$$' -fuzztime $(FUZZTIME) ./internal/h1/
 
 # The soak (integration/soak_test.go): SOAK_MINUTES of platform and agent
 # calls across churning MCP sessions, the subscription LRU at its bound, the

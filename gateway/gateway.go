@@ -128,7 +128,6 @@ type Gateway struct {
 	opts     Options
 	log      *logrus.Entry
 	router   *mux.Router
-	mcp      http.Handler // the MCP endpoint without entity, middleware included
 	sessions *sessions
 	catalogs *catalogs
 	toolSets *toolSets
@@ -210,9 +209,6 @@ func New(opts Options) (*Gateway, error) {
 }
 
 func (g *Gateway) routes() {
-	// Router middleware does not reach the MCP endpoint without entity,
-	// which ServeHTTP serves without the router: g.mcp below must wrap
-	// whatever is added here.
 	g.router.Use(g.withRequestID)
 	g.router.NotFoundHandler = g.withRequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.URL.Path)
@@ -224,7 +220,6 @@ func (g *Gateway) routes() {
 	mcp = g.checkOrigin(g.authenticate(mcp))
 	g.router.Handle(MCPPath, mcp)
 	g.router.Handle(MCPPath+"/{entityType}/{entityId}", mcp)
-	g.mcp = g.withRequestID(mcp)
 	if g.opts.API != nil {
 		g.router.PathPrefix("/api/v1/").Handler(g.checkOrigin(g.authenticate(g.opts.API)))
 	}
@@ -240,14 +235,6 @@ const MCPPath = "/api/v1/mcp"
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// The endpoint without entity, nearly every call, skips the router: a
-	// mux match costs a regexp per route tried and two copies of the
-	// request (route and vars go into its context), and this route has no
-	// vars and no method restriction. g.mcp is the same middleware chain.
-	if r.URL.Path == MCPPath {
-		g.mcp.ServeHTTP(w, r)
-		return
-	}
 	g.router.ServeHTTP(w, r)
 }
 

@@ -147,34 +147,3 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("toolbus_pending_calls = %v, want 0", v)
 	}
 }
-
-// TestHTTPFastPath: MCP POSTs take the lean HTTP path, and GET /metrics
-// goes to net/http, unless NoHTTPFastPath (--http-fast-path=false) leaves
-// it all to net/http; either way the go-sdk client's calls work.
-func TestHTTPFastPath(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		off  bool
-	}{
-		{"on", false},
-		{"off", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := startGateway(t, server.Config{NoHTTPFastPath: tc.off})
-			scraper := e.token(t, acl.TokenSpec{UserID: "prom", Scopes: []string{acl.ScopeMetrics}})
-			cs := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "alice"}), "2025-11-25", nil)
-			res, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "platform_echo", Arguments: map[string]any{"text": "hi"}})
-			if err != nil || res.IsError {
-				t.Fatalf("platform_echo: %v %+v", err, res)
-			}
-			fams := scrape(t, e, scraper)
-			fast := metricValue(fams, "toolbus_http_fast_requests_total", nil)
-			handed := metricValue(fams, "toolbus_http_connections_handed_over_total", nil)
-			// on: initialize, initialized, tools/call at least, and the
-			// scrape's GET handed over; off: net/http alone.
-			if tc.off && (fast != 0 || handed != 0) || !tc.off && (fast < 3 || handed < 1) {
-				t.Errorf("with the fast path %s: %v fast requests, %v connections handed over", tc.name, fast, handed)
-			}
-		})
-	}
-}

@@ -66,11 +66,6 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter("broker_received_bytes_total", "Bytes the embedded broker received.", float64(s.BytesReceived))
 		counter("broker_sent_bytes_total", "Bytes the embedded broker sent.", float64(s.BytesSent))
 	}
-	if h := c.opts.HTTP; h != nil {
-		s := h.Stats()
-		counter("http_fast_requests_total", "MCP requests served by the gateway's lean HTTP/1.1 path.", float64(s.FastRequests))
-		counter("http_connections_handed_over_total", "HTTP connections handed to net/http: from their first request the lean path does not take (another method or path, chunked, Expect, ...).", float64(s.HandedOver))
-	}
 	for name, g := range c.opts.Gauges {
 		gauge(name, g.Help, g.Value())
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
-	"github.com/toolbus/toolbus/internal/h1"
 )
 
 // Namespace prefixes every metric name.
@@ -39,18 +38,12 @@ type BrokerStats interface {
 	Stats() broker.Stats
 }
 
-// HTTPStats is the HTTP server (*h1.Server).
-type HTTPStats interface {
-	Stats() h1.Stats
-}
-
 // Options says where the scrape-time counters come from. A nil source is
 // left out of the metrics (the broker, with an external one).
 type Options struct {
 	Requester RequesterStats
 	Gateway   GatewayStats
 	Broker    BrokerStats
-	HTTP      HTTPStats
 	// Gauges are extra values read at scrape time, by metric name (without
 	// the namespace), e.g. the audit log's queue depth.
 	Gauges map[string]GaugeFunc

@@ -9,14 +9,8 @@ import (
 
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
-	"github.com/toolbus/toolbus/internal/h1"
 	"github.com/toolbus/toolbus/metrics"
 )
-
-// httpStats are an HTTP server's counters, as read at scrape.
-type httpStats h1.Stats
-
-func (s httpStats) Stats() h1.Stats { return h1.Stats(s) }
 
 // TestObserverFeedsMetrics: what the gateway reports shows in the
 // exposition, labelled as documented; gauges of Options are read at scrape.
@@ -24,7 +18,7 @@ func TestObserverFeedsMetrics(t *testing.T) {
 	depth := 0.0
 	m := metrics.New(metrics.Options{Gauges: map[string]metrics.GaugeFunc{
 		"audit_queue_depth": {Help: "records waiting", Value: func() float64 { return depth }},
-	}, HTTP: httpStats{FastRequests: 5, HandedOver: 2}})
+	}})
 	m.ToolCall(&gateway.ToolCall{Source: gateway.SourceAgent, Outcome: gateway.OutcomeOK, Duration: 3 * time.Millisecond})
 	m.ToolCall(&gateway.ToolCall{Source: gateway.SourcePlatform, Outcome: gateway.OutcomeToolError, Duration: time.Millisecond})
 	m.Refused(httptest.NewRequest("GET", "/", nil), 401, "unauthenticated")
@@ -48,8 +42,6 @@ func TestObserverFeedsMetrics(t *testing.T) {
 		`toolbus_agent_request_duration_seconds_count{method="tools/list",outcome="error"} 1`,
 		`toolbus_config_reloads_total{result="ok"} 1`,
 		`toolbus_audit_queue_depth 7`,
-		`toolbus_http_fast_requests_total 5`,
-		`toolbus_http_connections_handed_over_total 2`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(body, want) {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -22,7 +21,6 @@ import (
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
-	"github.com/toolbus/toolbus/internal/h1"
 	"github.com/toolbus/toolbus/metrics"
 	"github.com/toolbus/toolbus/platformtools"
 )
@@ -106,11 +104,6 @@ type Config struct {
 	// (408 when the body is late). It does not bound the handling: a tool
 	// call may run past it, up to CallTimeout. 0 means 60s.
 	ReadTimeout time.Duration
-	// NoHTTPFastPath serves every request with net/http alone. By default
-	// MCP POSTs (a Content-Length body on the plain endpoint) take a lean
-	// HTTP/1.1 path of the gateway's own (internal/h1), which hands
-	// anything else to net/http.
-	NoHTTPFastPath bool
 
 	// Settings are the effective settings as the command resolved them,
 	// secrets masked, for GET /api/v1/admin/config; nil shows none.
@@ -142,8 +135,7 @@ type Server struct {
 	pahoBus   *expertagent.PahoBus // the link to an external broker (external.go); nil with the embedded one
 	requester *expertagent.Requester
 	gateway   *gateway.Gateway
-	http      *h1.Server                // net/http behind a fast path for MCP POSTs
-	httpStats atomic.Pointer[h1.Server] // s.http for the metrics, which may read it during Shutdown
+	http      *http.Server
 	httpLn    net.Listener
 	httpDone  chan error
 	metrics   *metrics.Metrics
@@ -249,18 +241,13 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err := s.startGateway(); err != nil {
 		return err
 	}
-	fastPaths := []string{gateway.MCPPath}
-	if s.cfg.NoHTTPFastPath {
-		fastPaths = nil
-	}
-	s.http = h1.New(&http.Server{
+	s.http = &http.Server{
 		Handler:           s.gateway,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		ReadTimeout:       s.cfg.ReadTimeout,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    maxHeaderBytes,
-	}, h1.Options{Paths: fastPaths, Logger: s.cfg.Logger.WithField("component", "http")})
-	s.httpStats.Store(s.http)
+	}
 	s.httpDone = make(chan error, 1)
 	go func() { s.httpDone <- s.http.Serve(s.httpLn) }()
 	s.log.WithFields(logrus.Fields{

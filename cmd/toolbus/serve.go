@@ -44,7 +44,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 4<<20, "largest MCP request body accepted (413 above)")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "http-read-header-timeout", 10*time.Second, "how long a client may take to send a request's headers (slow clients are disconnected)")
 	fs.DurationVar(&cfg.ReadTimeout, "http-read-timeout", 60*time.Second, "how long a client may take to send a whole request, headers and body (408 when the body is late); tool calls may run longer")
-	fastPath := fs.Bool("http-fast-path", true, "serve MCP POSTs on the gateway's lean HTTP/1.1 path, which hands anything else to net/http; false: net/http serves everything")
 	allowedHosts := fs.String("allowed-hosts", "", "comma-separated Host names the gateway answers to besides loopback ones (DNS rebinding protection)")
 	allowedOrigins := fs.String("allowed-origins", "", "comma-separated browser origins allowed to call the MCP endpoint")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
@@ -75,7 +74,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.AllowedHosts = splitList(*allowedHosts)
-	cfg.NoHTTPFastPath = !*fastPath
 	cfg.AllowedOrigins = splitList(*allowedOrigins)
 	if cfg.BrokerTLS, err = brokerTLS(cfg.BrokerURL, *brokerCA, *brokerCert, *brokerKey); err != nil {
 		return err
