@@ -816,7 +816,7 @@ func TestHostileHTTP(t *testing.T) {
 
 	// Two calls were meant to reach the agent: "duplicates inside
 	// arguments are the tool's" and "a call may outlast the read timeout".
-	time.Sleep(100 * time.Millisecond) // deliveries to the spy are asynchronous
+	e.spy.barrier(t)
 	if n := e.spy.n.Load() - spyBefore; n != 2 {
 		t.Errorf("%d tools/call requests reached the agents, want 2", n)
 	}
@@ -1098,7 +1098,7 @@ func TestHostileMCP(t *testing.T) {
 				t.Errorf("%s: status %d code %d, want 400 -32602: %.300s", params, r.status, r.code, r.raw)
 			}
 		}
-		time.Sleep(100 * time.Millisecond) // deliveries to the spy are asynchronous
+		e.spy.barrier(t)
 		if n := e.spy.n.Load() - before; n != 0 {
 			t.Errorf("%d call(s) reached the agents", n)
 		}
@@ -1423,7 +1423,7 @@ func TestHostileMQTT(t *testing.T) {
 				t.Errorf("forged publish delivered on %s", m.topic)
 			}
 		}
-		time.Sleep(100 * time.Millisecond) // deliveries to the spy are asynchronous
+		e.spy.barrier(t)
 		if n := e.spy.n.Load() - spyBefore; n != 0 {
 			t.Errorf("%d forged request(s) reached the agents", n)
 		}

@@ -201,9 +201,15 @@ func startTestAgentAt(t *testing.T, srv *server.Server, name, brokerURL string) 
 // counts every tools/call request the gateway publishes: the broker-side
 // witness that a refused call never reached the agents. (A tools/list the
 // gateway sends to learn the agent's tools is not the refused request.)
+//
+// A marker request, which the spy publishes itself after the requests it
+// watches for, shows that nothing more is on its way (barrier).
 type reqSpy struct {
-	n      atomic.Int64
-	client paho.Client
+	n       atomic.Int64
+	client  paho.Client
+	srv     *server.Server
+	seq     atomic.Int64
+	markers chan string // correlation IDs of marker requests seen
 }
 
 func startReqSpy(t *testing.T, srv *server.Server) *reqSpy {
@@ -212,7 +218,7 @@ func startReqSpy(t *testing.T, srv *server.Server) *reqSpy {
 	if _, err := srv.Store().AddIdentity(ctx, "spy", acl.RoleExpertAgent, []byte("spy-password-123")); err != nil {
 		t.Fatal(err)
 	}
-	s := &reqSpy{}
+	s := &reqSpy{srv: srv, markers: make(chan string, 16)}
 	opts := paho.NewClientOptions().AddBroker("tcp://" + srv.MQTTAddr().String()).
 		SetClientID("spy-1").SetUsername("spy").SetPassword("spy-password-123").
 		SetAutoReconnect(false).SetConnectTimeout(5 * time.Second)
@@ -230,8 +236,14 @@ func startReqSpy(t *testing.T, srv *server.Server) *reqSpy {
 		var msg struct {
 			Method string `json:"method"`
 		}
-		if json.Unmarshal(env.Message, &msg) == nil && msg.Method == "tools/call" {
+		if json.Unmarshal(env.Message, &msg) != nil {
+			return
+		}
+		switch msg.Method {
+		case "tools/call":
 			s.n.Add(1)
+		case spyMarkerMethod:
+			s.markers <- env.CorrelationID
 		}
 	})
 	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
@@ -240,13 +252,38 @@ func startReqSpy(t *testing.T, srv *server.Server) *reqSpy {
 	return s
 }
 
-// quiet asserts that no request reached the bus while f ran. It publishes
-// nothing itself; a short settle wait covers in-flight deliveries.
+// spyMarkerMethod is the method of the spy's marker requests.
+const spyMarkerMethod = "toolbus-test/marker"
+
+// barrier publishes a marker request through the gateway's own bus, the
+// way the gateway publishes its requests, and waits until the spy sees it:
+// every request published before it has been delivered by then.
+func (s *reqSpy) barrier(t *testing.T) {
+	t.Helper()
+	id := fmt.Sprintf("marker-%d", s.seq.Add(1))
+	payload := fmt.Sprintf(`{"v":1,"correlationId":%q,"message":{"jsonrpc":"2.0","id":%q,"method":%q}}`, id, id, spyMarkerMethod)
+	ctx := testCtx(t, 10*time.Second)
+	if err := s.srv.Broker().Bus().Publish(ctx, expertagent.TopicPrefix+"spy-marker/_/_/_/_/req", []byte(payload)); err != nil {
+		t.Fatalf("spy marker: %v", err)
+	}
+	for {
+		select {
+		case got := <-s.markers:
+			if got == id {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("the spy did not see its marker %s", id)
+		}
+	}
+}
+
+// quiet asserts that no request reached the bus while f ran.
 func (s *reqSpy) quiet(t *testing.T, what string, f func()) {
 	t.Helper()
 	before := s.n.Load()
 	f()
-	time.Sleep(100 * time.Millisecond)
+	s.barrier(t)
 	if n := s.n.Load() - before; n != 0 {
 		t.Errorf("%s: %d request(s) reached the bus", what, n)
 	}
