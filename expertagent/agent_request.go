@@ -75,9 +75,6 @@ func (r *CallRequest) Bind(v any) error {
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		return nil
 	}
-	if agentBindFast(args, v) {
-		return nil
-	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -149,7 +149,7 @@ func (r *CallResult) appendText(dst []byte) (_ []byte, ok bool) {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"type":"text","text":`...)
-		dst = agentAppendString(dst, r.Content[i].Text)
+		dst = appendJSONString(dst, r.Content[i].Text)
 		dst = append(dst, '}')
 	}
 	dst = append(dst, ']')

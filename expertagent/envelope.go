@@ -90,14 +90,21 @@ func DecodeEnvelope(payload []byte) (Envelope, error) {
 			return Envelope{}, fmt.Errorf("%w: %v", ErrBadEnvelope, err)
 		}
 	}
-	if e.V != EnvelopeVersion {
-		return Envelope{}, fmt.Errorf("%w: %d", ErrEnvelopeVersion, e.V)
-	}
-	if e.CorrelationID == "" {
-		return Envelope{}, fmt.Errorf("%w: no correlationId", ErrBadEnvelope)
-	}
-	if len(e.Message) == 0 || e.Message[0] != '{' {
-		return Envelope{}, fmt.Errorf("%w: message is not a JSON object", ErrBadEnvelope)
+	if err := e.check(); err != nil {
+		return Envelope{}, err
 	}
 	return e, nil
+}
+
+// check checks a decoded envelope: its version, correlation ID and message.
+func (e *Envelope) check() error {
+	switch {
+	case e.V != EnvelopeVersion:
+		return fmt.Errorf("%w: %d", ErrEnvelopeVersion, e.V)
+	case e.CorrelationID == "":
+		return fmt.Errorf("%w: no correlationId", ErrBadEnvelope)
+	case len(e.Message) == 0 || e.Message[0] != '{':
+		return fmt.Errorf("%w: message is not a JSON object", ErrBadEnvelope)
+	}
+	return nil
 }

@@ -22,18 +22,8 @@ import (
 // decodes exactly as encoding/json would, or goes to encoding/json.
 
 // appendJSONString appends s as a JSON string, byte for byte as
-// encoding/json writes it (HTML-escaped, invalid UTF-8 replaced).
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s) // a string always marshals
-			return append(dst, b...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
-}
+// json.Marshal writes it.
+func appendJSONString(dst []byte, s string) []byte { return jsonenc.AppendString(dst, s, true) }
 
 // appendCompactJSON appends raw, validated and compacted; it fails on
 // anything that is not one JSON value.
@@ -344,7 +334,7 @@ func (s *fastScanner) skipValue(depth int) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	return s.b[start:s.i], true
+	return s.b[start:s.i:s.i], true // capped: an append must not write over what follows
 }
 
 // object walks the members of an object (s.i before its '{'), calling
@@ -499,7 +489,7 @@ func decodeEnvelopeFast(payload []byte, env *Envelope, m *jsonrpc.Message) bool 
 				if !s.message(m) {
 					return false
 				}
-				env.Message = payload[start:s.i]
+				env.Message = payload[start:s.i:s.i]
 				return true
 			}
 			var dummy bool
