@@ -19,8 +19,8 @@ import (
 // batch the writer flushes, its events as a JSON array, with the batch's
 // time range and size beside it. A row per event cost more CPU than the
 // tool call it recorded (SQLite's B-tree inserts into a table and four
-// indexes, ~30 µs with modernc); a row per batch costs one insert per flush
-// and about a microsecond of JSON per event. Queries, rare and bounded by
+// indexes); a row per batch costs one insert per flush and a little JSON
+// per event. Queries, rare and bounded by
 // retention, read the segments of their time range and filter in Go. The
 // statements follow queries.go's rules: $n placeholders, times as unix
 // milliseconds, nothing driver-specific.
@@ -139,8 +139,8 @@ func segmentOf(recs []auditRecord) (minMs, maxMs int64, data []byte, err error) 
 	for i := range recs {
 		minMs, maxMs = min(minMs, recs[i].T), max(maxMs, recs[i].T)
 	}
-	// segmentio's encoder writes what encoding/json would, in about half
-	// the time; this runs once per record on the audit writer.
+	// segmentio's encoder writes what encoding/json would, for less; this
+	// runs once per record on the audit writer.
 	data, err = segjson.Marshal(recs)
 	return minMs, maxMs, data, err
 }

@@ -32,7 +32,7 @@ const endedWriteTimeout = 10 * time.Second
 // group commit): each call adds its row to the batch being collected, then
 // waits for the write slot; whoever gets the slot writes the whole batch
 // and the others find theirs written. With many short sessions a commit
-// per DELETE was a quarter of the gateway's CPU.
+// per DELETE cost more than the requests it ended (docs/benchmarks.md).
 type endedWriter struct {
 	slot chan struct{} // capacity 1: held while a batch is written
 

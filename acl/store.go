@@ -104,8 +104,8 @@ func Open(ctx context.Context, dataDir string, opts StoreOptions) (*Store, error
 	// database/sql keeps 2 idle connections by default and closes the rest
 	// as they come back: under concurrent requests (a session ended, a new
 	// session checked per MCP request) it opened a SQLite connection per
-	// query, and each open runs the pragmas and reads the schema: a third of
-	// the gateway's CPU in a benchmark of short sessions. Opening stays
+	// query, and each open runs the pragmas and reads the schema, over and
+	// over in a run of short sessions. Opening stays
 	// unbounded as before (a query never waits for a connection); the
 	// connections a busy minute needed are kept.
 	db.SetMaxIdleConns(sqliteMaxIdleConns)

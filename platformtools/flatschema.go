@@ -9,8 +9,8 @@ import (
 // flatSchema is the shape of most tool input schemas: an object whose
 // properties each have at most one primitive type, some of them required,
 // others perhaps refused. Arguments that fit are accepted after one scan,
-// without decoding them into maps for the full validator (a third of a
-// platform call's CPU on the benchmark's echo). The scan only ever says
+// without decoding them into maps for the full validator, which costs
+// more than the rest of a platform call. The scan only ever says
 // yes: whatever it finds wrong, or is not sure of, goes to the full
 // validator, which gives the answer and its error message. So it accepts
 // nothing the full validator would refuse, and every refusal reads the same.

@@ -13,11 +13,6 @@
 // heap grow that far before Go collects it: a busy agent keeps little live
 // and would otherwise collect several times a second (see package gctune).
 //
-// GOMAXPROCS=1 in the agent's environment was once measured to help on a
-// 2-core machine shared with the gateway (+18% calls/s in one A/B), but
-// ten interleaved rounds later did not confirm it (within noise): measure
-// before using it. It caps the agent at one core.
-//
 // Every flag also reads the environment variable TOOLBUS_AGENT_<FLAG>
 // (e.g. TOOLBUS_AGENT_PASSWORD); a flag on the command line wins.
 package main
