@@ -216,10 +216,10 @@ func (g *Gateway) routes() {
 	g.router.HandleFunc("/healthz", g.healthz).Methods(http.MethodGet, http.MethodHead)
 	g.router.HandleFunc("/readyz", g.readyz).Methods(http.MethodGet, http.MethodHead)
 
-	mcp := http.Handler(http.HandlerFunc(g.serveMCP))
-	mcp = g.checkOrigin(g.authenticate(mcp))
-	g.router.Handle(MCPPath, mcp)
-	g.router.Handle(MCPPath+"/{entityType}/{entityId}", mcp)
+	endpoint := http.Handler(http.HandlerFunc(g.serveMCP))
+	endpoint = g.checkOrigin(g.authenticate(endpoint))
+	g.router.Handle(MCPPath, endpoint)
+	g.router.Handle(MCPPath+"/{entityType}/{entityId}", endpoint)
 	if g.opts.API != nil {
 		g.router.PathPrefix("/api/v1/").Handler(g.checkOrigin(g.authenticate(g.opts.API)))
 	}

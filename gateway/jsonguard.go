@@ -204,19 +204,3 @@ func clip(s string) string {
 	}
 	return s[:cut] + "…"
 }
-
-// validToolName reports whether s can name a tool at all: platform tools
-// and listed agent tools all match ^[A-Za-z0-9_.-]{1,128}$, so a call of any
-// other name is answered "unknown tool" without asking the agents.
-func validToolName(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
-}

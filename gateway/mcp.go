@@ -19,6 +19,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // rpcRequest is one JSON-RPC message from the client, decoded once.
@@ -506,7 +507,7 @@ func (g *Gateway) dispatch(c *call) {
 	case "tools/list":
 		g.toolsList(c)
 	case "tools/call":
-		if n := c.params.Name; n != "" && !validToolName(n) && c.tok.HasScope(acl.ScopeToolsCall) {
+		if n := c.params.Name; n != "" && !mcp.ValidName(n) && c.tok.HasScope(acl.ScopeToolsCall) {
 			// No tool has such a name: answered without asking the agents
 			// for their list, and without echoing a name of any size.
 			c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", clip(n)))

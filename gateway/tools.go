@@ -199,7 +199,7 @@ func (g *Gateway) toolsCall(c *call) {
 				return
 			}
 			c.outcome.source = SourcePlatform
-			if c.tok.ReadOnly && !readOnlyTool(t.Annotations) {
+			if c.tok.ReadOnly && !t.ReadOnly() {
 				g.forbidden(c, "a read-only token may call only tools annotated readOnlyHint: true")
 				return
 			}
@@ -242,10 +242,6 @@ func (g *Gateway) debugCall(c *call, name, source string, start time.Time) {
 	if g.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
 		g.toolLog(c, name).WithFields(logrus.Fields{"source": source, "ms": time.Since(start).Milliseconds()}).Debug("tools/call")
 	}
-}
-
-func readOnlyTool(a *platformtools.Annotations) bool {
-	return a != nil && a.ReadOnlyHint != nil && *a.ReadOnlyHint
 }
 
 // agentCall proxies a tools/call to the expert agents over MQTT, relaying

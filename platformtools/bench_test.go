@@ -1,6 +1,8 @@
 package platformtools_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"testing"
@@ -12,14 +14,14 @@ import (
 
 const echoSchema = `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`
 
-func echoHandler(_ context.Context, c *platformtools.Call) (*platformtools.Result, error) {
+func echoHandler(_ context.Context, c *platformtools.Call) (*mcp.CallToolResult, error) {
 	var a struct {
 		Text string `json:"text"`
 	}
 	if err := c.Bind(&a); err != nil {
 		return nil, err
 	}
-	return platformtools.TextResult(a.Text), nil
+	return mcp.TextResult(a.Text), nil
 }
 
 // BenchmarkRegistryCall measures Registry.Call, the platform side of every
@@ -42,7 +44,7 @@ func BenchmarkRegistryCall(b *testing.B) {
 
 	b.Run("echo", func(b *testing.B) {
 		reg := platformtools.NewRegistry(platformtools.Options{API: echoAPI("x")})
-		if err := reg.Add(platformtools.Tool{Name: "echo", InputSchema: json.RawMessage(echoSchema), Handler: echoHandler}); err != nil {
+		if err := reg.Add(platformtools.Tool{Tool: mcp.Tool{Name: "echo", InputSchema: json.RawMessage(echoSchema)}, Handler: echoHandler}); err != nil {
 			b.Fatal(err)
 		}
 		c := plainContext("alice")
@@ -57,9 +59,14 @@ func BenchmarkRegistryCall(b *testing.B) {
 
 	b.Run("noargs", func(b *testing.B) {
 		reg := platformtools.NewRegistry(platformtools.Options{API: echoAPI("x")})
-		if err := reg.Add(platformtools.Tool{Name: "ping", Handler: func(context.Context, *platformtools.Call) (*platformtools.Result, error) {
-			return platformtools.TextResult("pong"), nil
-		}}); err != nil {
+		if err := reg.Add(platformtools.Tool{
+			Tool: mcp.Tool{
+				Name: "ping",
+			},
+			Handler: func(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
+				return mcp.TextResult("pong"), nil
+			},
+		}); err != nil {
 			b.Fatal(err)
 		}
 		c := plainContext("alice")
@@ -75,9 +82,14 @@ func BenchmarkRegistryCall(b *testing.B) {
 
 	b.Run("noargs-nodeadline", func(b *testing.B) {
 		reg := platformtools.NewRegistry(platformtools.Options{API: echoAPI("x")})
-		if err := reg.Add(platformtools.Tool{Name: "ping", Handler: func(context.Context, *platformtools.Call) (*platformtools.Result, error) {
-			return platformtools.TextResult("pong"), nil
-		}}); err != nil {
+		if err := reg.Add(platformtools.Tool{
+			Tool: mcp.Tool{
+				Name: "ping",
+			},
+			Handler: func(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
+				return mcp.TextResult("pong"), nil
+			},
+		}); err != nil {
 			b.Fatal(err)
 		}
 		c := plainContext("alice")

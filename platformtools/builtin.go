@@ -1,6 +1,8 @@
 package platformtools
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -88,46 +90,54 @@ const contextsOutput = `{
 func Builtins() []Tool {
 	return []Tool{
 		{
-			Name:         ToolWhoami,
-			Title:        "Who am I",
-			Description:  "Shows the token you are calling with: its user, ID, scopes, read-only flag, entity narrowing and expiry. Takes no arguments.",
-			InputSchema:  json.RawMessage(noArguments),
-			OutputSchema: json.RawMessage(whoamiOutput),
-			Annotations:  readOnlyTool("Who am I"),
-			Handler:      getEndpoint(PathWhoami),
+			Tool: mcp.Tool{
+				Name:         ToolWhoami,
+				Title:        "Who am I",
+				Description:  "Shows the token you are calling with: its user, ID, scopes, read-only flag, entity narrowing and expiry. Takes no arguments.",
+				InputSchema:  json.RawMessage(noArguments),
+				OutputSchema: json.RawMessage(whoamiOutput),
+				Annotations:  readOnlyTool("Who am I"),
+			},
+			Handler: getEndpoint(PathWhoami),
 		},
 		{
-			Name:         ToolAgents,
-			Title:        "Expert agents",
-			Description:  "Lists the expert agent instances connected to the platform (online or not, since when) and the tools they serve. Takes no arguments.",
-			InputSchema:  json.RawMessage(noArguments),
-			OutputSchema: json.RawMessage(agentsOutput),
-			Annotations:  readOnlyTool("Expert agents"),
-			Handler:      getEndpoint(PathAgents),
+			Tool: mcp.Tool{
+				Name:         ToolAgents,
+				Title:        "Expert agents",
+				Description:  "Lists the expert agent instances connected to the platform (online or not, since when) and the tools they serve. Takes no arguments.",
+				InputSchema:  json.RawMessage(noArguments),
+				OutputSchema: json.RawMessage(agentsOutput),
+				Annotations:  readOnlyTool("Expert agents"),
+			},
+			Handler: getEndpoint(PathAgents),
 		},
 		{
-			Name:         ToolContexts,
-			Title:        "My contexts",
-			Description:  "Lists your active contexts on this gateway (session and entity of each conversation with the expert agents), most recently used first. Takes no arguments.",
-			InputSchema:  json.RawMessage(noArguments),
-			OutputSchema: json.RawMessage(contextsOutput),
-			Annotations:  readOnlyTool("My contexts"),
-			Handler:      getEndpoint(PathContexts),
+			Tool: mcp.Tool{
+				Name:         ToolContexts,
+				Title:        "My contexts",
+				Description:  "Lists your active contexts on this gateway (session and entity of each conversation with the expert agents), most recently used first. Takes no arguments.",
+				InputSchema:  json.RawMessage(noArguments),
+				OutputSchema: json.RawMessage(contextsOutput),
+				Annotations:  readOnlyTool("My contexts"),
+			},
+			Handler: getEndpoint(PathContexts),
 		},
 		{
-			Name:        ToolEcho,
-			Title:       "Echo",
-			Description: "Returns the text you give it: a quick check that the gateway answers, and the trivial tool its benchmarks call.",
-			InputSchema: json.RawMessage(echoInput),
-			Annotations: readOnlyTool("Echo"),
-			Handler: func(_ context.Context, call *Call) (*Result, error) {
+			Tool: mcp.Tool{
+				Name:        ToolEcho,
+				Title:       "Echo",
+				Description: "Returns the text you give it: a quick check that the gateway answers, and the trivial tool its benchmarks call.",
+				InputSchema: json.RawMessage(echoInput),
+				Annotations: readOnlyTool("Echo"),
+			},
+			Handler: func(_ context.Context, call *Call) (*mcp.CallToolResult, error) {
 				var a struct {
 					Text string `json:"text"`
 				}
 				if err := call.Bind(&a); err != nil {
 					return nil, err
 				}
-				return TextResult(a.Text), nil
+				return mcp.TextResult(a.Text), nil
 			},
 		},
 	}
@@ -143,23 +153,23 @@ func Register(r *Registry) error {
 	return nil
 }
 
-func readOnlyTool(title string) *Annotations {
-	return &Annotations{Title: title, ReadOnlyHint: new(true), DestructiveHint: new(false), IdempotentHint: new(true), OpenWorldHint: new(false)}
+func readOnlyTool(title string) *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: new(true), DestructiveHint: new(false), IdempotentHint: new(true), OpenWorldHint: new(false)}
 }
 
 // getEndpoint returns a handler that GETs path by injection and returns the
 // endpoint's JSON as text plus structuredContent, or, on a non-2xx status,
 // an isError result with the endpoint's error.
 func getEndpoint(path string) Handler {
-	return func(ctx context.Context, call *Call) (*Result, error) {
+	return func(ctx context.Context, call *Call) (*mcp.CallToolResult, error) {
 		resp, err := call.Inject(ctx, http.MethodGet, path, nil)
 		if err != nil {
 			return nil, fmt.Errorf("GET %s: %w", path, err)
 		}
 		if !resp.OK() {
 			e := resp.APIError()
-			return ErrorResult("%s: GET %s refused with HTTP %d: %s: %s", call.Name, path, resp.Status, e.Code, e.Message), nil
+			return mcp.ErrorResult("%s: GET %s refused with HTTP %d: %s: %s", call.Name, path, resp.Status, e.Code, e.Message), nil
 		}
-		return JSONResult(json.RawMessage(resp.Body)), nil
+		return mcp.JSONResult(json.RawMessage(resp.Body)), nil
 	}
 }

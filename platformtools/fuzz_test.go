@@ -1,6 +1,8 @@
 package platformtools_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"net/http"
@@ -21,14 +23,19 @@ func FuzzCallArguments(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	reg := platformtools.NewRegistry(platformtools.Options{API: http.NotFoundHandler(), CheckOutput: true})
-	if err := reg.Add(platformtools.Tool{Name: "count", InputSchema: json.RawMessage(countSchema),
-		Handler: func(_ context.Context, c *platformtools.Call) (*platformtools.Result, error) {
+	if err := reg.Add(platformtools.Tool{
+		Tool: mcp.Tool{
+			Name:        "count",
+			InputSchema: json.RawMessage(countSchema),
+		},
+		Handler: func(_ context.Context, c *platformtools.Call) (*mcp.CallToolResult, error) {
 			var a map[string]any
 			if err := c.Bind(&a); err != nil {
 				return nil, err
 			}
-			return platformtools.JSONResult(a), nil
-		}}); err != nil {
+			return mcp.JSONResult(a), nil
+		},
+	}); err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, args []byte) {

@@ -1,6 +1,8 @@
 package platformtools_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,10 +56,15 @@ func injectVia(t *testing.T, api http.Handler, mod func(*platformtools.Options),
 	reg := newRegistry(t, api, mod)
 	var resp *platformtools.InjectedResponse
 	var err error
-	mustAdd(t, reg, platformtools.Tool{Name: "inj", Handler: func(ctx context.Context, c *platformtools.Call) (*platformtools.Result, error) {
-		resp, err = f(ctx, c)
-		return nil, nil
-	}})
+	mustAdd(t, reg, platformtools.Tool{
+		Tool: mcp.Tool{
+			Name: "inj",
+		},
+		Handler: func(ctx context.Context, c *platformtools.Call) (*mcp.CallToolResult, error) {
+			resp, err = f(ctx, c)
+			return nil, nil
+		},
+	})
 	if _, cerr := reg.Call(ctx, &platformtools.Call{Name: "inj", Token: fullToken(), Secret: secret}); cerr != nil {
 		t.Fatalf("Call: %v", cerr)
 	}

@@ -1,6 +1,8 @@
 package platformtools
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -112,7 +114,7 @@ func componentLogger(l *logrus.Entry, component string) *logrus.Entry {
 // name, a nil handler, a bad scope, or a schema that does not compile.
 // The schemas are compiled here, once.
 func (r *Registry) Add(t Tool) error {
-	if !validToolName(t.Name) {
+	if !mcp.ValidName(t.Name) {
 		return fmt.Errorf("%w: name %q must match ^[A-Za-z0-9_.-]{1,128}$", ErrInvalidTool, t.Name)
 	}
 	if t.Handler == nil {
@@ -126,7 +128,7 @@ func (r *Registry) Add(t Tool) error {
 	e := &entry{tool: t}
 	in := t.InputSchema
 	if len(bytes.TrimSpace(in)) == 0 {
-		in = json.RawMessage(defaultInputSchema)
+		in = json.RawMessage(mcp.DefaultInputSchema)
 	}
 	var err error
 	if e.in, err = compileSchema(t.Name, "input", in); err != nil {
@@ -225,7 +227,7 @@ func (r *Registry) Call(ctx context.Context, call *Call) (json.RawMessage, error
 		call.Arguments = json.RawMessage("{}")
 	}
 	if err := e.in.validate(call.Arguments, r.printer); err != nil {
-		return r.encode(e, ErrorResult("%s: %v", call.Name, err))
+		return r.encode(e, mcp.ErrorResult("%s: %v", call.Name, err))
 	}
 	call.inj = &r.inj
 
@@ -242,11 +244,11 @@ func (r *Registry) Call(ctx context.Context, call *Call) (json.RawMessage, error
 }
 
 // run calls the handler and turns its error or panic into an isError result.
-func (r *Registry) run(ctx context.Context, e *entry, call *Call) (res *Result) {
+func (r *Registry) run(ctx context.Context, e *entry, call *Call) (res *mcp.CallToolResult) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.WithFields(logrus.Fields{"tool": e.tool.Name, "panic": fmt.Sprint(p), "stack": string(debug.Stack())}).Error("platform tool panicked")
-			res = ErrorResult("%s failed with an internal error; it has been logged. Try again later or report it to the platform operator.", e.tool.Name)
+			res = mcp.ErrorResult("%s failed with an internal error; it has been logged. Try again later or report it to the platform operator.", e.tool.Name)
 		}
 	}()
 	res, err := e.tool.Handler(ctx, call)
@@ -254,34 +256,34 @@ func (r *Registry) run(ctx context.Context, e *entry, call *Call) (res *Result) 
 	case err != nil:
 		r.log.WithFields(logrus.Fields{"tool": e.tool.Name, "error": err.Error()}).Debug("platform tool failed")
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			return ErrorResult("%s: timed out: %v. Try again, perhaps with a smaller request.", e.tool.Name, err)
+			return mcp.ErrorResult("%s: timed out: %v. Try again, perhaps with a smaller request.", e.tool.Name, err)
 		}
-		return ErrorResult("%s: %v", e.tool.Name, err)
+		return mcp.ErrorResult("%s: %v", e.tool.Name, err)
 	case res == nil:
-		return &Result{}
+		return &mcp.CallToolResult{}
 	}
 	return res
 }
 
-func (r *Registry) checkOutput(e *entry, res *Result) *Result {
-	raw, err := structuredJSON(res.StructuredContent)
+func (r *Registry) checkOutput(e *entry, res *mcp.CallToolResult) *mcp.CallToolResult {
+	raw, err := mcp.StructuredJSON(res.StructuredContent)
 	if err == nil {
 		err = e.out.validateOutput(raw, r.printer)
 	}
 	if err != nil {
 		r.log.WithFields(logrus.Fields{"tool": e.tool.Name, "error": err.Error()}).Error("platform tool result does not match its output schema")
-		return ErrorResult("%s produced a result that does not match its output schema: %v", e.tool.Name, err)
+		return mcp.ErrorResult("%s produced a result that does not match its output schema: %v", e.tool.Name, err)
 	}
 	return res
 }
 
 // encode encodes res; a result that cannot be encoded becomes an isError
 // result saying so.
-func (r *Registry) encode(e *entry, res *Result) (json.RawMessage, error) {
+func (r *Registry) encode(e *entry, res *mcp.CallToolResult) (json.RawMessage, error) {
 	b, err := res.AppendJSON(make([]byte, 0, 256))
 	if err != nil {
 		r.log.WithFields(logrus.Fields{"tool": e.tool.Name, "error": err.Error()}).Error("platform tool result cannot be encoded")
-		b, err = ErrorResult("%s produced a result that cannot be encoded: %v", e.tool.Name, err).AppendJSON(b[:0])
+		b, err = mcp.ErrorResult("%s produced a result that cannot be encoded: %v", e.tool.Name, err).AppendJSON(b[:0])
 		if err != nil {
 			return nil, err // cannot happen: a text content always encodes
 		}

@@ -1,6 +1,8 @@
 package platformtools_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,12 +20,12 @@ import (
 	"github.com/toolbus/toolbus/platformtools"
 )
 
-func okHandler(context.Context, *platformtools.Call) (*platformtools.Result, error) {
-	return platformtools.TextResult("ok"), nil
+func okHandler(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
+	return mcp.TextResult("ok"), nil
 }
 
 func TestAddRejects(t *testing.T) {
-	valid := platformtools.Tool{Name: "t", Handler: okHandler}
+	valid := platformtools.Tool{Tool: mcp.Tool{Name: "t"}, Handler: okHandler}
 	with := func(f func(*platformtools.Tool)) platformtools.Tool { tl := valid; f(&tl); return tl }
 	for _, tc := range []struct {
 		name string
@@ -86,8 +88,8 @@ func TestAddRejects(t *testing.T) {
 
 func TestAddDuplicate(t *testing.T) {
 	reg := newRegistry(t, nil, nil)
-	mustAdd(t, reg, platformtools.Tool{Name: "dup", Handler: okHandler})
-	err := reg.Add(platformtools.Tool{Name: "dup", Handler: okHandler, Description: "second"})
+	mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: "dup"}, Handler: okHandler})
+	err := reg.Add(platformtools.Tool{Tool: mcp.Tool{Name: "dup", Description: "second"}, Handler: okHandler})
 	if !errors.Is(err, platformtools.ErrInvalidTool) || !strings.Contains(err.Error(), "already registered") {
 		t.Fatalf("second Add: err = %v, want ErrInvalidTool (already registered)", err)
 	}
@@ -109,7 +111,7 @@ func TestAddAcceptsNamesAndSchemas(t *testing.T) {
 	} {
 		t.Run(tc.name[:min(len(tc.name), 20)], func(t *testing.T) {
 			reg := newRegistry(t, nil, nil)
-			mustAdd(t, reg, platformtools.Tool{Name: tc.name, InputSchema: json.RawMessage(tc.input), Handler: okHandler})
+			mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: tc.name, InputSchema: json.RawMessage(tc.input)}, Handler: okHandler})
 			if _, ok := reg.Lookup(tc.name); !ok {
 				t.Fatalf("Lookup(%q) after Add: not found", tc.name)
 			}
@@ -120,7 +122,7 @@ func TestAddAcceptsNamesAndSchemas(t *testing.T) {
 func TestToolsSortedAndLookup(t *testing.T) {
 	reg := newRegistry(t, nil, nil)
 	for _, n := range []string{"zeta", "alpha", "Mid", "beta"} {
-		mustAdd(t, reg, platformtools.Tool{Name: n, Handler: okHandler})
+		mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: n}, Handler: okHandler})
 	}
 	var names []string
 	for _, tl := range reg.Tools() {
@@ -141,16 +143,18 @@ func TestToolsSortedAndLookup(t *testing.T) {
 func TestToolJSONShape(t *testing.T) {
 	reg := newRegistry(t, nil, nil)
 	mustAdd(t, reg, platformtools.Tool{
-		Name:         "echo",
-		Title:        "Echo",
-		Description:  "Says it back.",
-		InputSchema:  json.RawMessage("{\n  \"type\": \"object\",\n  \"properties\": {\"text\": {\"type\": \"string\"}}\n}"),
-		OutputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
-		Annotations:  &platformtools.Annotations{Title: "Echo", ReadOnlyHint: new(true), OpenWorldHint: new(false)},
-		Scope:        "echo.use",
-		Handler:      okHandler,
+		Tool: mcp.Tool{
+			Name:         "echo",
+			Title:        "Echo",
+			Description:  "Says it back.",
+			InputSchema:  json.RawMessage("{\n  \"type\": \"object\",\n  \"properties\": {\"text\": {\"type\": \"string\"}}\n}"),
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`),
+			Annotations:  &mcp.ToolAnnotations{Title: "Echo", ReadOnlyHint: new(true), OpenWorldHint: new(false)},
+		},
+		Scope:   "echo.use",
+		Handler: okHandler,
 	})
-	mustAdd(t, reg, platformtools.Tool{Name: "bare", Handler: okHandler})
+	mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: "bare"}, Handler: okHandler})
 
 	want := map[string]string{
 		"echo": `{"name":"echo","title":"Echo","description":"Says it back.",` +
@@ -200,8 +204,8 @@ func TestToolJSONShape(t *testing.T) {
 }
 
 func TestVisible(t *testing.T) {
-	plain := platformtools.Tool{Name: "p"}
-	scoped := platformtools.Tool{Name: "s", Scope: "billing.read"}
+	plain := platformtools.Tool{Tool: mcp.Tool{Name: "p"}}
+	scoped := platformtools.Tool{Tool: mcp.Tool{Name: "s"}, Scope: "billing.read"}
 	for _, tc := range []struct {
 		name   string
 		scopes []string
@@ -227,15 +231,15 @@ func TestVisible(t *testing.T) {
 
 func TestCallAuthorization(t *testing.T) {
 	var ran atomic.Int32
-	h := func(context.Context, *platformtools.Call) (*platformtools.Result, error) {
+	h := func(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
 		ran.Add(1)
-		return platformtools.TextResult("ran"), nil
+		return mcp.TextResult("ran"), nil
 	}
 	reg := newRegistry(t, nil, nil)
-	mustAdd(t, reg, platformtools.Tool{Name: "write", Handler: h, Annotations: &platformtools.Annotations{DestructiveHint: new(true)}})
-	mustAdd(t, reg, platformtools.Tool{Name: "read", Handler: h, Annotations: &platformtools.Annotations{ReadOnlyHint: new(true)}})
-	mustAdd(t, reg, platformtools.Tool{Name: "readfalse", Handler: h, Annotations: &platformtools.Annotations{ReadOnlyHint: new(false)}})
-	mustAdd(t, reg, platformtools.Tool{Name: "billing", Handler: h, Scope: "billing.read", Annotations: &platformtools.Annotations{ReadOnlyHint: new(true)}})
+	mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: "write", Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true)}}, Handler: h})
+	mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: "read", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: new(true)}}, Handler: h})
+	mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: "readfalse", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: new(false)}}, Handler: h})
+	mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: "billing", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: new(true)}}, Handler: h, Scope: "billing.read"})
 
 	def := acl.DefaultScopes
 	ent := acl.Entity{Type: "project", ID: "p1"}
@@ -303,15 +307,25 @@ const countSchema = `{
 func TestCallValidation(t *testing.T) {
 	var ran atomic.Int32
 	reg := newRegistry(t, nil, nil)
-	mustAdd(t, reg, platformtools.Tool{Name: "count", InputSchema: json.RawMessage(countSchema),
-		Handler: func(_ context.Context, c *platformtools.Call) (*platformtools.Result, error) {
+	mustAdd(t, reg, platformtools.Tool{
+		Tool: mcp.Tool{
+			Name:        "count",
+			InputSchema: json.RawMessage(countSchema),
+		},
+		Handler: func(_ context.Context, c *platformtools.Call) (*mcp.CallToolResult, error) {
 			ran.Add(1)
-			return platformtools.TextResult(string(c.Arguments)), nil
-		}})
-	mustAdd(t, reg, platformtools.Tool{Name: "any", Handler: func(_ context.Context, c *platformtools.Call) (*platformtools.Result, error) {
-		ran.Add(1)
-		return platformtools.TextResult(string(c.Arguments)), nil
-	}})
+			return mcp.TextResult(string(c.Arguments)), nil
+		},
+	})
+	mustAdd(t, reg, platformtools.Tool{
+		Tool: mcp.Tool{
+			Name: "any",
+		},
+		Handler: func(_ context.Context, c *platformtools.Call) (*mcp.CallToolResult, error) {
+			ran.Add(1)
+			return mcp.TextResult(string(c.Arguments)), nil
+		},
+	})
 
 	for _, tc := range []struct {
 		name, tool, args string
@@ -387,7 +401,7 @@ func TestCallValidationListsAtMostFive(t *testing.T) {
 	}
 	schema, _ := json.Marshal(map[string]any{"type": "object", "properties": props})
 	reg := newRegistry(t, nil, nil)
-	mustAdd(t, reg, platformtools.Tool{Name: "many", InputSchema: schema, Handler: okHandler})
+	mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: "many", InputSchema: schema}, Handler: okHandler})
 	res := callTool(t, reg, &platformtools.Call{Name: "many", Arguments: json.RawMessage("{" + strings.Join(args, ",") + "}"), Token: fullToken()})
 	if !res.IsError || !strings.Contains(res.text(), "and 3 more") || strings.Count(res.text(), `rule "type"`) != 5 {
 		t.Errorf("result %q: want 5 problems listed and \"and 3 more\"", res.text())
@@ -403,38 +417,38 @@ func TestCallHandlerOutcomes(t *testing.T) {
 		wantSC   string
 		wantLog  logrus.Level // 0: nothing at Error level expected
 	}{
-		{"text", func(context.Context, *platformtools.Call) (*platformtools.Result, error) {
-			return platformtools.TextResult("hello"), nil
+		{"text", func(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
+			return mcp.TextResult("hello"), nil
 		}, false, "hello", "", 0},
-		{"json", func(context.Context, *platformtools.Call) (*platformtools.Result, error) {
-			return platformtools.JSONResult(map[string]int{"n": 1}), nil
+		{"json", func(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
+			return mcp.JSONResult(map[string]int{"n": 1}), nil
 		}, false, `{"n":1}`, `{"n":1}`, 0},
-		{"tool result error", func(context.Context, *platformtools.Call) (*platformtools.Result, error) {
-			return platformtools.ErrorResult("no such project %q; list them with platform_projects", "x"), nil
+		{"tool result error", func(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
+			return mcp.ErrorResult("no such project %q; list them with platform_projects", "x"), nil
 		}, true, `no such project "x"; list them with platform_projects`, "", 0},
-		{"handler error", func(context.Context, *platformtools.Call) (*platformtools.Result, error) {
+		{"handler error", func(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
 			return nil, errors.New("the database is down; try again in a minute")
 		}, true, "t: the database is down; try again in a minute", "", 0},
-		{"handler panic", func(context.Context, *platformtools.Call) (*platformtools.Result, error) {
+		{"handler panic", func(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
 			panic("boom")
 		}, true, "t failed with an internal error", "", logrus.ErrorLevel},
-		{"nil result", func(context.Context, *platformtools.Call) (*platformtools.Result, error) {
+		{"nil result", func(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
 			return nil, nil
 		}, false, "", "", 0},
-		{"structured not an object", func(context.Context, *platformtools.Call) (*platformtools.Result, error) {
-			return &platformtools.Result{StructuredContent: []int{1}}, nil
+		{"structured not an object", func(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{StructuredContent: []int{1}}, nil
 		}, true, "cannot be encoded", "", logrus.ErrorLevel},
-		{"structured not encodable", func(context.Context, *platformtools.Call) (*platformtools.Result, error) {
-			return &platformtools.Result{StructuredContent: map[string]any{"c": make(chan int)}}, nil
+		{"structured not encodable", func(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"c": make(chan int)}}, nil
 		}, true, "cannot be encoded", "", logrus.ErrorLevel},
-		{"content without type", func(context.Context, *platformtools.Call) (*platformtools.Result, error) {
-			return &platformtools.Result{Content: []platformtools.Content{{Text: "x"}}}, nil
+		{"content without type", func(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{{Text: "x"}}}, nil
 		}, true, "cannot be encoded", "", logrus.ErrorLevel},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lg, hook := logtest.NewNullLogger()
 			reg := newRegistry(t, nil, func(o *platformtools.Options) { o.Logger = logrus.NewEntry(lg) })
-			mustAdd(t, reg, platformtools.Tool{Name: "t", Handler: tc.h})
+			mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: "t"}, Handler: tc.h})
 			res := callTool(t, reg, &platformtools.Call{Name: "t", Token: fullToken()})
 			if res.IsError != tc.wantErr {
 				t.Errorf("isError = %v, want %v (text %q)", res.IsError, tc.wantErr, res.text())
@@ -466,10 +480,15 @@ func TestCallHandlerOutcomes(t *testing.T) {
 
 func TestCallTimeout(t *testing.T) {
 	reg := newRegistry(t, nil, func(o *platformtools.Options) { o.Timeout = 50 * time.Millisecond })
-	mustAdd(t, reg, platformtools.Tool{Name: "slow", Handler: func(ctx context.Context, _ *platformtools.Call) (*platformtools.Result, error) {
-		<-ctx.Done()
-		return nil, fmt.Errorf("waiting: %w", ctx.Err())
-	}})
+	mustAdd(t, reg, platformtools.Tool{
+		Tool: mcp.Tool{
+			Name: "slow",
+		},
+		Handler: func(ctx context.Context, _ *platformtools.Call) (*mcp.CallToolResult, error) {
+			<-ctx.Done()
+			return nil, fmt.Errorf("waiting: %w", ctx.Err())
+		},
+	})
 	res := callTool(t, reg, &platformtools.Call{Name: "slow", Token: fullToken()})
 	if !res.IsError || !strings.Contains(res.text(), "timed out") {
 		t.Errorf("result %+v: want an isError result saying it timed out", res)
@@ -478,10 +497,15 @@ func TestCallTimeout(t *testing.T) {
 	// A caller's earlier deadline is kept.
 	reg = newRegistry(t, nil, func(o *platformtools.Options) { o.Timeout = time.Hour })
 	var got time.Time
-	mustAdd(t, reg, platformtools.Tool{Name: "dl", Handler: func(ctx context.Context, _ *platformtools.Call) (*platformtools.Result, error) {
-		got, _ = ctx.Deadline()
-		return nil, nil
-	}})
+	mustAdd(t, reg, platformtools.Tool{
+		Tool: mcp.Tool{
+			Name: "dl",
+		},
+		Handler: func(ctx context.Context, _ *platformtools.Call) (*mcp.CallToolResult, error) {
+			got, _ = ctx.Deadline()
+			return nil, nil
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	want, _ := ctx.Deadline()
@@ -495,14 +519,16 @@ func TestCallTimeout(t *testing.T) {
 
 func TestCheckOutput(t *testing.T) {
 	tool := platformtools.Tool{
-		Name:         "out",
-		OutputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`),
-		Handler: func(_ context.Context, c *platformtools.Call) (*platformtools.Result, error) {
+		Tool: mcp.Tool{
+			Name:         "out",
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`),
+		},
+		Handler: func(_ context.Context, c *platformtools.Call) (*mcp.CallToolResult, error) {
 			var a struct{ N any }
 			if err := c.Bind(&a); err != nil {
 				return nil, err
 			}
-			return platformtools.JSONResult(map[string]any{"n": a.N}), nil
+			return mcp.JSONResult(map[string]any{"n": a.N}), nil
 		},
 	}
 	for _, tc := range []struct {
@@ -556,14 +582,14 @@ func TestBind(t *testing.T) {
 // (for the race detector).
 func TestConcurrentAddAndCall(t *testing.T) {
 	reg := newRegistry(t, nil, nil)
-	mustAdd(t, reg, platformtools.Tool{Name: "base", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}}}`), Handler: okHandler})
+	mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: "base", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}}}`)}, Handler: okHandler})
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 50 {
 				if g == 0 {
-					if err := reg.Add(platformtools.Tool{Name: fmt.Sprintf("t%d", i), Handler: okHandler}); err != nil {
+					if err := reg.Add(platformtools.Tool{Tool: mcp.Tool{Name: fmt.Sprintf("t%d", i)}, Handler: okHandler}); err != nil {
 						t.Errorf("Add: %v", err)
 					}
 					continue

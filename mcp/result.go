@@ -1,10 +1,13 @@
-package platformtools
+package mcp
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/toolbus/toolbus/internal/jsonenc"
 )
 
 // Content types of MCP content objects.
@@ -16,35 +19,49 @@ const (
 	ContentResource     = "resource" // an embedded resource
 )
 
-// Content is one MCP content object of a tool result. Which fields apply
-// depends on Type:
+// Content is one MCP content object of a tool result (or a prompt
+// message). Which fields apply depends on Type:
 //
 //   - "text": Text (always encoded, even when empty, as MCP requires);
 //   - "image", "audio": Data (base64) and MimeType;
 //   - "resource_link": URI, Name, and optionally Title, Description, MimeType;
-//   - "resource": Resource, the embedded resource object as raw JSON
-//     ({"uri":..., "mimeType":..., "text"|"blob":...}).
+//   - "resource": Resource.
 //
-// Empty fields are not encoded.
+// Fields that do not apply are left empty and not encoded.
 type Content struct {
-	Type        string
-	Text        string
-	Data        string
-	MimeType    string
-	URI         string
-	Name        string
-	Title       string
-	Description string
-	Resource    json.RawMessage
+	Type        string            `json:"type"`
+	Text        string            `json:"text,omitempty"`
+	Data        string            `json:"data,omitempty"`
+	MimeType    string            `json:"mimeType,omitempty"`
+	URI         string            `json:"uri,omitempty"`
+	Name        string            `json:"name,omitempty"`
+	Title       string            `json:"title,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Resource    *ResourceContents `json:"resource,omitempty"`
+}
+
+// ResourceContents is the resource of an embedded-resource content: Text
+// for a text resource, Blob (base64) for a binary one.
+type ResourceContents struct {
+	URI      string `json:"uri"`
+	MimeType string `json:"mimeType,omitempty"`
+	Text     string `json:"text,omitempty"`
+	Blob     string `json:"blob,omitempty"`
 }
 
 // TextContent returns a text content.
 func TextContent(s string) Content { return Content{Type: ContentText, Text: s} }
 
-// MarshalJSON encodes c as an MCP content object.
-func (c Content) MarshalJSON() ([]byte, error) { return c.appendJSON(nil) }
+// ImageContent returns an image content holding data, base64-encoded.
+func ImageContent(data []byte, mimeType string) Content {
+	return Content{Type: ContentImage, Data: base64.StdEncoding.EncodeToString(data), MimeType: mimeType}
+}
 
-func (c Content) appendJSON(b []byte) ([]byte, error) {
+// MarshalJSON encodes c as an MCP content object.
+func (c Content) MarshalJSON() ([]byte, error) { return c.AppendJSON(nil) }
+
+// AppendJSON appends c, encoded as an MCP content object, to b.
+func (c Content) AppendJSON(b []byte) ([]byte, error) {
 	if c.Type == "" {
 		return b, errors.New("content without a type")
 	}
@@ -63,36 +80,43 @@ func (c Content) appendJSON(b []byte) ([]byte, error) {
 			b = appendString(b, f.v)
 		}
 	}
-	if len(c.Resource) > 0 {
-		if !json.Valid(c.Resource) {
-			return b, errors.New("content resource is not valid JSON")
+	if c.Resource != nil {
+		r, err := json.Marshal(c.Resource)
+		if err != nil {
+			return b, fmt.Errorf("content resource: %w", err)
 		}
 		b = append(b, `,"resource":`...)
-		b = append(b, c.Resource...)
+		b = append(b, r...)
 	}
 	return append(b, '}'), nil
 }
 
-// Result is what a tool handler returns: an MCP CallToolResult.
-type Result struct {
+func appendString(b []byte, s string) []byte { return jsonenc.AppendString(b, s, false) }
+
+// CallToolResult is the result of a tools/call.
+type CallToolResult struct {
 	// Content is what the model reads. It is encoded as [] when empty.
 	Content []Content
-	// StructuredContent, if not nil, must encode as a JSON object; it should
-	// conform to the tool's OutputSchema. A json.RawMessage is passed through
-	// as is (after a validity check); anything else goes through
-	// encoding/json.
+	// StructuredContent, if not nil, must encode as a JSON object; it
+	// should conform to the tool's OutputSchema. A json.RawMessage is
+	// passed through as is (after a validity check); anything else goes
+	// through encoding/json.
 	StructuredContent any
-	// IsError marks a failure the model should see and may recover from.
+	// IsError marks a tool failure the model should see and may recover
+	// from (bad input, a failed operation); protocol problems are JSON-RPC
+	// errors instead.
 	IsError bool
 }
 
-// TextResult returns a result with one text content.
-func TextResult(s string) *Result { return &Result{Content: []Content{TextContent(s)}} }
+// TextResult returns a successful result with one text content.
+func TextResult(s string) *CallToolResult {
+	return &CallToolResult{Content: []Content{TextContent(s)}}
+}
 
-// ErrorResult returns an isError result with one text content, formatted
-// with fmt.Sprintf. Say what happened and what to do.
-func ErrorResult(format string, args ...any) *Result {
-	return &Result{Content: []Content{TextContent(fmt.Sprintf(format, args...))}, IsError: true}
+// ErrorResult returns a failed result (IsError) with one text content,
+// formatted with fmt.Sprintf. Say what happened and what to do.
+func ErrorResult(format string, args ...any) *CallToolResult {
+	return &CallToolResult{Content: []Content{TextContent(fmt.Sprintf(format, args...))}, IsError: true}
 }
 
 // JSONResult returns a result whose text content is v as JSON and whose
@@ -100,7 +124,7 @@ func ErrorResult(format string, args ...any) *Result {
 // for clients that read only content). v is encoded once; a json.RawMessage
 // is used as is (compacted). If v cannot be encoded, the result is an
 // isError result saying so.
-func JSONResult(v any) *Result {
+func JSONResult(v any) *CallToolResult {
 	var raw []byte
 	if m, ok := v.(json.RawMessage); ok {
 		var buf bytes.Buffer
@@ -114,7 +138,7 @@ func JSONResult(v any) *Result {
 			return ErrorResult("tool produced a result that cannot be encoded as JSON: %v", err)
 		}
 	}
-	r := &Result{Content: []Content{TextContent(string(raw))}}
+	r := &CallToolResult{Content: []Content{TextContent(string(raw))}}
 	if len(raw) > 0 && raw[0] == '{' {
 		r.StructuredContent = json.RawMessage(raw)
 	}
@@ -122,14 +146,12 @@ func JSONResult(v any) *Result {
 }
 
 // MarshalJSON encodes r as an MCP CallToolResult.
-func (r *Result) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
+func (r *CallToolResult) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
 
 // AppendJSON appends r, encoded as an MCP CallToolResult
 // ({"content":[...],"structuredContent":{...},"isError":true}), to b.
 // isError is left out when false and structuredContent when nil.
-// Content is encoded without reflection; StructuredContent needs
-// encoding/json unless it is a json.RawMessage.
-func (r *Result) AppendJSON(b []byte) ([]byte, error) {
+func (r *CallToolResult) AppendJSON(b []byte) ([]byte, error) {
 	start := len(b)
 	b = append(b, `{"content":[`...)
 	for i, c := range r.Content {
@@ -137,13 +159,13 @@ func (r *Result) AppendJSON(b []byte) ([]byte, error) {
 			b = append(b, ',')
 		}
 		var err error
-		if b, err = c.appendJSON(b); err != nil {
+		if b, err = c.AppendJSON(b); err != nil {
 			return b[:start], fmt.Errorf("content %d: %w", i, err)
 		}
 	}
 	b = append(b, ']')
 	if r.StructuredContent != nil {
-		sc, err := structuredJSON(r.StructuredContent)
+		sc, err := StructuredJSON(r.StructuredContent)
 		if err != nil {
 			return b[:start], err
 		}
@@ -156,8 +178,9 @@ func (r *Result) AppendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// structuredJSON returns v as JSON, which must be an object.
-func structuredJSON(v any) ([]byte, error) {
+// StructuredJSON returns v as compact-enough JSON for structuredContent,
+// which must be an object.
+func StructuredJSON(v any) ([]byte, error) {
 	var raw []byte
 	switch s := v.(type) {
 	case json.RawMessage:
