@@ -1,6 +1,8 @@
 package admin_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"errors"
 	"testing"
@@ -91,9 +93,12 @@ func startAgent(t *testing.T, srv *server.Server, name string) {
 		ClientID: name + "-1", Name: name, Logger: testenv.Logger(t, "agent"),
 	})
 	if err := a.AddTool(expertagent.Tool{
-		Name: "echo", Description: "Returns its text.",
-		Handler: func(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
-			return expertagent.Text("echo"), nil
+		Tool: mcp.Tool{
+			Name:        "echo",
+			Description: "Returns its text.",
+		},
+		Handler: func(_ context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
+			return mcp.TextResult("echo"), nil
 		},
 	}); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"bytes"
 	"cmp"
 	"context"
@@ -68,19 +70,25 @@ func startBenchAgent(t testing.TB, g *benchGateway) {
 		BrokerURL: g.mqtt, Username: benchAgentUser, Password: benchPassword, ClientID: "bench-agent-1",
 		Logger: testenv.LoggerAt(t, "agent", logrus.WarnLevel),
 	})
-	echo := func(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+	echo := func(_ context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 		var a struct {
 			Text string `json:"text"`
 		}
 		if err := req.Bind(&a); err != nil {
 			return nil, err
 		}
-		return expertagent.Text(a.Text), nil
+		return mcp.TextResult(a.Text), nil
 	}
-	tools := []expertagent.Tool{{Name: EchoTool, Description: "Returns its text.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`), Handler: echo}}
+	tools := []expertagent.Tool{{
+		Tool: mcp.Tool{
+			Name:        EchoTool,
+			Description: "Returns its text.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+		},
+		Handler: echo,
+	}}
 	for i := 1; i <= benchExtraTools; i++ {
-		tools = append(tools, expertagent.Tool{Name: fmt.Sprintf("tool_%04d", i), Description: "Extra.", Handler: echo})
+		tools = append(tools, expertagent.Tool{Tool: mcp.Tool{Name: fmt.Sprintf("tool_%04d", i), Description: "Extra."}, Handler: echo})
 	}
 	for _, tool := range tools {
 		if err := a.AddTool(tool); err != nil {

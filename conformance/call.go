@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,7 +13,7 @@ import (
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
-// toolFunc runs one fixture tool. It returns a *expertagent.CallResult, or
+// toolFunc runs one fixture tool. It returns a *mcp.CallToolResult, or
 // an *inputRequired asking the client for input; a *jsonrpc.Error is
 // answered as is, any other error as an isError result.
 type toolFunc func(ctx context.Context, req *expertagent.CallRequest, x *exchange) (any, error)
@@ -24,7 +26,7 @@ type fixtureTool struct {
 
 // readOnly is the annotation of every fixture tool: none changes anything,
 // so read-only tokens may call them all.
-var readOnly = &expertagent.ToolAnnotations{ReadOnlyHint: new(true)}
+var readOnly = &mcp.ToolAnnotations{ReadOnlyHint: new(true)}
 
 // newTool makes a fixture tool; schema "" means no arguments.
 func (f *fixture) newTool(name, description, schema string, run toolFunc) *fixtureTool {
@@ -32,7 +34,12 @@ func (f *fixture) newTool(name, description, schema string, run toolFunc) *fixtu
 		schema = `{"type":"object","properties":{}}`
 	}
 	t := &fixtureTool{run: run, tool: expertagent.Tool{
-		Name: name, Description: description, InputSchema: json.RawMessage(schema), Annotations: readOnly,
+		Tool: mcp.Tool{
+			Name:        name,
+			Description: description,
+			InputSchema: json.RawMessage(schema),
+			Annotations: readOnly,
+		},
 	}}
 	t.tool.Handler = f.agentHandler(t)
 	return t
@@ -40,15 +47,15 @@ func (f *fixture) newTool(name, description, schema string, run toolFunc) *fixtu
 
 // callResultWire is a complete tools/call result.
 type callResultWire struct {
-	Content           []expertagent.Content `json:"content"`
-	StructuredContent any                   `json:"structuredContent,omitempty"`
-	IsError           bool                  `json:"isError,omitempty"`
+	Content           []mcp.Content `json:"content"`
+	StructuredContent any           `json:"structuredContent,omitempty"`
+	IsError           bool          `json:"isError,omitempty"`
 }
 
-func wireResult(r *expertagent.CallResult) *callResultWire {
+func wireResult(r *mcp.CallToolResult) *callResultWire {
 	w := &callResultWire{Content: r.Content, StructuredContent: r.StructuredContent, IsError: r.IsError}
 	if w.Content == nil {
-		w.Content = []expertagent.Content{}
+		w.Content = []mcp.Content{}
 	}
 	return w
 }
@@ -72,14 +79,14 @@ func (f *fixture) callTool(ctx context.Context, req *expertagent.MethodRequest) 
 	if err != nil {
 		return nil, err
 	}
-	if r, ok := out.(*expertagent.CallResult); ok {
+	if r, ok := out.(*mcp.CallToolResult); ok {
 		return wireResult(r), nil
 	}
 	return out, nil
 }
 
 // invoke checks the arguments and the MRTR members and runs t. It returns
-// a *expertagent.CallResult or an *inputRequired, or a *jsonrpc.Error.
+// a *mcp.CallToolResult or an *inputRequired, or a *jsonrpc.Error.
 func (f *fixture) invoke(ctx context.Context, t *fixtureTool, req *expertagent.MethodRequest, p *requestParams) (any, error) {
 	args := bytes.TrimSpace(p.Arguments)
 	if bytes.Equal(args, []byte("null")) {
@@ -101,10 +108,10 @@ func (f *fixture) invoke(ctx context.Context, t *fixtureTool, req *expertagent.M
 		if errors.As(err, &rpcErr) {
 			return nil, rpcErr
 		}
-		return expertagent.Errorf("%s", err.Error()), nil
+		return mcp.ErrorResult("%s", err.Error()), nil
 	}
 	if out == nil {
-		return &expertagent.CallResult{}, nil
+		return &mcp.CallToolResult{}, nil
 	}
 	return out, nil
 }
@@ -114,7 +121,7 @@ func (f *fixture) invoke(ctx context.Context, t *fixtureTool, req *expertagent.M
 // Agent without it; it serves complete results and refuses to ask for
 // input, which a ToolHandler cannot express.
 func (f *fixture) agentHandler(t *fixtureTool) expertagent.ToolHandler {
-	return func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+	return func(ctx context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 		var p requestParams
 		if err := decodeParams(methodToolsCall, req.Params, &p); err != nil {
 			return nil, err
@@ -124,7 +131,7 @@ func (f *fixture) agentHandler(t *fixtureTool) expertagent.ToolHandler {
 		if err != nil {
 			return nil, err
 		}
-		if r, ok := out.(*expertagent.CallResult); ok {
+		if r, ok := out.(*mcp.CallToolResult); ok {
 			return r, nil
 		}
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "tool %q needs input from the client, which only the conformance fixture's own tools/call handler can ask for", t.tool.Name)

@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"strings"
 
@@ -104,7 +106,7 @@ func (f *fixture) sampling(_ context.Context, req *expertagent.CallRequest, x *e
 		return nil, err
 	}
 	if in.Prompt == nil {
-		return expertagent.Errorf("invalid arguments: field %q is required", "prompt"), nil
+		return mcp.ErrorResult("invalid arguments: field %q is required", "prompt"), nil
 	}
 	if x.round() == 1 {
 		if text, ok := x.sampled(KeyLLMResponse); ok {
@@ -124,7 +126,7 @@ func (f *fixture) elicitation(_ context.Context, req *expertagent.CallRequest, x
 		return nil, err
 	}
 	if in.Message == nil {
-		return expertagent.Errorf("invalid arguments: field %q is required", "message"), nil
+		return mcp.ErrorResult("invalid arguments: field %q is required", "message"), nil
 	}
 	if x.round() == 1 {
 		if a, ok := x.elicitation(KeyUserInfo, userInfoSchema); ok {
@@ -286,7 +288,7 @@ func (f *fixture) irCapabilities(_ context.Context, _ *expertagent.CallRequest, 
 	case len(ask) > 0:
 		return x.ask(0, nil, ask)
 	case len(got) == 0:
-		return expertagent.Text("No declared client capability allows an input request; nothing was asked."), nil
+		return mcp.TextResult("No declared client capability allows an input request; nothing was asked."), nil
 	}
 	return textResult("Every input the client's capabilities allow was given: %s", strings.Join(got, "; ")), nil
 }

@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -27,8 +29,8 @@ type promptWire struct {
 
 // promptMessage is one message of a GetPromptResult.
 type promptMessage struct {
-	Role    string              `json:"role"`
-	Content expertagent.Content `json:"content"`
+	Role    string      `json:"role"`
+	Content mcp.Content `json:"content"`
 }
 
 // getPromptResult is a complete prompts/get result.
@@ -51,7 +53,7 @@ var prompts = []fixturePrompt{
 	{promptWire{Name: "test_simple_prompt", Title: "Simple Test Prompt", Description: "A prompt without arguments: one user message."},
 		func(map[string]string, *exchange) (any, error) {
 			return &getPromptResult{Description: "A simple test prompt", Messages: []promptMessage{
-				{"user", expertagent.TextContent("This is a simple prompt for testing.")}}}, nil
+				{"user", mcp.TextContent("This is a simple prompt for testing.")}}}, nil
 		}},
 	{promptWire{Name: "test_prompt_with_arguments", Title: "Prompt With Arguments", Description: "A prompt with two required arguments, both quoted in its message.",
 		Arguments: []promptArgument{
@@ -60,22 +62,22 @@ var prompts = []fixturePrompt{
 		}},
 		func(args map[string]string, _ *exchange) (any, error) {
 			return &getPromptResult{Description: "A prompt with arguments", Messages: []promptMessage{
-				{"user", expertagent.TextContent(fmt.Sprintf("Prompt with arguments: arg1='%s', arg2='%s'", args["arg1"], args["arg2"]))}}}, nil
+				{"user", mcp.TextContent(fmt.Sprintf("Prompt with arguments: arg1='%s', arg2='%s'", args["arg1"], args["arg2"]))}}}, nil
 		}},
 	{promptWire{Name: "test_prompt_with_embedded_resource", Title: "Prompt With Embedded Resource", Description: "A prompt whose first message embeds the resource named by resourceUri.",
 		Arguments: []promptArgument{{Name: "resourceUri", Description: "URI of the resource to embed", Required: true}}},
 		func(args map[string]string, _ *exchange) (any, error) {
 			return &getPromptResult{Description: "A prompt with an embedded resource", Messages: []promptMessage{
-				{"user", expertagent.Content{Type: expertagent.ContentResource, Resource: &expertagent.ResourceContents{
+				{"user", mcp.Content{Type: mcp.ContentResource, Resource: &mcp.ResourceContents{
 					URI: args["resourceUri"], MimeType: "text/plain", Text: "Embedded resource content for testing."}}},
-				{"user", expertagent.TextContent("Please process the embedded resource above.")},
+				{"user", mcp.TextContent("Please process the embedded resource above.")},
 			}}, nil
 		}},
 	{promptWire{Name: "test_prompt_with_image", Title: "Prompt With Image", Description: "A prompt with an image message (a 1x1 PNG) and a text message."},
 		func(map[string]string, *exchange) (any, error) {
 			return &getPromptResult{Description: "A prompt with an image", Messages: []promptMessage{
 				{"user", image()},
-				{"user", expertagent.TextContent("Please analyze the image above.")},
+				{"user", mcp.TextContent("Please analyze the image above.")},
 			}}, nil
 		}},
 	{promptWire{Name: "test_input_required_result_prompt", Title: "Prompt That Asks For Context",
@@ -87,7 +89,7 @@ var prompts = []fixturePrompt{
 					text = "Context: " + a.str("context")
 				}
 				return &getPromptResult{Description: "A prompt with elicited context", Messages: []promptMessage{
-					{"user", expertagent.TextContent(text)}}}, nil
+					{"user", mcp.TextContent(text)}}}, nil
 			}
 			return x.ask(0, nil, map[string]inputRequest{
 				KeyUserContext: elicit("What context should the prompt use?", contextSchema)})

@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"regexp"
@@ -30,7 +32,7 @@ type templateWire struct {
 // staticResource is a listed resource and its one content.
 type staticResource struct {
 	resourceWire
-	contents expertagent.ResourceContents
+	contents mcp.ResourceContents
 }
 
 // Resource URIs the scenarios read.
@@ -45,11 +47,11 @@ const (
 // lists them: the caching scenario reads the first.
 var resources = []staticResource{
 	{resourceWire{URI: StaticTextURI, Name: "static-text", Title: "Static Text", Description: "A static text resource.", MimeType: "text/plain"},
-		expertagent.ResourceContents{URI: StaticTextURI, MimeType: "text/plain", Text: "This is the content of the static text resource."}},
+		mcp.ResourceContents{URI: StaticTextURI, MimeType: "text/plain", Text: "This is the content of the static text resource."}},
 	{resourceWire{URI: StaticBinaryURI, Name: "static-binary", Title: "Static Binary", Description: "A static binary resource: a 1x1 PNG image.", MimeType: "image/png"},
-		expertagent.ResourceContents{URI: StaticBinaryURI, MimeType: "image/png", Blob: PNGBase64}},
+		mcp.ResourceContents{URI: StaticBinaryURI, MimeType: "image/png", Blob: PNGBase64}},
 	{resourceWire{URI: WatchedURI, Name: "watched-resource", Title: "Watched Resource", Description: "A resource clients may subscribe to.", MimeType: "text/plain"},
-		expertagent.ResourceContents{URI: WatchedURI, MimeType: "text/plain", Text: "Watched resource content"}},
+		mcp.ResourceContents{URI: WatchedURI, MimeType: "text/plain", Text: "Watched resource content"}},
 }
 
 var templates = []templateWire{
@@ -61,7 +63,7 @@ var templateRE = regexp.MustCompile(`^test://template/([^/?#]+)/data$`)
 
 // lookupResource returns the contents of uri, or false if there is no such
 // resource.
-func lookupResource(uri string) (expertagent.ResourceContents, bool) {
+func lookupResource(uri string) (mcp.ResourceContents, bool) {
 	for _, r := range resources {
 		if r.URI == uri {
 			return r.contents, true
@@ -73,9 +75,9 @@ func lookupResource(uri string) (expertagent.ResourceContents, bool) {
 			TemplateTest bool   `json:"templateTest"`
 			Data         string `json:"data"`
 		}{m[1], true, "Data for ID: " + m[1]})
-		return expertagent.ResourceContents{URI: uri, MimeType: "application/json", Text: string(text)}, true
+		return mcp.ResourceContents{URI: uri, MimeType: "application/json", Text: string(text)}, true
 	}
-	return expertagent.ResourceContents{}, false
+	return mcp.ResourceContents{}, false
 }
 
 // resourceNotFound is -32602 with data {"uri": uri} (SEP-2164; the
@@ -125,8 +127,8 @@ func (f *fixture) readResource(_ context.Context, req *expertagent.MethodRequest
 		return nil, resourceNotFound(uri)
 	}
 	return struct {
-		Contents []expertagent.ResourceContents `json:"contents"`
-	}{[]expertagent.ResourceContents{c}}, nil
+		Contents []mcp.ResourceContents `json:"contents"`
+	}{[]mcp.ResourceContents{c}}, nil
 }
 
 // subscribeResource serves resources/subscribe and resources/unsubscribe

@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"fmt"
 
@@ -44,12 +46,12 @@ const xMCPHeaderSchema = `{"type":"object","properties":{` +
 	`"region":{"type":"string","description":"Mirrored into the Mcp-Param-Region header.","x-mcp-header":"Region"},` +
 	`"level":{"type":"integer","description":"An argument not mirrored into a header."}}}`
 
-func image() expertagent.Content {
-	return expertagent.Content{Type: expertagent.ContentImage, Data: PNGBase64, MimeType: "image/png"}
+func image() mcp.Content {
+	return mcp.Content{Type: mcp.ContentImage, Data: PNGBase64, MimeType: "image/png"}
 }
 
-func textResult(format string, args ...any) *expertagent.CallResult {
-	return expertagent.Text(fmt.Sprintf(format, args...))
+func textResult(format string, args ...any) *mcp.CallToolResult {
+	return mcp.TextResult(fmt.Sprintf(format, args...))
 }
 
 // toolList is every tool of the fixture, in the order tools/list lists
@@ -57,27 +59,27 @@ func textResult(format string, args ...any) *expertagent.CallResult {
 func (f *fixture) toolList() []*fixtureTool {
 	tools := []*fixtureTool{
 		f.newTool("test_simple_text", "Returns one text content.", "", func(context.Context, *expertagent.CallRequest, *exchange) (any, error) {
-			return expertagent.Text(simpleText), nil
+			return mcp.TextResult(simpleText), nil
 		}),
 		f.newTool("test_image_content", "Returns one image content: a 1x1 PNG.", "", func(context.Context, *expertagent.CallRequest, *exchange) (any, error) {
-			return &expertagent.CallResult{Content: []expertagent.Content{image()}}, nil
+			return &mcp.CallToolResult{Content: []mcp.Content{image()}}, nil
 		}),
 		f.newTool("test_audio_content", "Returns one audio content: a short WAV file (audio/wav).", "", func(context.Context, *expertagent.CallRequest, *exchange) (any, error) {
-			return &expertagent.CallResult{Content: []expertagent.Content{{Type: expertagent.ContentAudio, Data: WAVBase64, MimeType: "audio/wav"}}}, nil
+			return &mcp.CallToolResult{Content: []mcp.Content{{Type: mcp.ContentAudio, Data: WAVBase64, MimeType: "audio/wav"}}}, nil
 		}),
 		f.newTool("test_embedded_resource", "Returns one embedded text resource.", "", func(context.Context, *expertagent.CallRequest, *exchange) (any, error) {
-			return &expertagent.CallResult{Content: []expertagent.Content{{Type: expertagent.ContentResource,
-				Resource: &expertagent.ResourceContents{URI: embeddedResURI, MimeType: "text/plain", Text: embeddedText}}}}, nil
+			return &mcp.CallToolResult{Content: []mcp.Content{{Type: mcp.ContentResource,
+				Resource: &mcp.ResourceContents{URI: embeddedResURI, MimeType: "text/plain", Text: embeddedText}}}}, nil
 		}),
 		f.newTool("test_multiple_content_types", "Returns a text, an image and an embedded JSON resource in one result.", "", func(context.Context, *expertagent.CallRequest, *exchange) (any, error) {
-			return &expertagent.CallResult{Content: []expertagent.Content{
-				expertagent.TextContent(mixedText),
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				mcp.TextContent(mixedText),
 				image(),
-				{Type: expertagent.ContentResource, Resource: &expertagent.ResourceContents{URI: mixedResourceURI, MimeType: "application/json", Text: mixedResourceJSON}},
+				{Type: mcp.ContentResource, Resource: &mcp.ResourceContents{URI: mixedResourceURI, MimeType: "application/json", Text: mixedResourceJSON}},
 			}}, nil
 		}),
 		f.newTool("test_error_handling", "Always fails: returns a result with isError true (a tool error, not a protocol error).", "", func(context.Context, *expertagent.CallRequest, *exchange) (any, error) {
-			return expertagent.Errorf("%s", errorText), nil
+			return mcp.ErrorResult("%s", errorText), nil
 		}),
 		f.newTool("test_tool_with_progress", "Reports progress 0, 50 and 100 of 100 when the request carries a progress token, then returns.", "", f.toolWithProgress),
 		f.newTool("test_tool_with_logging", "Sends three info log messages (notifications/message) while it runs, then returns.", "", f.toolWithLogging),
@@ -105,7 +107,7 @@ func (f *fixture) toolList() []*fixtureTool {
 			if err := f.pause(ctx); err != nil {
 				return nil, err
 			}
-			return expertagent.Text(reconnectionText), nil
+			return mcp.TextResult(reconnectionText), nil
 		}),
 	}
 	return append(tools, f.mrtrTools()...)
@@ -114,7 +116,7 @@ func (f *fixture) toolList() []*fixtureTool {
 // toolWithProgress sends progress 0, 50 and 100 of 100, StepDelay apart.
 func (f *fixture) toolWithProgress(ctx context.Context, req *expertagent.CallRequest, _ *exchange) (any, error) {
 	if len(req.ProgressToken) == 0 {
-		return expertagent.Text("Done; the request carried no progress token, so no progress was reported."), nil
+		return mcp.TextResult("Done; the request carried no progress token, so no progress was reported."), nil
 	}
 	for i, p := range []float64{0, 50, 100} {
 		if i > 0 {
@@ -152,7 +154,7 @@ func (f *fixture) toolWithLogging(ctx context.Context, req *expertagent.CallRequ
 			}
 		}
 	}
-	return expertagent.Text("Tool with logging executed successfully"), nil
+	return mcp.TextResult("Tool with logging executed successfully"), nil
 }
 
 // loggingTool logs only for a request that asked for logs
@@ -160,7 +162,7 @@ func (f *fixture) toolWithLogging(ctx context.Context, req *expertagent.CallRequ
 // notifications/message otherwise.
 func (f *fixture) loggingTool(ctx context.Context, req *expertagent.CallRequest, x *exchange) (any, error) {
 	if x.meta.logLevel == "" || !logs(x.meta, "info") {
-		return expertagent.Text("No log message sent: the request did not ask for info messages."), nil
+		return mcp.TextResult("No log message sent: the request did not ask for info messages."), nil
 	}
 	if err := req.Log(ctx, "info", "test_logging_tool executed"); err != nil {
 		return nil, err
@@ -172,12 +174,12 @@ func (f *fixture) missingCapabilityTool(_ context.Context, _ *expertagent.CallRe
 	if !x.meta.caps.sampling() {
 		return nil, missingCapability("test_missing_capability", "sampling")
 	}
-	return expertagent.Text("The client declared the sampling capability; the tool ran."), nil
+	return mcp.TextResult("The client declared the sampling capability; the tool ran."), nil
 }
 
 func (f *fixture) streamingElicitation(ctx context.Context, req *expertagent.CallRequest, _ *exchange) (any, error) {
 	if err := req.Progress(ctx, 1, 1, "working"); err != nil {
 		return nil, err
 	}
-	return expertagent.Text("Stream observed: notifications and the result only, no request to the client."), nil
+	return mcp.TextResult("Stream observed: notifications and the result only, no request to the client."), nil
 }

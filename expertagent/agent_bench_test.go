@@ -1,6 +1,8 @@
 package expertagent
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"strconv"
 	"sync"
@@ -42,15 +44,20 @@ type agentBenchMessage struct {
 // benchmark goroutine (the link's reader in production), a worker
 // for the rest. Every request is a fresh payload, as paho delivers them.
 func BenchmarkAgentDispatch(b *testing.B) {
-	echo := Tool{Name: "echo", Handler: func(_ context.Context, req *CallRequest) (*CallResult, error) {
-		var a struct {
-			Text *string `json:"text"`
-		}
-		if err := req.Bind(&a); err != nil {
-			return nil, err
-		}
-		return Text(*a.Text), nil
-	}}
+	echo := Tool{
+		Tool: mcp.Tool{
+			Name: "echo",
+		},
+		Handler: func(_ context.Context, req *CallRequest) (*mcp.CallToolResult, error) {
+			var a struct {
+				Text *string `json:"text"`
+			}
+			if err := req.Bind(&a); err != nil {
+				return nil, err
+			}
+			return mcp.TextResult(*a.Text), nil
+		},
+	}
 	const batch = 64 // requests in flight at once, as with the bench's 32 sessions and more
 	a := NewAgent(AgentOptions{BrokerURL: "tcp://127.0.0.1:1", ClientID: "bench-agent", Concurrency: batch})
 	if err := a.AddTool(echo); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // agentProtocolVersions are the MCP versions initialize accepts, newest first.
@@ -257,7 +258,7 @@ func (a *Agent) rejectLoop() {
 		msg := fmt.Sprintf("expert agent %s is busy (%d requests in progress); retry shortly", a.opts.ClientID, 2*a.opts.Concurrency)
 		var out []byte
 		if in.msg.Method == agentMethodToolsCall {
-			res, _ := Errorf("%s", msg).encode()
+			res, _ := encodeResult(mcp.ErrorResult("%s", msg))
 			out = agentResponseEnvelope(call.corrID, in.msg.ID, res, nil)
 		} else {
 			out = agentResponseEnvelope(call.corrID, in.msg.ID, nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s", msg))
@@ -432,10 +433,10 @@ func (a *Agent) callTool(ctx context.Context, req *CallRequest, p *agentParams) 
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "tools/call %s: arguments must be a JSON object", p.Name)
 	}
 	tool := &a.tools[idx]
-	var res *CallResult
-	if req.Caller != nil && req.Caller.ReadOnly && !tool.readOnly() {
+	var res *mcp.CallToolResult
+	if req.Caller != nil && req.Caller.ReadOnly && !tool.ReadOnly() {
 		// The gateway checks this first; an agent never widens what a caller may do.
-		res = Errorf("tool %q changes state and the caller's token is read-only; use a token without --read-only", tool.Name)
+		res = mcp.ErrorResult("tool %q changes state and the caller's token is read-only; use a token without --read-only", tool.Name)
 	} else {
 		var rpcErr *jsonrpc.Error
 		req.Name, req.Arguments = p.Name, args
@@ -444,7 +445,7 @@ func (a *Agent) callTool(ctx context.Context, req *CallRequest, p *agentParams) 
 			return nil, rpcErr
 		}
 	}
-	b, err := res.encode()
+	b, err := encodeResult(res)
 	if err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "tool %q: %v", tool.Name, err)
 	}
@@ -453,12 +454,12 @@ func (a *Agent) callTool(ctx context.Context, req *CallRequest, p *agentParams) 
 
 // runTool calls the tool's handler; an error or a panic becomes an isError
 // result, a *jsonrpc.Error a JSON-RPC error.
-func (a *Agent) runTool(ctx context.Context, tool *Tool, req *CallRequest) (res *CallResult, rpcErr *jsonrpc.Error) {
+func (a *Agent) runTool(ctx context.Context, tool *Tool, req *CallRequest) (res *mcp.CallToolResult, rpcErr *jsonrpc.Error) {
 	defer func() {
 		if v := recover(); v != nil {
 			a.stats.panics.Add(1)
 			a.log.WithFields(map[string]any{"tool": tool.Name, "panic": fmt.Sprint(v), "stack": string(debug.Stack())}).Error("tool handler panicked")
-			res, rpcErr = Errorf("tool %q failed with an internal error", tool.Name), nil
+			res, rpcErr = mcp.ErrorResult("tool %q failed with an internal error", tool.Name), nil
 		}
 	}()
 	res, err := tool.Handler(ctx, req)
@@ -467,12 +468,12 @@ func (a *Agent) runTool(ctx context.Context, tool *Tool, req *CallRequest) (res 
 			return nil, rpcErr
 		}
 		if errors.Is(context.Cause(ctx), errAgentStopping) {
-			return Errorf("tool %q was stopped because the %s; retry the call", tool.Name, errAgentStopping), nil
+			return mcp.ErrorResult("tool %q was stopped because the %s; retry the call", tool.Name, errAgentStopping), nil
 		}
-		return Errorf("%s", err.Error()), nil
+		return mcp.ErrorResult("%s", err.Error()), nil
 	}
 	if res == nil {
-		res = &CallResult{}
+		res = &mcp.CallToolResult{}
 	}
 	return res, nil
 }

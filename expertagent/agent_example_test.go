@@ -1,6 +1,8 @@
 package expertagent_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"fmt"
 	"log"
@@ -28,13 +30,15 @@ func ExampleAgent() {
 		Logger:    logrus.NewEntry(logrus.New()).WithField("app", "shouter"),
 	})
 	err := agent.AddTool(expertagent.Tool{
-		Name:        "shout",
-		Title:       "Shout",
-		Description: "Returns the text in upper case, repeated `times` times.",
-		InputSchema: []byte(`{"type":"object","properties":{"text":{"type":"string"},` +
-			`"times":{"type":"integer","minimum":1,"maximum":10}},"required":["text"]}`),
-		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: new(true), OpenWorldHint: new(false)},
-		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: mcp.Tool{
+			Name:        "shout",
+			Title:       "Shout",
+			Description: "Returns the text in upper case, repeated `times` times.",
+			InputSchema: []byte(`{"type":"object","properties":{"text":{"type":"string"},` +
+				`"times":{"type":"integer","minimum":1,"maximum":10}},"required":["text"]}`),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: new(true), OpenWorldHint: new(false)},
+		},
+		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 			args := struct {
 				Text  string `json:"text"`
 				Times int    `json:"times"`
@@ -43,7 +47,7 @@ func ExampleAgent() {
 				return nil, err // the model sees "invalid arguments: ..." as an isError result
 			}
 			if args.Times < 1 || args.Times > 10 {
-				return expertagent.Errorf("times must be between 1 and 10, got %d", args.Times), nil
+				return mcp.ErrorResult("times must be between 1 and 10, got %d", args.Times), nil
 			}
 			var parts []string
 			for i := range args.Times {
@@ -56,7 +60,7 @@ func ExampleAgent() {
 				_ = req.Progress(ctx, float64(i+1), float64(args.Times), "")
 				parts = append(parts, strings.ToUpper(args.Text))
 			}
-			return expertagent.Text(strings.Join(parts, " ")), nil
+			return mcp.TextResult(strings.Join(parts, " ")), nil
 		},
 	})
 	if err != nil {

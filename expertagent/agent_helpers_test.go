@@ -1,6 +1,8 @@
 package expertagent_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -306,18 +308,20 @@ func agCallParams(name string, args any, progressToken any) map[string]any {
 // agEchoTool is a read-only echo of {"text": string}.
 func agEchoTool() expertagent.Tool {
 	return expertagent.Tool{
-		Name:        "echo",
-		Description: "Echoes text.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
-		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: new(true)},
-		Handler: func(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: mcp.Tool{
+			Name:        "echo",
+			Description: "Echoes text.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: new(true)},
+		},
+		Handler: func(_ context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 			var a struct {
 				Text string `json:"text"`
 			}
 			if err := req.Bind(&a); err != nil {
 				return nil, err
 			}
-			return expertagent.Text(a.Text), nil
+			return mcp.TextResult(a.Text), nil
 		},
 	}
 }
@@ -336,8 +340,10 @@ func newAgBlockingTool() *agBlockingTool {
 
 func (b *agBlockingTool) tool() expertagent.Tool {
 	return expertagent.Tool{
-		Name: "block",
-		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: mcp.Tool{
+			Name: "block",
+		},
+		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 			b.started <- req.CorrelationID
 			select {
 			case <-ctx.Done():
@@ -345,7 +351,7 @@ func (b *agBlockingTool) tool() expertagent.Tool {
 				return nil, ctx.Err()
 			case <-b.release:
 				b.ended <- nil
-				return expertagent.Text("released"), nil
+				return mcp.TextResult("released"), nil
 			}
 		},
 	}

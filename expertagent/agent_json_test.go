@@ -1,6 +1,8 @@
 package expertagent
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"bytes"
 	"encoding/json"
 	"reflect"
@@ -180,25 +182,30 @@ func FuzzAgentEncode(f *testing.F) {
 // result text) and id both ways.
 func agentCheckEncode(t *testing.T, text, id string) {
 	t.Helper()
-	for _, res := range []*CallResult{
-		Text(text), {Content: []Content{TextContent(text), TextContent("2")}, IsError: true}, {}, {Content: []Content{}},
+	for _, res := range []*mcp.CallToolResult{
+		mcp.TextResult(text), {Content: []mcp.Content{mcp.TextContent(text), mcp.TextContent("2")}, IsError: true}, {}, {Content: []mcp.Content{}},
 	} {
-		w := agentCallResultWire{Content: res.Content, IsError: res.IsError}
+		w := struct {
+			Content []mcp.Content `json:"content"`
+			IsError bool          `json:"isError,omitempty"`
+		}{Content: res.Content, IsError: res.IsError}
 		if w.Content == nil {
-			w.Content = []Content{}
+			w.Content = []mcp.Content{}
 		}
 		want, err := json.Marshal(w)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := res.encode()
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("encode %+v = %s, %v; want %s", res, got, err, want)
+		// The result is the same JSON value; package mcp leaves <, > and &
+		// unescaped.
+		got, err := encodeResult(res)
+		if err != nil || !json.Valid(got) || !agentSameJSON(got, want) {
+			t.Fatalf("encodeResult %+v = %s, %v; want %s", res, got, err, want)
 		}
 
 		msg, _ := json.Marshal(&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: json.RawMessage(id), Result: want})
 		wantEnv := agentRefEnvelope(t, text, msg)
-		if got := agentResponseEnvelope(text, json.RawMessage(id), got, nil); !bytes.Equal(got, wantEnv) {
+		if got := agentResponseEnvelope(text, json.RawMessage(id), want, nil); !bytes.Equal(got, wantEnv) {
 			t.Fatalf("response envelope\n got %s\nwant %s", got, wantEnv)
 		}
 		if got := agentEnvelope(text, msg); !bytes.Equal(got, wantEnv) {
@@ -245,4 +252,10 @@ func TestAgentDecodeRequestRawMembersAreCapped(t *testing.T) {
 	if string(msg.ID) != `"id-1"` || !json.Valid(payload) {
 		t.Fatalf("id %s, payload %s", msg.ID, payload)
 	}
+}
+
+// agentSameJSON reports whether a and b are the same JSON value.
+func agentSameJSON(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }

@@ -1,6 +1,8 @@
 package expertagent_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,16 +75,16 @@ func mustJSON(t *testing.T, v any) string {
 func TestContentJSON(t *testing.T) {
 	tests := []struct {
 		name string
-		c    expertagent.Content
+		c    mcp.Content
 		want string
 	}{
-		{"text", expertagent.TextContent("hi"), `{"type":"text","text":"hi"}`},
-		{"empty text keeps its member", expertagent.TextContent(""), `{"type":"text","text":""}`},
-		{"image", expertagent.ImageContent([]byte{0x89, 'P', 'N', 'G'}, "image/png"), `{"type":"image","data":"iVBORw==","mimeType":"image/png"}`},
-		{"audio", expertagent.Content{Type: expertagent.ContentAudio, Data: "AAAA", MimeType: "audio/wav"}, `{"type":"audio","data":"AAAA","mimeType":"audio/wav"}`},
-		{"resource link", expertagent.Content{Type: expertagent.ContentResourceLink, URI: "file:///r.txt", Name: "r.txt", MimeType: "text/plain"},
+		{"text", mcp.TextContent("hi"), `{"type":"text","text":"hi"}`},
+		{"empty text keeps its member", mcp.TextContent(""), `{"type":"text","text":""}`},
+		{"image", mcp.ImageContent([]byte{0x89, 'P', 'N', 'G'}, "image/png"), `{"type":"image","data":"iVBORw==","mimeType":"image/png"}`},
+		{"audio", mcp.Content{Type: mcp.ContentAudio, Data: "AAAA", MimeType: "audio/wav"}, `{"type":"audio","data":"AAAA","mimeType":"audio/wav"}`},
+		{"resource link", mcp.Content{Type: mcp.ContentResourceLink, URI: "file:///r.txt", Name: "r.txt", MimeType: "text/plain"},
 			`{"type":"resource_link","mimeType":"text/plain","uri":"file:///r.txt","name":"r.txt"}`},
-		{"embedded resource", expertagent.Content{Type: expertagent.ContentResource, Resource: &expertagent.ResourceContents{URI: "mem://x", MimeType: "text/plain", Text: "body"}},
+		{"embedded resource", mcp.Content{Type: mcp.ContentResource, Resource: &mcp.ResourceContents{URI: "mem://x", MimeType: "text/plain", Text: "body"}},
 			`{"type":"resource","resource":{"uri":"mem://x","mimeType":"text/plain","text":"body"}}`},
 	}
 	for _, tc := range tests {
@@ -90,7 +92,7 @@ func TestContentJSON(t *testing.T) {
 			if got := mustJSON(t, tc.c); got != tc.want {
 				t.Errorf("json = %s, want %s", got, tc.want)
 			}
-			var back expertagent.Content
+			var back mcp.Content
 			if err := json.Unmarshal([]byte(tc.want), &back); err != nil || mustJSON(t, back) != tc.want {
 				t.Errorf("round trip = %s (%v), want %s", mustJSON(t, back), err, tc.want)
 			}
@@ -99,10 +101,10 @@ func TestContentJSON(t *testing.T) {
 }
 
 func TestResultHelpers(t *testing.T) {
-	if r := expertagent.Text("ok"); r.IsError || len(r.Content) != 1 || r.Content[0].Text != "ok" {
+	if r := mcp.TextResult("ok"); r.IsError || len(r.Content) != 1 || r.Content[0].Text != "ok" {
 		t.Errorf("Text = %+v", r)
 	}
-	if r := expertagent.Errorf("no %s", "luck"); !r.IsError || len(r.Content) != 1 || r.Content[0].Text != "no luck" {
+	if r := mcp.ErrorResult("no %s", "luck"); !r.IsError || len(r.Content) != 1 || r.Content[0].Text != "no luck" {
 		t.Errorf("Errorf = %+v", r)
 	}
 }

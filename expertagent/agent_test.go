@@ -1,6 +1,8 @@
 package expertagent_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,49 +24,65 @@ func agServeTools() []expertagent.Tool {
 	return []expertagent.Tool{
 		agEchoTool(),
 		{
-			Name: "stats", Title: "Stats", Description: "Structured only.",
-			OutputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`),
-			Annotations:  &expertagent.ToolAnnotations{Title: "Stats", ReadOnlyHint: new(true), IdempotentHint: new(true), OpenWorldHint: new(false)},
-			Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
-				return &expertagent.CallResult{StructuredContent: map[string]int{"n": 3}}, nil
+			Tool: mcp.Tool{
+				Name:         "stats",
+				Title:        "Stats",
+				Description:  "Structured only.",
+				OutputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`),
+				Annotations:  &mcp.ToolAnnotations{Title: "Stats", ReadOnlyHint: new(true), IdempotentHint: new(true), OpenWorldHint: new(false)},
+			},
+			Handler: func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{StructuredContent: map[string]int{"n": 3}}, nil
 			},
 		},
 		{
-			Name: "fail",
-			Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
+			Tool: mcp.Tool{
+				Name: "fail",
+			},
+			Handler: func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 				return nil, fmt.Errorf("cannot write report: %w", errAgTest)
 			},
 		},
 		{
-			Name: "panic",
-			Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
+			Tool: mcp.Tool{
+				Name: "panic",
+			},
+			Handler: func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 				panic("boom")
 			},
 		},
 		{
-			Name: "rpc_error",
-			Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
+			Tool: mcp.Tool{
+				Name: "rpc_error",
+			},
+			Handler: func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 				return nil, &jsonrpc.Error{Code: -32042, Message: "needs elicitation"}
 			},
 		},
 		{
-			Name: "nothing",
-			Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
+			Tool: mcp.Tool{
+				Name: "nothing",
+			},
+			Handler: func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 				return nil, nil
 			},
 		},
 		{
-			Name:        "whoami",
-			Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: new(true)},
-			Handler: func(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
-				return expertagent.Text(req.Caller.UserID + " " + req.Context.SessionID + " " + req.CorrelationID), nil
+			Tool: mcp.Tool{
+				Name:        "whoami",
+				Annotations: &mcp.ToolAnnotations{ReadOnlyHint: new(true)},
+			},
+			Handler: func(_ context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
+				return mcp.TextResult(req.Caller.UserID + " " + req.Context.SessionID + " " + req.CorrelationID), nil
 			},
 		},
 		{
-			Name:        "write",
-			Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: new(false), DestructiveHint: new(true)},
-			Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
-				return expertagent.Text("written"), nil
+			Tool: mcp.Tool{
+				Name:        "write",
+				Annotations: &mcp.ToolAnnotations{ReadOnlyHint: new(false), DestructiveHint: new(true)},
+			},
+			Handler: func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) {
+				return mcp.TextResult("written"), nil
 			},
 		},
 	}
@@ -242,8 +260,10 @@ func TestAgentProgressBeforeResponse(t *testing.T) {
 	e := agStartBroker(t)
 	const steps = 5
 	tool := expertagent.Tool{
-		Name: "steps",
-		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: mcp.Tool{
+			Name: "steps",
+		},
+		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 			if err := req.Log(ctx, "info", map[string]any{"starting": steps}); err != nil {
 				return nil, err
 			}
@@ -255,7 +275,7 @@ func TestAgentProgressBeforeResponse(t *testing.T) {
 			if err := req.Log(ctx, "loud", nil); !errors.Is(err, expertagent.ErrInvalidLogLevel) {
 				return nil, fmt.Errorf("Log with a bad level = %v, want ErrInvalidLogLevel", err)
 			}
-			return expertagent.Text("done"), nil
+			return mcp.TextResult("done"), nil
 		},
 	}
 	a := e.startAgent(t, expertagent.AgentOptions{Name: "progress"}, tool)
@@ -472,10 +492,15 @@ func TestAgentSharedGroupServesOnce(t *testing.T) {
 	e := agStartBroker(t)
 	var served [2]atomic.Int64
 	counting := func(i int) expertagent.Tool {
-		return expertagent.Tool{Name: "count", Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
-			served[i].Add(1)
-			return expertagent.Text(fmt.Sprint(i)), nil
-		}}
+		return expertagent.Tool{
+			Tool: mcp.Tool{
+				Name: "count",
+			},
+			Handler: func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) {
+				served[i].Add(1)
+				return mcp.TextResult(fmt.Sprint(i)), nil
+			},
+		}
 	}
 	e.startAgent(t, expertagent.AgentOptions{Name: "twin", ClientID: "twin-a"}, counting(0))
 	e.startAgent(t, expertagent.AgentOptions{Name: "twin", ClientID: "twin-b"}, counting(1))
@@ -689,22 +714,22 @@ func TestAgentRunWithoutBrokerURL(t *testing.T) {
 }
 
 func TestAgentAddTool(t *testing.T) {
-	ok := func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) { return nil, nil }
+	ok := func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) { return nil, nil }
 	tests := []struct {
 		name string
 		tool expertagent.Tool
 		want error
 	}{
-		{name: "valid", tool: expertagent.Tool{Name: "a.b-c_d", Handler: ok}},
-		{name: "duplicate", tool: expertagent.Tool{Name: "a.b-c_d", Handler: ok}, want: expertagent.ErrDuplicateTool},
-		{name: "empty name", tool: expertagent.Tool{Handler: ok}, want: expertagent.ErrInvalidTool},
-		{name: "name with a space", tool: expertagent.Tool{Name: "a b", Handler: ok}, want: expertagent.ErrInvalidTool},
-		{name: "name too long", tool: expertagent.Tool{Name: strings.Repeat("x", 129), Handler: ok}, want: expertagent.ErrInvalidTool},
-		{name: "no handler", tool: expertagent.Tool{Name: "h"}, want: expertagent.ErrInvalidTool},
-		{name: "schema not an object", tool: expertagent.Tool{Name: "s1", Handler: ok, InputSchema: json.RawMessage(`[]`)}, want: expertagent.ErrInvalidTool},
-		{name: "schema of another type", tool: expertagent.Tool{Name: "s2", Handler: ok, InputSchema: json.RawMessage(`{"type":"string"}`)}, want: expertagent.ErrInvalidTool},
-		{name: "output schema null", tool: expertagent.Tool{Name: "s3", Handler: ok, OutputSchema: json.RawMessage(`null`)}, want: expertagent.ErrInvalidTool},
-		{name: "schema without type", tool: expertagent.Tool{Name: "s4", Handler: ok, InputSchema: json.RawMessage(`{"properties":{}}`)}},
+		{name: "valid", tool: expertagent.Tool{Tool: mcp.Tool{Name: "a.b-c_d"}, Handler: ok}},
+		{name: "duplicate", tool: expertagent.Tool{Tool: mcp.Tool{Name: "a.b-c_d"}, Handler: ok}, want: expertagent.ErrDuplicateTool},
+		{name: "empty name", tool: expertagent.Tool{Tool: mcp.Tool{}, Handler: ok}, want: expertagent.ErrInvalidTool},
+		{name: "name with a space", tool: expertagent.Tool{Tool: mcp.Tool{Name: "a b"}, Handler: ok}, want: expertagent.ErrInvalidTool},
+		{name: "name too long", tool: expertagent.Tool{Tool: mcp.Tool{Name: strings.Repeat("x", 129)}, Handler: ok}, want: expertagent.ErrInvalidTool},
+		{name: "no handler", tool: expertagent.Tool{Tool: mcp.Tool{Name: "h"}}, want: expertagent.ErrInvalidTool},
+		{name: "schema not an object", tool: expertagent.Tool{Tool: mcp.Tool{Name: "s1", InputSchema: json.RawMessage(`[]`)}, Handler: ok}, want: expertagent.ErrInvalidTool},
+		{name: "schema of another type", tool: expertagent.Tool{Tool: mcp.Tool{Name: "s2", InputSchema: json.RawMessage(`{"type":"string"}`)}, Handler: ok}, want: expertagent.ErrInvalidTool},
+		{name: "output schema null", tool: expertagent.Tool{Tool: mcp.Tool{Name: "s3", OutputSchema: json.RawMessage(`null`)}, Handler: ok}, want: expertagent.ErrInvalidTool},
+		{name: "schema without type", tool: expertagent.Tool{Tool: mcp.Tool{Name: "s4", InputSchema: json.RawMessage(`{"properties":{}}`)}, Handler: ok}},
 	}
 	a := expertagent.NewAgent(expertagent.AgentOptions{BrokerURL: "tcp://127.0.0.1:1"})
 	for _, tc := range tests {
@@ -718,7 +743,7 @@ func TestAgentAddTool(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), agWait)
 		defer cancel()
 		_ = a.Run(ctx) // fails to connect; the agent is started all the same
-		if err := a.AddTool(expertagent.Tool{Name: "late", Handler: ok}); !errors.Is(err, expertagent.ErrAgentStarted) {
+		if err := a.AddTool(expertagent.Tool{Tool: mcp.Tool{Name: "late"}, Handler: ok}); !errors.Is(err, expertagent.ErrAgentStarted) {
 			t.Fatalf("AddTool after Run = %v, want ErrAgentStarted", err)
 		}
 	})

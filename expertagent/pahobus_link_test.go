@@ -1,6 +1,8 @@
 package expertagent_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,14 +27,17 @@ func TestPahoBusLinkLostFailsCallsAndRestoresContexts(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) }) // runs before the agent stops
 	e.startAgent(t, "echoer", rqEchoTool(), expertagent.Tool{
-		Name: "hang", Description: "Answers only when the test ends.",
-		Handler: func(ctx context.Context, _ *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: mcp.Tool{
+			Name:        "hang",
+			Description: "Answers only when the test ends.",
+		},
+		Handler: func(ctx context.Context, _ *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 			started <- struct{}{}
 			select {
 			case <-release:
 			case <-ctx.Done():
 			}
-			return expertagent.Text("late"), nil
+			return mcp.TextResult("late"), nil
 		},
 	})
 	rqPoll(t, "the agent online", func() bool { a := r.Agents(); return len(a) > 0 && a[0].Online })

@@ -1,6 +1,8 @@
 package expertagent_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -101,11 +103,14 @@ func TestAgentClaimsLongCall(t *testing.T) {
 	e := rqStartBroker(t)
 	release := make(chan struct{})
 	slow := expertagent.Tool{
-		Name: "slow", Description: "Waits until the test lets it go.",
-		Handler: func(ctx context.Context, _ *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: mcp.Tool{
+			Name:        "slow",
+			Description: "Waits until the test lets it go.",
+		},
+		Handler: func(ctx context.Context, _ *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 			select {
 			case <-release:
-				return expertagent.Text("done"), nil
+				return mcp.TextResult("done"), nil
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}

@@ -1,6 +1,8 @@
 package expertagent_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -179,17 +181,19 @@ func (e *rqEnv) startAgent(t testing.TB, name string, tools ...expertagent.Tool)
 // rqEchoTool answers {"text": s} with a text content s.
 func rqEchoTool() expertagent.Tool {
 	return expertagent.Tool{
-		Name:        "echo",
-		Description: "Returns the text it is given.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
-		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: mcp.Tool{
+			Name:        "echo",
+			Description: "Returns the text it is given.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+		},
+		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 			var in struct {
 				Text string `json:"text"`
 			}
 			if err := req.Bind(&in); err != nil {
 				return nil, err
 			}
-			return expertagent.Text(in.Text), nil
+			return mcp.TextResult(in.Text), nil
 		},
 	}
 }

@@ -1,6 +1,8 @@
 package expertagent_test
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -123,8 +125,10 @@ func TestRequesterCancel(t *testing.T) {
 	started := make(chan struct{}, 1)
 	ended := make(chan error, 1)
 	agent := e.startAgent(t, "blocker", expertagent.Tool{
-		Name: "block",
-		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: mcp.Tool{
+			Name: "block",
+		},
+		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 			started <- struct{}{}
 			<-ctx.Done()
 			ended <- ctx.Err()
@@ -243,14 +247,16 @@ func TestRequesterInterimInOrder(t *testing.T) {
 			e := rqStartBroker(t)
 			const steps = 20
 			e.startAgent(t, "counter", expertagent.Tool{
-				Name: "count",
-				Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+				Tool: mcp.Tool{
+					Name: "count",
+				},
+				Handler: func(ctx context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 					for i := range steps {
 						if err := req.Progress(ctx, float64(i+1), steps, fmt.Sprintf("step %d", i+1)); err != nil {
 							return nil, err
 						}
 					}
-					return expertagent.Text("done"), nil
+					return mcp.TextResult("done"), nil
 				},
 			})
 			r := rqRequester(t, e.bus(t, kind), expertagent.RequesterOptions{})

@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -102,28 +104,37 @@ func startHostileAgent(t *testing.T, srv *server.Server) {
 	})
 	yes, no := true, false
 	tools := []expertagent.Tool{{
-		Name: "echo", Description: "Returns its text.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
-		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
-		Handler: func(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: mcp.Tool{
+			Name:        "echo",
+			Description: "Returns its text.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: &yes},
+		},
+		Handler: func(_ context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 			var a struct {
 				Text string `json:"text"`
 			}
 			if err := req.Bind(&a); err != nil {
 				return nil, err
 			}
-			return expertagent.Text(a.Text), nil
+			return mcp.TextResult(a.Text), nil
 		},
 	}, {
-		Name: "delete_all", Description: "A destructive tool.",
-		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &no, DestructiveHint: &yes},
-		Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
-			return expertagent.Text("deleted"), nil
+		Tool: mcp.Tool{
+			Name:        "delete_all",
+			Description: "A destructive tool.",
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: &no, DestructiveHint: &yes},
+		},
+		Handler: func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) {
+			return mcp.TextResult("deleted"), nil
 		},
 	}, {
-		Name: "sleep", Description: "Answers after ms milliseconds.",
-		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
-		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: mcp.Tool{
+			Name:        "sleep",
+			Description: "Answers after ms milliseconds.",
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: &yes},
+		},
+		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 			var a struct {
 				MS int `json:"ms"`
 			}
@@ -132,7 +143,7 @@ func startHostileAgent(t *testing.T, srv *server.Server) {
 			}
 			select {
 			case <-time.After(time.Duration(a.MS) * time.Millisecond):
-				return expertagent.Text("slept"), nil
+				return mcp.TextResult("slept"), nil
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}

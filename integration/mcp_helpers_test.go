@@ -1,6 +1,8 @@
 package integration
 
 import (
+	tbmcp "github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -84,50 +86,65 @@ func startTestAgentAt(t *testing.T, srv *server.Server, name, brokerURL string) 
 		}
 	}
 	must(a.AddTool(expertagent.Tool{
-		Name: "echo", Description: "Returns its text.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
-		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
-		Handler: func(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: tbmcp.Tool{
+			Name:        "echo",
+			Description: "Returns its text.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+			Annotations: &tbmcp.ToolAnnotations{ReadOnlyHint: &yes},
+		},
+		Handler: func(_ context.Context, req *expertagent.CallRequest) (*tbmcp.CallToolResult, error) {
 			var a struct {
 				Text string `json:"text"`
 			}
 			if err := req.Bind(&a); err != nil {
 				return nil, err
 			}
-			return expertagent.Text(a.Text), nil
+			return tbmcp.TextResult(a.Text), nil
 		},
 	}))
 	must(a.AddTool(expertagent.Tool{
-		Name: "whoami_agent", Description: "Says who the gateway says is calling.",
-		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
-		Handler: func(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
-			return expertagent.Text(req.Caller.UserID + "/" + req.Context.SessionID), nil
+		Tool: tbmcp.Tool{
+			Name:        "whoami_agent",
+			Description: "Says who the gateway says is calling.",
+			Annotations: &tbmcp.ToolAnnotations{ReadOnlyHint: &yes},
+		},
+		Handler: func(_ context.Context, req *expertagent.CallRequest) (*tbmcp.CallToolResult, error) {
+			return tbmcp.TextResult(req.Caller.UserID + "/" + req.Context.SessionID), nil
 		},
 	}))
 	must(a.AddTool(expertagent.Tool{
-		Name: "delete_all", Description: "A destructive tool.",
-		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &no, DestructiveHint: &yes},
-		Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
-			return expertagent.Text("deleted"), nil
+		Tool: tbmcp.Tool{
+			Name:        "delete_all",
+			Description: "A destructive tool.",
+			Annotations: &tbmcp.ToolAnnotations{ReadOnlyHint: &no, DestructiveHint: &yes},
+		},
+		Handler: func(context.Context, *expertagent.CallRequest) (*tbmcp.CallToolResult, error) {
+			return tbmcp.TextResult("deleted"), nil
 		},
 	}))
 	must(a.AddTool(expertagent.Tool{
-		Name: "slow_progress", Description: "Reports progress three times, then answers.",
-		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
-		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: tbmcp.Tool{
+			Name:        "slow_progress",
+			Description: "Reports progress three times, then answers.",
+			Annotations: &tbmcp.ToolAnnotations{ReadOnlyHint: &yes},
+		},
+		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*tbmcp.CallToolResult, error) {
 			for i := 1; i <= 3; i++ {
 				if err := req.Progress(ctx, float64(i), 3, fmt.Sprintf("step %d", i)); err != nil {
 					return nil, err
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			return expertagent.Text("done"), nil
+			return tbmcp.TextResult("done"), nil
 		},
 	}))
 	must(a.AddTool(expertagent.Tool{
-		Name: "wait_cancel", Description: "Waits until the call is cancelled.",
-		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
-		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: tbmcp.Tool{
+			Name:        "wait_cancel",
+			Description: "Waits until the call is cancelled.",
+			Annotations: &tbmcp.ToolAnnotations{ReadOnlyHint: &yes},
+		},
+		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*tbmcp.CallToolResult, error) {
 			select {
 			case waitStarted <- req.CorrelationID:
 			default:
@@ -140,7 +157,7 @@ func startTestAgentAt(t *testing.T, srv *server.Server, name, brokerURL string) 
 				}
 				return nil, ctx.Err()
 			case <-time.After(20 * time.Second):
-				return expertagent.Text("not cancelled"), nil
+				return tbmcp.TextResult("not cancelled"), nil
 			}
 		},
 	}))

@@ -1,6 +1,8 @@
 package integration
 
 import (
+	tbmcp "github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -123,9 +125,12 @@ func TestMCPToolsPagination(t *testing.T) {
 	})
 	for i := range n {
 		if err := a.AddTool(expertagent.Tool{
-			Name: fmt.Sprintf("tool_%04d", i), Description: "One of many.",
-			Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
-				return expertagent.Text("ok"), nil
+			Tool: tbmcp.Tool{
+				Name:        fmt.Sprintf("tool_%04d", i),
+				Description: "One of many.",
+			},
+			Handler: func(context.Context, *expertagent.CallRequest) (*tbmcp.CallToolResult, error) {
+				return tbmcp.TextResult("ok"), nil
 			},
 		}); err != nil {
 			t.Fatal(err)

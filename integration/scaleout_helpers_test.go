@@ -1,6 +1,8 @@
 package integration
 
 import (
+	tbmcp "github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -130,27 +132,35 @@ func (so *scaleOut) worker(t testing.TB, holds bool) *poolWorker {
 	}
 	textArg := json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)
 	must(a.AddTool(expertagent.Tool{
-		Name: "echo", Description: "Returns its text.", InputSchema: textArg,
-		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
-		Handler: func(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: tbmcp.Tool{
+			Name:        "echo",
+			Description: "Returns its text.",
+			InputSchema: textArg,
+			Annotations: &tbmcp.ToolAnnotations{ReadOnlyHint: &yes},
+		},
+		Handler: func(_ context.Context, req *expertagent.CallRequest) (*tbmcp.CallToolResult, error) {
 			var p struct{ Text string }
 			if err := req.Bind(&p); err != nil {
 				return nil, err
 			}
 			w.calls.Add(1)
-			return expertagent.Text(p.Text), nil
+			return tbmcp.TextResult(p.Text), nil
 		},
 	}))
 	must(a.AddTool(expertagent.Tool{
-		Name: "hold", Description: "Holds the call on a holding worker.", InputSchema: textArg,
-		Annotations: &expertagent.ToolAnnotations{ReadOnlyHint: &yes},
-		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+		Tool: tbmcp.Tool{
+			Name:        "hold",
+			Description: "Holds the call on a holding worker.",
+			InputSchema: textArg,
+			Annotations: &tbmcp.ToolAnnotations{ReadOnlyHint: &yes},
+		},
+		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*tbmcp.CallToolResult, error) {
 			var p struct{ Text string }
 			if err := req.Bind(&p); err != nil {
 				return nil, err
 			}
 			if !holds {
-				return expertagent.Text("passed"), nil
+				return tbmcp.TextResult("passed"), nil
 			}
 			w.held <- p.Text
 			<-ctx.Done()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"fmt"
 
@@ -23,12 +25,14 @@ func extraTools(n int) []expertagent.Tool {
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("tool_%04d", i)
 		out = append(out, expertagent.Tool{
-			Name:        name,
-			Description: fmt.Sprintf("Extra tool %d of %d, served for benchmarks; answers its own name.", i, n),
-			InputSchema: extraToolSchema,
-			Annotations: readOnlyAnnotations(name),
-			Handler: func(context.Context, *expertagent.CallRequest) (*expertagent.CallResult, error) {
-				return expertagent.Text(name), nil
+			Tool: mcp.Tool{
+				Name:        name,
+				Description: fmt.Sprintf("Extra tool %d of %d, served for benchmarks; answers its own name.", i, n),
+				InputSchema: extraToolSchema,
+				Annotations: readOnlyAnnotations(name),
+			},
+			Handler: func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) {
+				return mcp.TextResult(name), nil
 			},
 		})
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -24,57 +26,67 @@ const maxCountdownSeconds = 300
 func tools(step time.Duration, now func() time.Time) []expertagent.Tool {
 	return []expertagent.Tool{
 		{
-			Name:        "echo",
-			Title:       "Echo",
-			Description: "Returns the given text unchanged. Useful to check that the expert agent is reachable.",
-			InputSchema: []byte(`{"type":"object","properties":{"text":{"type":"string","description":"Text to echo back."}},"required":["text"],"additionalProperties":false}`),
-			Annotations: readOnlyAnnotations("Echo"),
-			Handler:     echo,
+			Tool: mcp.Tool{
+				Name:        "echo",
+				Title:       "Echo",
+				Description: "Returns the given text unchanged. Useful to check that the expert agent is reachable.",
+				InputSchema: []byte(`{"type":"object","properties":{"text":{"type":"string","description":"Text to echo back."}},"required":["text"],"additionalProperties":false}`),
+				Annotations: readOnlyAnnotations("Echo"),
+			},
+			Handler: echo,
 		},
 		{
-			Name:        "word_count",
-			Title:       "Word count",
-			Description: "Counts the words (runs of non-space characters), lines, characters (Unicode code points) and bytes of a text.",
-			InputSchema: []byte(`{"type":"object","properties":{"text":{"type":"string","description":"Text to count."}},"required":["text"],"additionalProperties":false}`),
-			OutputSchema: []byte(`{"type":"object","properties":{"words":{"type":"integer"},"lines":{"type":"integer"},` +
-				`"characters":{"type":"integer"},"bytes":{"type":"integer"}},"required":["words","lines","characters","bytes"]}`),
-			Annotations: readOnlyAnnotations("Word count"),
-			Handler:     wordCount,
+			Tool: mcp.Tool{
+				Name:        "word_count",
+				Title:       "Word count",
+				Description: "Counts the words (runs of non-space characters), lines, characters (Unicode code points) and bytes of a text.",
+				InputSchema: []byte(`{"type":"object","properties":{"text":{"type":"string","description":"Text to count."}},"required":["text"],"additionalProperties":false}`),
+				OutputSchema: []byte(`{"type":"object","properties":{"words":{"type":"integer"},"lines":{"type":"integer"},` +
+					`"characters":{"type":"integer"},"bytes":{"type":"integer"}},"required":["words","lines","characters","bytes"]}`),
+				Annotations: readOnlyAnnotations("Word count"),
+			},
+			Handler: wordCount,
 		},
 		{
-			Name:         "sha256",
-			Title:        "SHA-256",
-			Description:  "Returns the SHA-256 digest of a text (its UTF-8 bytes) as lowercase hex.",
-			InputSchema:  []byte(`{"type":"object","properties":{"text":{"type":"string","description":"Text to hash."}},"required":["text"],"additionalProperties":false}`),
-			OutputSchema: []byte(`{"type":"object","properties":{"sha256":{"type":"string"}},"required":["sha256"]}`),
-			Annotations:  readOnlyAnnotations("SHA-256"),
-			Handler:      sha256Tool,
+			Tool: mcp.Tool{
+				Name:         "sha256",
+				Title:        "SHA-256",
+				Description:  "Returns the SHA-256 digest of a text (its UTF-8 bytes) as lowercase hex.",
+				InputSchema:  []byte(`{"type":"object","properties":{"text":{"type":"string","description":"Text to hash."}},"required":["text"],"additionalProperties":false}`),
+				OutputSchema: []byte(`{"type":"object","properties":{"sha256":{"type":"string"}},"required":["sha256"]}`),
+				Annotations:  readOnlyAnnotations("SHA-256"),
+			},
+			Handler: sha256Tool,
 		},
 		{
-			Name:  "countdown",
-			Title: "Countdown",
-			Description: fmt.Sprintf("Counts down from the given number of seconds (1 to %d), reporting progress every second; "+
-				"it can be cancelled. Useful to try progress notifications and cancellation.", maxCountdownSeconds),
-			InputSchema: []byte(fmt.Sprintf(`{"type":"object","properties":{"seconds":{"type":"integer","minimum":1,"maximum":%d,`+
-				`"description":"How many seconds to count down."}},"required":["seconds"],"additionalProperties":false}`, maxCountdownSeconds)),
-			Annotations: readOnlyAnnotations("Countdown"),
-			Handler:     countdown(step),
+			Tool: mcp.Tool{
+				Name:  "countdown",
+				Title: "Countdown",
+				Description: fmt.Sprintf("Counts down from the given number of seconds (1 to %d), reporting progress every second; "+
+					"it can be cancelled. Useful to try progress notifications and cancellation.", maxCountdownSeconds),
+				InputSchema: []byte(fmt.Sprintf(`{"type":"object","properties":{"seconds":{"type":"integer","minimum":1,"maximum":%d,`+
+					`"description":"How many seconds to count down."}},"required":["seconds"],"additionalProperties":false}`, maxCountdownSeconds)),
+				Annotations: readOnlyAnnotations("Countdown"),
+			},
+			Handler: countdown(step),
 		},
 		{
-			Name:         "time_now",
-			Title:        "Current time",
-			Description:  "Returns the current time in RFC 3339 format in an IANA time zone (default UTC), e.g. Europe/Berlin.",
-			InputSchema:  []byte(`{"type":"object","properties":{"zone":{"type":"string","description":"IANA time zone name, e.g. America/New_York; default UTC."}},"additionalProperties":false}`),
-			OutputSchema: []byte(`{"type":"object","properties":{"time":{"type":"string"},"zone":{"type":"string"}},"required":["time","zone"]}`),
-			Annotations:  &expertagent.ToolAnnotations{Title: "Current time", ReadOnlyHint: new(true), OpenWorldHint: new(false)},
-			Handler:      timeNow(now),
+			Tool: mcp.Tool{
+				Name:         "time_now",
+				Title:        "Current time",
+				Description:  "Returns the current time in RFC 3339 format in an IANA time zone (default UTC), e.g. Europe/Berlin.",
+				InputSchema:  []byte(`{"type":"object","properties":{"zone":{"type":"string","description":"IANA time zone name, e.g. America/New_York; default UTC."}},"additionalProperties":false}`),
+				OutputSchema: []byte(`{"type":"object","properties":{"time":{"type":"string"},"zone":{"type":"string"}},"required":["time","zone"]}`),
+				Annotations:  &mcp.ToolAnnotations{Title: "Current time", ReadOnlyHint: new(true), OpenWorldHint: new(false)},
+			},
+			Handler: timeNow(now),
 		},
 	}
 }
 
 // readOnlyAnnotations marks a pure function of its arguments.
-func readOnlyAnnotations(title string) *expertagent.ToolAnnotations {
-	return &expertagent.ToolAnnotations{Title: title, ReadOnlyHint: new(true), IdempotentHint: new(true), OpenWorldHint: new(false)}
+func readOnlyAnnotations(title string) *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: new(true), IdempotentHint: new(true), OpenWorldHint: new(false)}
 }
 
 type textArgs struct {
@@ -93,12 +105,12 @@ func bindText(req *expertagent.CallRequest) (string, error) {
 	return *a.Text, nil
 }
 
-func echo(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+func echo(_ context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 	s, err := bindText(req)
 	if err != nil {
 		return nil, err
 	}
-	return expertagent.Text(s), nil
+	return mcp.TextResult(s), nil
 }
 
 // counts is word_count's structured result.
@@ -120,28 +132,28 @@ func countText(s string) counts {
 	return c
 }
 
-func wordCount(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+func wordCount(_ context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 	s, err := bindText(req)
 	if err != nil {
 		return nil, err
 	}
 	c := countText(s)
-	return &expertagent.CallResult{
-		Content: []expertagent.Content{expertagent.TextContent(fmt.Sprintf("%d words, %d lines, %d characters, %d bytes",
+	return &mcp.CallToolResult{
+		Content: []mcp.Content{mcp.TextContent(fmt.Sprintf("%d words, %d lines, %d characters, %d bytes",
 			c.Words, c.Lines, c.Characters, c.Bytes))},
 		StructuredContent: c,
 	}, nil
 }
 
-func sha256Tool(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+func sha256Tool(_ context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 	s, err := bindText(req)
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256([]byte(s))
 	digest := hex.EncodeToString(sum[:])
-	return &expertagent.CallResult{
-		Content:           []expertagent.Content{expertagent.TextContent(digest)},
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{mcp.TextContent(digest)},
 		StructuredContent: map[string]string{"sha256": digest},
 	}, nil
 }
@@ -149,7 +161,7 @@ func sha256Tool(_ context.Context, req *expertagent.CallRequest) (*expertagent.C
 // countdown waits seconds steps, sending progress after each one, and stops
 // as soon as ctx ends (cancellation or deadline).
 func countdown(step time.Duration) expertagent.ToolHandler {
-	return func(ctx context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+	return func(ctx context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 		var a struct {
 			Seconds *int `json:"seconds"`
 		}
@@ -175,14 +187,14 @@ func countdown(step time.Duration) expertagent.ToolHandler {
 				return nil, fmt.Errorf("countdown: progress: %w", err)
 			}
 		}
-		return expertagent.Text(fmt.Sprintf("countdown of %d finished", n)), nil
+		return mcp.TextResult(fmt.Sprintf("countdown of %d finished", n)), nil
 	}
 }
 
 var errUnknownZone = errors.New("unknown time zone")
 
 func timeNow(now func() time.Time) expertagent.ToolHandler {
-	return func(_ context.Context, req *expertagent.CallRequest) (*expertagent.CallResult, error) {
+	return func(_ context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 		var a struct {
 			Zone string `json:"zone"`
 		}
@@ -201,8 +213,8 @@ func timeNow(now func() time.Time) expertagent.ToolHandler {
 			return nil, fmt.Errorf("%w %q: give an IANA name such as Europe/Berlin", errUnknownZone, a.Zone)
 		}
 		ts := now().In(loc).Format(time.RFC3339)
-		return &expertagent.CallResult{
-			Content:           []expertagent.Content{expertagent.TextContent(ts)},
+		return &mcp.CallToolResult{
+			Content:           []mcp.Content{mcp.TextContent(ts)},
 			StructuredContent: map[string]string{"time": ts, "zone": loc.String()},
 		}, nil
 	}

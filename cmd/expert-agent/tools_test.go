@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/toolbus/toolbus/mcp"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +16,7 @@ import (
 var fixedNow = time.Date(2025, 11, 25, 12, 30, 0, 0, time.UTC)
 
 // callTool runs the named tool's handler directly, without a broker.
-func callTool(t *testing.T, ctx context.Context, step time.Duration, name, args string) (*expertagent.CallResult, error) {
+func callTool(t *testing.T, ctx context.Context, step time.Duration, name, args string) (*mcp.CallToolResult, error) {
 	t.Helper()
 	for _, tool := range tools(step, func() time.Time { return fixedNow }) {
 		if tool.Name == name {
@@ -25,9 +27,9 @@ func callTool(t *testing.T, ctx context.Context, step time.Duration, name, args 
 	return nil, nil
 }
 
-func resultText(t *testing.T, r *expertagent.CallResult) string {
+func resultText(t *testing.T, r *mcp.CallToolResult) string {
 	t.Helper()
-	if r == nil || len(r.Content) != 1 || r.Content[0].Type != expertagent.ContentText {
+	if r == nil || len(r.Content) != 1 || r.Content[0].Type != mcp.ContentText {
 		t.Fatalf("result %+v: want one text content", r)
 	}
 	return r.Content[0].Text
