@@ -19,16 +19,16 @@ type ctxKey int
 
 const ctxRequestID ctxKey = iota
 
-// requestLogger returns a logger with the request's ID and caller. It is
-// built only when something is logged: the hot path logs nothing, and a
+// logger returns a logger with the ID and caller of the request of ctx. It
+// is built only when something is logged: the hot path logs nothing, and a
 // logrus field map per request would cost more than the rest of the
 // middleware together.
-func (g *Gateway) requestLogger(r *http.Request) *logrus.Entry {
+func (g *Gateway) logger(ctx context.Context) *logrus.Entry {
 	f := logrus.Fields{}
-	if id, ok := r.Context().Value(ctxRequestID).(string); ok {
+	if id, ok := ctx.Value(ctxRequestID).(string); ok {
 		f["requestId"] = id
 	}
-	if tok, _, ok := acl.TokenFrom(r.Context()); ok {
+	if tok, _, ok := acl.TokenFrom(ctx); ok {
 		f["user"], f["token"] = tok.UserID, tok.ID
 	}
 	return g.log.WithFields(f)
@@ -141,7 +141,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 				g.unauthenticated(w, r, err.Error())
 				return
 			}
-			g.requestLogger(r).WithError(err).Error("token check failed")
+			g.logger(r.Context()).WithError(err).Error("token check failed")
 			g.refuse(w, r, http.StatusServiceUnavailable, "unavailable", "the token store is not available; try again")
 			return
 		}
@@ -199,6 +199,6 @@ func (g *Gateway) noteRefusal(r *http.Request, status int, reason string) {
 // refuse answers with the plain JSON error shape and counts the refusal.
 func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
 	g.noteRefusal(r, status, code)
-	g.requestLogger(r).WithFields(logrus.Fields{"status": status, "reason": code}).Info("request refused")
+	g.logger(r.Context()).WithFields(logrus.Fields{"status": status, "reason": code}).Info("request refused")
 	writeError(w, status, code, msg)
 }

@@ -96,32 +96,32 @@ type callOutcome struct {
 
 // setOutcome notes how the call ended, unless something more precise was
 // noted first. (toolsCall notes the call's source when it resolves the tool.)
-func (c *call) setOutcome(outcome, reason string) {
-	if c.outcome.outcome != "" {
+func (r *request) setOutcome(outcome, reason string) {
+	if r.outcome.outcome != "" {
 		return
 	}
-	c.outcome.outcome, c.outcome.reason = outcome, reason
+	r.outcome.outcome, r.outcome.reason = outcome, reason
 }
 
 // resultOutcome notes a result: ok or tool_error.
-func (c *call) resultOutcome(result []byte) {
+func (r *request) resultOutcome(result []byte) {
 	if isErrorResult(result) {
-		c.setOutcome(OutcomeToolError, "")
+		r.setOutcome(OutcomeToolError, "")
 		return
 	}
-	c.setOutcome(OutcomeOK, "")
+	r.setOutcome(OutcomeOK, "")
 }
 
 // observeCall reports a finished tools/call.
-func (g *Gateway) observeCall(c *call, name string, start time.Time) {
-	o := c.outcome
+func (g *Gateway) observeCall(r *request, name string, start time.Time) {
+	o := r.outcome
 	if o.outcome == "" {
 		o.outcome = OutcomeError
 	}
 	g.opts.Observer.ToolCall(&ToolCall{
-		Start: start, Duration: time.Since(start), RequestID: requestIDOf(c.httpReq.Context()),
-		TokenID: c.tok.ID, UserID: c.tok.UserID, SessionID: c.ctx.SessionID,
-		EntityType: c.ctx.EntityType, EntityID: c.ctx.EntityID,
+		Start: start, Duration: time.Since(start), RequestID: requestIDOf(r.ctx),
+		TokenID: r.tok.ID, UserID: r.tok.UserID, SessionID: r.bus.SessionID,
+		EntityType: r.bus.EntityType, EntityID: r.bus.EntityID,
 		Tool: clip(name), Source: o.source, Outcome: o.outcome, Reason: o.reason,
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -45,75 +44,71 @@ var agentMethods = map[string]agentMethod{
 }
 
 // passThrough serves one agentMethods method.
-func (g *Gateway) passThrough(c *call, m agentMethod) {
-	if m.legacyOnly && c.modern {
-		g.methodNotFound(c)
-		return
+func (g *Gateway) passThrough(r *request, m agentMethod) answer {
+	if m.legacyOnly && r.modern {
+		return methodNotFound(r)
 	}
-	if !c.tok.HasScope(m.scope) {
-		g.forbidden(c, "the token lacks the "+m.scope+" scope")
-		return
+	if !r.tok.HasScope(m.scope) {
+		return g.forbidden(r, "the token lacks the "+m.scope+" scope")
 	}
-	msg, err := g.agentRequest(c, c.req.Method, c.req.Params, m.mrtr)
+	msg, err := g.agentRequest(r, r.method, r.params, m.mrtr)
 	if err != nil {
-		if c.httpReq.Context().Err() != nil {
-			return
+		if r.ctx.Err() != nil {
+			return answer{} // nobody to answer
 		}
 		if m.list != "" {
 			// As with tools/list: what the gateway has (nothing) comes back at once.
 			g.stats.agentListFailed()
-			g.requestLogger(c.httpReq).WithError(err).Warn(c.req.Method + " without the expert agents")
-			g.passResult(c, m, []byte(`{"`+m.list+`":[]}`))
-			return
+			g.logger(r.ctx).WithError(err).Warn(r.method + " without the expert agents")
+			return passResult(r, m, []byte(`{"`+m.list+`":[]}`))
 		}
-		g.agentError(c, err)
-		return
+		return g.agentError(r, err)
 	}
 	if msg.Error != nil {
-		g.agentRPCError(c, msg.Error)
-		return
+		return agentRPCError(msg.Error)
 	}
-	g.passResult(c, m, msg.Result)
+	return passResult(r, m, msg.Result)
 }
 
-func (g *Gateway) passResult(c *call, m agentMethod, result []byte) {
-	if c.modern && m.cacheable {
-		result = withCacheFields(result)
+func passResult(r *request, m agentMethod, res []byte) answer {
+	if r.modern && m.cacheable {
+		res = withCacheFields(res)
 	}
-	c.rw.result(result)
+	return result(res)
 }
 
 // agentError answers a non-tool request the agents could not serve.
-func (g *Gateway) agentError(c *call, err error) {
+func (g *Gateway) agentError(r *request, err error) answer {
+	internal := func(format string, args ...any) answer {
+		return failure(jsonrpc.NewError(jsonrpc.CodeInternalError, format, args...))
+	}
 	var rpcErr *jsonrpc.Error
 	switch {
 	case errors.As(err, &rpcErr):
-		g.agentRPCError(c, rpcErr)
+		return agentRPCError(rpcErr)
 	case errors.Is(err, expertagent.ErrNoAgent):
-		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "no expert agent is online to serve %s; try again once one is connected", c.req.Method))
+		return internal("no expert agent is online to serve %s; try again once one is connected", r.method)
 	case errors.Is(err, expertagent.ErrTimeout):
-		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent did not answer %s in time", c.req.Method))
+		return internal("the expert agent did not answer %s in time", r.method)
 	case errors.Is(err, expertagent.ErrAgentGone):
-		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent serving %s went offline before it answered; try again", c.req.Method))
+		return internal("the expert agent serving %s went offline before it answered; try again", r.method)
 	case errors.Is(err, expertagent.ErrLinkLost):
-		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the gateway lost its connection to the MQTT broker during %s; try again in a moment", c.req.Method))
+		return internal("the gateway lost its connection to the MQTT broker during %s; try again in a moment", r.method)
 	case errors.Is(err, expertagent.ErrClosed):
-		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the gateway is shutting down; try %s again in a moment", c.req.Method))
-	default:
-		g.requestLogger(c.httpReq).WithError(err).Warn("agent request failed")
-		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent could not be reached for %s", c.req.Method))
+		return internal("the gateway is shutting down; try %s again in a moment", r.method)
 	}
+	g.logger(r.ctx).WithError(err).Warn("agent request failed")
+	return internal("the expert agent could not be reached for %s", r.method)
 }
 
 // agentRPCError passes an agent's JSON-RPC error on. On the 2026 wire a
 // missing client capability (-32021) is an HTTP 400, as the specification
-// requires; everything else travels in a 200.
-func (g *Gateway) agentRPCError(c *call, e *jsonrpc.Error) {
-	status := http.StatusOK
-	if c.modern && e.Code == codeMissingCapability {
-		status = http.StatusBadRequest
+// requires (the transport's business); everything else travels in a 200.
+func agentRPCError(e *jsonrpc.Error) answer {
+	if e.Code == codeMissingCapability {
+		return answer{err: e, refusal: refusedMissingCapability}
 	}
-	c.rw.error(status, e)
+	return failure(e)
 }
 
 // withCacheFields adds the 2026 caching members to a list or read result
@@ -138,17 +133,17 @@ func withCacheFields(result []byte) []byte {
 // (SEP-2322): it asks the client over the request's stream, as servers of
 // those versions do, and calls the agents again with the answers. On the
 // 2026 wire such answers go to the client as they are.
-func (g *Gateway) agentRequest(c *call, method string, params json.RawMessage, mrtr bool) (_ *jsonrpc.Message, err error) {
-	ctx := c.httpReq.Context()
-	if c.sess != nil {
+func (g *Gateway) agentRequest(r *request, method string, params json.RawMessage, mrtr bool) (_ *jsonrpc.Message, err error) {
+	ctx := r.ctx
+	if r.sess != nil {
 		// A notifications/cancelled from the client for this request ends it.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		key := string(c.req.ID)
-		c.sess.setInflight(key, cancel)
-		defer c.sess.setInflight(key, nil)
-		if caps := c.sess.caps; len(caps) > 0 {
+		key := string(r.id)
+		r.sess.setInflight(key, cancel)
+		defer r.sess.setInflight(key, nil)
+		if caps := r.sess.caps; len(caps) > 0 {
 			// Agents learn what the client can do from _meta, as on the 2026 wire.
 			params = withMeta(params, metaClientCapabilities, caps)
 		}
@@ -157,10 +152,10 @@ func (g *Gateway) agentRequest(c *call, method string, params json.RawMessage, m
 		start := time.Now()
 		defer func() { g.opts.Observer.AgentRequest(method, time.Since(start), err) }()
 	}
-	relay := func(_ string, m *jsonrpc.Message) { g.relay(c, m) }
+	relay := func(_ string, m *jsonrpc.Message) { g.relay(r, m) }
 	for round := 0; ; round++ {
-		msg, err := g.opts.Agents.Request(ctx, c.ctx, callerOf(c.tok), method, params, relay)
-		if err != nil || msg.Error != nil || !mrtr || c.modern || c.sess == nil {
+		msg, err := g.opts.Agents.Request(ctx, r.bus, callerOf(r.tok), method, params, relay)
+		if err != nil || msg.Error != nil || !mrtr || r.modern || r.sess == nil {
 			return msg, err
 		}
 		// Most results are final: the search spares them a decoding of the
@@ -173,7 +168,7 @@ func (g *Gateway) agentRequest(c *call, method string, params json.RawMessage, m
 		if round == maxInputRounds {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent asked for input %d times; giving up", round)
 		}
-		answers, err := g.askClient(ctx, c, ir.InputRequests)
+		answers, err := g.askClient(ctx, r, ir.InputRequests)
 		if err != nil {
 			return nil, err
 		}
@@ -204,18 +199,18 @@ type inputRequest struct {
 // askClient sends each input request to the client as a server-to-client
 // request on this request's SSE stream and waits for the answers, which the
 // client POSTs as JSON-RPC responses on its session.
-func (g *Gateway) askClient(ctx context.Context, c *call, reqs map[string]inputRequest) (map[string]json.RawMessage, error) {
-	if !c.rw.canSSE {
+func (g *Gateway) askClient(ctx context.Context, r *request, reqs map[string]inputRequest) (map[string]json.RawMessage, error) {
+	if !r.out.open() {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "the expert agent needs input from the client, which does not accept text/event-stream")
 	}
 	answers := make(map[string]json.RawMessage, len(reqs))
-	for key, r := range reqs {
-		if !clientCan(c.sess.caps, r.Method) {
-			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "the expert agent asked for %s, which the client did not declare", r.Method)
+	for key, in := range reqs {
+		if !clientCan(r.sess.caps, in.Method) {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "the expert agent asked for %s, which the client did not declare", in.Method)
 		}
 		id := "tb-" + strconv.FormatUint(g.requestSeq.Add(1), 36)
-		ch := c.sess.expectResponse(id)
-		params := r.Params
+		ch := r.sess.expectResponse(id)
+		params := in.Params
 		if len(params) == 0 {
 			params = json.RawMessage(`{}`)
 		}
@@ -224,16 +219,16 @@ func (g *Gateway) askClient(ctx context.Context, c *call, reqs map[string]inputR
 			ID      string          `json:"id"`
 			Method  string          `json:"method"`
 			Params  json.RawMessage `json:"params"`
-		}{jsonrpc.Version, id, r.Method, params})
-		c.rw.notify(b)
+		}{jsonrpc.Version, id, in.Method, params})
+		r.out.send(b)
 		select {
 		case resp := <-ch:
 			if resp.Error != nil {
-				return nil, fmt.Errorf("the client answered %s with an error: %w", r.Method, resp.Error)
+				return nil, fmt.Errorf("the client answered %s with an error: %w", in.Method, resp.Error)
 			}
 			answers[key] = resp.Result
 		case <-ctx.Done():
-			c.sess.expectResponse(id) // drop the slot
+			r.sess.expectResponse(id) // drop the slot
 			return nil, ctx.Err()
 		}
 	}

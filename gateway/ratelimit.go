@@ -172,7 +172,7 @@ func (g *Gateway) rateLimited(w http.ResponseWriter, r *http.Request, what strin
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	g.noteRefusal(r, http.StatusTooManyRequests, "rate_limited")
 	msg := fmt.Sprintf("rate limit of %s reached; retry after %d s", what, secs)
-	g.requestLogger(r).WithField("limit", what).Info("request refused: rate limited")
+	g.logger(r.Context()).WithField("limit", what).Info("request refused: rate limited")
 	if strings.HasPrefix(r.URL.Path, "/api/v1/mcp") {
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{
 			"jsonrpc": "2.0", "id": nil,
@@ -183,17 +183,13 @@ func (g *Gateway) rateLimited(w http.ResponseWriter, r *http.Request, what strin
 	writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate_limited", "message": msg, "retryAfter": secs})
 }
 
-// rateLimitedCall answers a tools/call that the agent-tools limit refused:
-// 429 with Retry-After while no stream has started, else a JSON-RPC error
-// on the stream.
-func (g *Gateway) rateLimitedCall(c *call, wait time.Duration) {
+// rateLimitedCall answers a tools/call that the agent-tools limit refused
+// (HTTP 429 with Retry-After while no stream has started).
+func (g *Gateway) rateLimitedCall(r *request, wait time.Duration) answer {
 	secs := retryAfterSeconds(wait)
-	g.noteRefusal(c.httpReq, http.StatusTooManyRequests, "rate_limited")
-	c.setOutcome(OutcomeRefused, "rate_limited")
-	if !c.rw.sse {
-		c.rw.w.Header().Set("Retry-After", strconv.Itoa(secs))
-	}
+	r.setOutcome(OutcomeRefused, "rate_limited")
 	data, _ := json.Marshal(map[string]int{"retryAfter": secs})
-	c.rw.error(http.StatusTooManyRequests, &jsonrpc.Error{Code: codeRateLimited,
-		Message: fmt.Sprintf("rate limit of the expert-agent tools reached; retry after %d s", secs), Data: data})
+	return answer{err: &jsonrpc.Error{Code: codeRateLimited,
+		Message: fmt.Sprintf("rate limit of the expert-agent tools reached; retry after %d s", secs), Data: data},
+		refusal: refusedRateLimited, retryAfter: secs}
 }

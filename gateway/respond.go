@@ -29,9 +29,14 @@ var (
 	sseEventSuffix = []byte("\n\n")
 )
 
-// notify sends a notification (or an agent-to-client request) ahead of the
-// final response. It returns false if the client cannot receive it (no SSE).
-func (rw *rpcWriter) notify(msg []byte) bool {
+var _ stream = (*rpcWriter)(nil)
+
+// open implements stream: the client accepts text/event-stream.
+func (rw *rpcWriter) open() bool { return rw.canSSE }
+
+// send implements stream: it sends a notification (or an agent-to-client
+// request) ahead of the final response, as an SSE event.
+func (rw *rpcWriter) send(msg []byte) bool {
 	if rw.done || !rw.canSSE {
 		return false
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/platformtools"
 )
 
@@ -44,10 +44,10 @@ func callerOf(tok acl.Token) *expertagent.Caller {
 	return &expertagent.Caller{UserID: tok.UserID, Scopes: tok.Scopes, ReadOnly: tok.ReadOnly}
 }
 
-// agentCatalog returns the expert agents' tools for the call's context.
-func (g *Gateway) agentCatalog(ctx context.Context, c *call) (*agentCatalog, error) {
-	return g.catalogs.get(ctx, c.ctx, g.opts.Agents.PresenceGeneration(), func(ctx context.Context) (*agentCatalog, error) {
-		return g.fetchCatalog(ctx, c.ctx, c.tok, g.requestLogger(c.httpReq))
+// agentCatalog returns the expert agents' tools for the request's context.
+func (g *Gateway) agentCatalog(r *request) (*agentCatalog, error) {
+	return g.catalogs.get(r.ctx, r.bus, g.opts.Agents.PresenceGeneration(), func(ctx context.Context) (*agentCatalog, error) {
+		return g.fetchCatalog(ctx, r.bus, r.tok, g.logger(r.ctx))
 	})
 }
 
@@ -99,24 +99,23 @@ func (g *Gateway) fetchCatalog(ctx context.Context, key expertagent.Context, tok
 	return &agentCatalog{toolSet: set}, nil
 }
 
-func (g *Gateway) toolsList(c *call) {
-	if !c.tok.HasScope(acl.ScopeToolsList) {
-		g.forbidden(c, "the token lacks the tools:list scope")
-		return
+func (g *Gateway) toolsList(r *request) answer {
+	if !r.tok.HasScope(acl.ScopeToolsList) {
+		return g.forbidden(r, "the token lacks the tools:list scope")
 	}
 	var items []json.RawMessage
 	if g.opts.Platform != nil {
 		for _, t := range g.opts.Platform.Tools() {
-			if platformtools.Visible(c.tok, t) {
+			if platformtools.Visible(r.tok, t) {
 				items = append(items, g.platformRaw[t.Name])
 			}
 		}
 	}
-	cat, err := g.agentCatalog(c.httpReq.Context(), c)
+	cat, err := g.agentCatalog(r)
 	if err != nil {
 		// The platform tools still come back, at once; the gap is logged and counted.
 		g.stats.agentListFailed()
-		g.requestLogger(c.httpReq).WithError(err).Warn("tools/list without expert-agent tools")
+		g.logger(r.ctx).WithError(err).Warn("tools/list without expert-agent tools")
 	} else {
 		for _, t := range cat.tools {
 			items = append(items, t.raw)
@@ -124,10 +123,9 @@ func (g *Gateway) toolsList(c *call) {
 	}
 	// Platform tools first, then the agent's, each sorted by name: the
 	// order is stable, so an offset is a cursor.
-	start, err := decodeCursor(c.params.Cursor)
+	start, err := decodeCursor(r.p.Cursor)
 	if err != nil || start > len(items) {
-		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid cursor"))
-		return
+		return invalidParams("invalid cursor")
 	}
 	end := min(start+g.opts.ToolsPageSize, len(items))
 	page := items[start:end]
@@ -149,11 +147,10 @@ func (g *Gateway) toolsList(c *call) {
 		b = append(b, encodeCursor(end)...)
 		b = append(b, '"')
 	}
-	if c.modern {
+	if r.modern {
 		b = append(b, `,"ttlMs":0,"cacheScope":"private"`...)
 	}
-	b = append(b, '}')
-	c.rw.result(b)
+	return result(append(b, '}'))
 }
 
 // Cursors of tools/list are opaque to clients: an offset into the stable
@@ -177,126 +174,115 @@ func decodeCursor(c string) (int, error) {
 	return n, nil
 }
 
-func (g *Gateway) toolsCall(c *call) {
-	if !c.tok.HasScope(acl.ScopeToolsCall) {
-		g.forbidden(c, "the token lacks the tools:call scope")
-		return
+func (g *Gateway) toolsCall(r *request) answer {
+	if !r.tok.HasScope(acl.ScopeToolsCall) {
+		return g.forbidden(r, "the token lacks the tools:call scope")
 	}
-	name := c.params.Name
+	name := r.p.Name
 	if name == "" {
-		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "params.name is required"))
-		return
+		return invalidParams("params.name is required")
 	}
 	start := time.Now()
 	if g.opts.Observer != nil {
-		defer g.observeCall(c, name, start)
+		defer g.observeCall(r, name, start)
 	}
 	if g.opts.Platform != nil {
 		if t, ok := g.opts.Platform.Lookup(name); ok {
-			if !platformtools.Visible(c.tok, t) {
-				c.setOutcome(OutcomeRefused, "unknown_tool")
-				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
-				return
-			}
-			c.outcome.source = SourcePlatform
-			if c.tok.ReadOnly && !t.ReadOnly() {
-				g.forbidden(c, "a read-only token may call only tools annotated readOnlyHint: true")
-				return
-			}
-			res, err := g.opts.Platform.Call(c.httpReq.Context(), &platformtools.Call{
-				Name: name, Arguments: c.params.Arguments, Token: c.tok, Secret: c.secret, Context: c.ctx,
-			})
-			switch {
-			case errors.Is(err, platformtools.ErrUnknownTool):
-				c.setOutcome(OutcomeRefused, "unknown_tool")
-				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
-				return
-			case errors.Is(err, platformtools.ErrForbidden):
-				g.forbidden(c, err.Error())
-				return
-			case err != nil:
-				c.setOutcome(OutcomeError, "platform_failure")
-				g.toolLog(c, name).WithError(err).Error("platform tool failed")
-				c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInternalError, "platform tool %s failed", name))
-				return
-			}
-			g.debugCall(c, name, SourcePlatform, start)
-			if g.opts.Observer != nil {
-				c.resultOutcome(res)
-			}
-			c.rw.result(res)
-			return
+			return g.platformCall(r, t, start)
 		}
 	}
-	g.agentCall(c, name, start)
+	return g.agentCall(r, name, start)
+}
+
+// platformCall runs a platform tool in-process.
+func (g *Gateway) platformCall(r *request, t platformtools.Tool, start time.Time) answer {
+	if !platformtools.Visible(r.tok, t) {
+		r.setOutcome(OutcomeRefused, "unknown_tool")
+		return invalidParams("unknown tool %q", t.Name)
+	}
+	r.outcome.source = SourcePlatform
+	if r.tok.ReadOnly && !t.ReadOnly() {
+		return g.forbidden(r, "a read-only token may call only tools annotated readOnlyHint: true")
+	}
+	res, err := g.opts.Platform.Call(r.ctx, &platformtools.Call{
+		Name: t.Name, Arguments: r.p.Arguments, Token: r.tok, Secret: r.secret, Context: r.bus,
+	})
+	switch {
+	case errors.Is(err, platformtools.ErrUnknownTool):
+		r.setOutcome(OutcomeRefused, "unknown_tool")
+		return invalidParams("unknown tool %q", t.Name)
+	case errors.Is(err, platformtools.ErrForbidden):
+		return g.forbidden(r, err.Error())
+	case err != nil:
+		r.setOutcome(OutcomeError, "platform_failure")
+		g.toolLog(r, t.Name).WithError(err).Error("platform tool failed")
+		return failure(jsonrpc.NewError(jsonrpc.CodeInternalError, "platform tool %s failed", t.Name))
+	}
+	g.debugCall(r, t.Name, SourcePlatform, start)
+	if g.opts.Observer != nil {
+		r.resultOutcome(res)
+	}
+	return result(res)
 }
 
 // toolLog is the logger of one tool call, built when something is logged.
-func (g *Gateway) toolLog(c *call, name string) *logrus.Entry {
-	return g.requestLogger(c.httpReq).WithField("tool", name)
+func (g *Gateway) toolLog(r *request, name string) *logrus.Entry {
+	return g.logger(r.ctx).WithField("tool", name)
 }
 
 // debugCall logs a finished call at debug level, without building the
 // entry when debug is off (the hot path).
-func (g *Gateway) debugCall(c *call, name, source string, start time.Time) {
+func (g *Gateway) debugCall(r *request, name, source string, start time.Time) {
 	if g.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
-		g.toolLog(c, name).WithFields(logrus.Fields{"source": source, "ms": time.Since(start).Milliseconds()}).Debug("tools/call")
+		g.toolLog(r, name).WithFields(logrus.Fields{"source": source, "ms": time.Since(start).Milliseconds()}).Debug("tools/call")
 	}
 }
 
 // agentCall proxies a tools/call to the expert agents over MQTT, relaying
 // their notifications while it runs.
-func (g *Gateway) agentCall(c *call, name string, start time.Time) {
-	ctx := c.httpReq.Context()
-	t, ok, err := g.agentToolOf(ctx, c, name)
+func (g *Gateway) agentCall(r *request, name string, start time.Time) answer {
+	t, ok, err := g.agentToolOf(r, name)
 	if err != nil {
-		g.agentFailure(c, name, err)
-		return
+		return g.agentFailure(r, name, err)
 	}
 	if !ok {
-		c.setOutcome(OutcomeRefused, "unknown_tool")
-		c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", name))
-		return
+		r.setOutcome(OutcomeRefused, "unknown_tool")
+		return invalidParams("unknown tool %q", name)
 	}
-	c.outcome.source = SourceAgent
-	if c.tok.ReadOnly && !t.readOnly {
-		g.forbidden(c, "a read-only token may call only tools annotated readOnlyHint: true")
-		return
+	r.outcome.source = SourceAgent
+	if r.tok.ReadOnly && !t.readOnly {
+		return g.forbidden(r, "a read-only token may call only tools annotated readOnlyHint: true")
 	}
 	if ok, wait := g.limits.Load().agentTools.allow(""); !ok {
-		g.rateLimitedCall(c, wait)
-		return
+		return g.rateLimitedCall(r, wait)
 	}
-	params := c.req.Params
+	params := r.params
 	if t.name != t.exposed {
 		var p map[string]json.RawMessage
 		if err := json.Unmarshal(params, &p); err != nil {
-			c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid params"))
-			return
+			return invalidParams("invalid params")
 		}
 		p["name"], _ = json.Marshal(t.name)
 		params, _ = json.Marshal(p)
 	}
-	msg, err := g.agentRequest(c, "tools/call", params, true)
+	msg, err := g.agentRequest(r, "tools/call", params, true)
 	if err != nil {
-		if ctx.Err() != nil {
-			c.setOutcome(OutcomeCancelled, "client_gone")
-			g.toolLog(c, name).Debug("client gone during an agent call")
-			return
+		if r.ctx.Err() != nil {
+			r.setOutcome(OutcomeCancelled, "client_gone")
+			g.toolLog(r, name).Debug("client gone during an agent call")
+			return answer{} // nobody to answer
 		}
-		g.agentFailure(c, name, err)
-		return
+		return g.agentFailure(r, name, err)
 	}
-	g.debugCall(c, name, SourceAgent, start)
+	g.debugCall(r, name, SourceAgent, start)
 	if msg.Error != nil {
-		c.setOutcome(OutcomeError, "agent_rpc_error")
-		g.agentRPCError(c, msg.Error)
-		return
+		r.setOutcome(OutcomeError, "agent_rpc_error")
+		return agentRPCError(msg.Error)
 	}
 	if g.opts.Observer != nil {
-		c.resultOutcome(msg.Result)
+		r.resultOutcome(msg.Result)
 	}
-	c.rw.result(msg.Result)
+	return result(msg.Result)
 }
 
 // agentToolOf finds the agent tool a call names in the context's tool
@@ -307,9 +293,9 @@ func (g *Gateway) agentCall(c *call, name string, start time.Time) {
 // names some agent listed ever leave the gateway. A read-only token, whose
 // check needs the context's own annotations, and a prefixed name, whose
 // agent-side name the context's list says, always wait for the list.
-func (g *Gateway) agentToolOf(ctx context.Context, c *call, name string) (agentTool, bool, error) {
-	if !c.tok.ReadOnly && !strings.HasPrefix(name, AgentToolPrefix) {
-		if cat := g.catalogs.peek(c.ctx, g.opts.Agents.PresenceGeneration()); cat != nil {
+func (g *Gateway) agentToolOf(r *request, name string) (agentTool, bool, error) {
+	if !r.tok.ReadOnly && !strings.HasPrefix(name, AgentToolPrefix) {
+		if cat := g.catalogs.peek(r.bus, g.opts.Agents.PresenceGeneration()); cat != nil {
 			t, ok := cat.lookup(name)
 			return t, ok, nil
 		}
@@ -317,7 +303,7 @@ func (g *Gateway) agentToolOf(ctx context.Context, c *call, name string) (agentT
 			return t, true, nil
 		}
 	}
-	cat, err := g.agentCatalog(ctx, c)
+	cat, err := g.agentCatalog(r)
 	if err != nil {
 		return agentTool{}, false, err
 	}
@@ -326,7 +312,7 @@ func (g *Gateway) agentToolOf(ctx context.Context, c *call, name string) (agentT
 }
 
 // relay sends an agent's interim message for an open call to the client.
-func (g *Gateway) relay(c *call, m *jsonrpc.Message) {
+func (g *Gateway) relay(r *request, m *jsonrpc.Message) {
 	switch m.Method {
 	case "notifications/progress":
 	case "notifications/message":
@@ -334,40 +320,39 @@ func (g *Gateway) relay(c *call, m *jsonrpc.Message) {
 			Level string `json:"level"`
 		}
 		_ = json.Unmarshal(m.Params, &p)
-		if c.minLog < 0 || logLevelIndex(p.Level) < c.minLog {
+		if r.minLog < 0 || logLevelIndex(p.Level) < r.minLog {
 			return
 		}
 	case "notifications/tools/list_changed":
-		g.catalogs.invalidate(c.ctx)
+		g.catalogs.invalidate(r.bus)
 		return
 	default:
-		g.requestLogger(c.httpReq).WithField("method", m.Method).Debug("agent message not relayed")
+		g.logger(r.ctx).WithField("method", m.Method).Debug("agent message not relayed")
 		return
 	}
 	b, err := json.Marshal(m)
 	if err == nil {
-		c.rw.notify(b)
+		r.out.send(b)
 	}
 }
 
 // agentFailure answers a call the expert agents could not serve with a
 // tool result that says what happened and what to do: the same shape every time.
-func (g *Gateway) agentFailure(c *call, name string, err error) {
+func (g *Gateway) agentFailure(r *request, name string, err error) answer {
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
-		c.setOutcome(OutcomeError, "agent_rpc_error")
-		c.rw.error(http.StatusOK, rpcErr)
-		return
+		r.setOutcome(OutcomeError, "agent_rpc_error")
+		return failure(rpcErr)
 	}
 	switch {
 	case errors.Is(err, expertagent.ErrTimeout):
-		c.setOutcome(OutcomeTimeout, "")
+		r.setOutcome(OutcomeTimeout, "")
 	case errors.Is(err, expertagent.ErrNoAgent):
-		c.setOutcome(OutcomeError, "no_agent")
+		r.setOutcome(OutcomeError, "no_agent")
 	case errors.Is(err, expertagent.ErrAgentGone):
-		c.setOutcome(OutcomeError, "agent_gone")
+		r.setOutcome(OutcomeError, "agent_gone")
 	default:
-		c.setOutcome(OutcomeError, "agent_unreachable")
+		r.setOutcome(OutcomeError, "agent_unreachable")
 	}
 	var text string
 	switch {
@@ -384,12 +369,9 @@ func (g *Gateway) agentFailure(c *call, name string, err error) {
 	default:
 		text = fmt.Sprintf("The expert agent could not be reached for %s (%v). Try again later.", name, err)
 	}
-	g.toolLog(c, name).WithError(err).Warn("agent tool call failed")
-	b, _ := json.Marshal(map[string]any{
-		"content": []map[string]string{{"type": "text", "text": text}},
-		"isError": true,
-	})
-	c.rw.result(b)
+	g.toolLog(r, name).WithError(err).Warn("agent tool call failed")
+	b, _ := mcp.ErrorResult("%s", text).AppendJSON(nil)
+	return result(b)
 }
 
 // AgentTools lists the expert agents' tools as a token sees them outside

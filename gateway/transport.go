@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -9,8 +10,8 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/gorilla/mux"
@@ -19,7 +20,6 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/jsonrpc"
-	"github.com/toolbus/toolbus/mcp"
 )
 
 // rpcRequest is one JSON-RPC message from the client, decoded once.
@@ -32,37 +32,12 @@ type rpcRequest struct {
 	Error   json.RawMessage `json:"error"`
 }
 
-// rpcParams holds the members of params that the gateway itself reads, for
-// every method it serves. Everything else is forwarded untouched.
-type rpcParams struct {
-	Meta *struct {
-		ProtocolVersion    string          `json:"io.modelcontextprotocol/protocolVersion"`
-		ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
-		LogLevel           string          `json:"io.modelcontextprotocol/logLevel"`
-	} `json:"_meta"`
-	Cursor          string          `json:"cursor"`          // tools/list
-	Name            string          `json:"name"`            // tools/call
-	Arguments       json.RawMessage `json:"arguments"`       // tools/call
-	ProtocolVersion string          `json:"protocolVersion"` // initialize
-	Capabilities    json.RawMessage `json:"capabilities"`    // initialize
-	Level           string          `json:"level"`           // logging/setLevel
-}
-
-// call is everything known about one MCP request once it is accepted.
-type call struct {
-	req     rpcRequest
-	params  rpcParams
-	tok     acl.Token
-	secret  string
-	modern  bool
-	sess    *session // legacy era only
-	ctx     expertagent.Context
-	minLog  int // lowest log level relayed; -1: relay none (modern without logLevel)
-	rw      *rpcWriter
-	httpReq *http.Request
-	outcome callOutcome // how a tools/call ended, for the Observer
-}
-
+// serveMCP is the MCP endpoint's transport, Streamable HTTP: it checks a
+// POST's framing, decodes its JSON-RPC message once, finds its session (the
+// 2025 versions) or checks its headers (2026-07-28), places it in its
+// context on the bus, and hands it to the methods (methods.go); it writes
+// their answer as JSON, or as an SSE stream once a message had to go out
+// ahead of it (respond.go).
 func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodPost:
@@ -107,98 +82,130 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	c := &call{tok: tok, secret: secret, httpReq: r, minLog: 0}
-	c.rw = &rpcWriter{w: w, canSSE: canSSE}
+	rw := &rpcWriter{w: w, canSSE: canSSE}
 	if tooDeep(body, maxJSONDepth) {
-		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "parse error: JSON nested deeper than %d levels", maxJSONDepth))
+		rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "parse error: JSON nested deeper than %d levels", maxJSONDepth))
 		return
 	}
 	if !utf8.Valid(body) {
-		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "parse error: the body is not valid UTF-8"))
+		rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "parse error: the body is not valid UTF-8"))
 		return
 	}
 	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
-		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not supported; send one message per request"))
+		rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not supported; send one message per request"))
 		return
 	}
-	if err := decodeJSON(body, &c.req); err != nil {
+	var msg rpcRequest
+	if err := decodeJSON(body, &msg); err != nil {
 		if json.Valid(body) { // JSON, but not a request object
-			c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "invalid request: %v", err))
+			rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "invalid request: %v", err))
 			return
 		}
-		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "parse error: %v", err))
+		rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeParseError, "parse error: %v", err))
 		return
 	}
 	if name, dup := duplicateMember(body); dup {
-		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "member %q appears twice (names are compared without case)", clip(name)))
+		rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "member %q appears twice (names are compared without case)", clip(name)))
 		return
 	}
-	if !validID(c.req.ID) {
-		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "id must be a string or a number"))
+	if !validID(msg.ID) {
+		rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "id must be a string or a number"))
 		return
 	}
-	c.rw.id = c.req.ID
-	if c.req.JSONRPC != jsonrpc.Version {
-		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, `"jsonrpc" must be "2.0"`))
+	rw.id = msg.ID
+	if msg.JSONRPC != jsonrpc.Version {
+		rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, `"jsonrpc" must be "2.0"`))
 		return
 	}
-	if len(c.req.Params) > 0 && !bytes.Equal(c.req.Params, []byte("null")) {
-		if err := decodeJSON(c.req.Params, &c.params); err != nil {
-			c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid params: %v", err))
+	req := &request{ctx: r.Context(), id: msg.ID, method: msg.Method, params: msg.Params, tok: tok, secret: secret, out: rw}
+	if len(msg.Params) > 0 && !bytes.Equal(msg.Params, []byte("null")) {
+		if err := decodeJSON(msg.Params, &req.p); err != nil {
+			rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid params: %v", err))
 			return
 		}
 		// Params are forwarded as they came: a repeated member could be
 		// read here as one tool and by the agent as another.
-		if name, dup := duplicateMember(c.req.Params); dup {
-			c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "params member %q appears twice (names are compared without case)", clip(name)))
+		if name, dup := duplicateMember(msg.Params); dup {
+			rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "params member %q appears twice (names are compared without case)", clip(name)))
 			return
 		}
 	}
 
 	header := r.Header.Get(headerProtocolVersion)
-	c.modern = modernHeader(header) || (c.params.Meta != nil && c.params.Meta.ProtocolVersion != "")
-	c.rw.modern = c.modern
-	if c.modern {
-		if !g.acceptModern(c, header) {
+	req.modern = modernHeader(header) || (req.p.Meta != nil && req.p.Meta.ProtocolVersion != "")
+	rw.modern = req.modern
+	if req.modern {
+		if !g.acceptModern(rw, r, req, header) {
 			return
 		}
-		c.ctx = expertagent.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID,
+		req.bus = expertagent.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID,
 			SessionID: "tok-" + tok.ID, EntityType: entityType, EntityID: entityID}
-		c.minLog = -1
-		if c.params.Meta != nil && c.params.Meta.LogLevel != "" {
-			c.minLog = logLevelIndex(c.params.Meta.LogLevel)
+		req.minLog = -1
+		if req.p.Meta != nil && req.p.Meta.LogLevel != "" {
+			req.minLog = logLevelIndex(req.p.Meta.LogLevel)
 		}
-	} else {
-		if c.req.Method != "initialize" {
-			if !g.acceptLegacy(c, header) {
-				return
-			}
-			c.ctx = expertagent.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID,
-				SessionID: c.sess.key, EntityType: entityType, EntityID: entityID}
-			c.sess.mu.Lock()
-			if c.sess.logLevel >= 0 {
-				c.minLog = c.sess.logLevel
-			}
-			c.sess.mu.Unlock()
+	} else if req.method != "initialize" {
+		if !g.acceptLegacy(rw, r, req, header) {
+			return
 		}
+		req.bus = expertagent.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID,
+			SessionID: req.sess.key, EntityType: entityType, EntityID: entityID}
+		req.sess.mu.Lock()
+		if req.sess.logLevel >= 0 {
+			req.minLog = req.sess.logLevel
+		}
+		req.sess.mu.Unlock()
 	}
 
-	if c.req.Method == "" {
+	if msg.Method == "" {
 		// A response from the client (to an agent's request) or junk.
-		if len(c.req.ID) > 0 && (c.req.Result != nil || c.req.Error != nil) {
-			g.clientResponse(c)
+		if len(msg.ID) > 0 && (msg.Result != nil || msg.Error != nil) {
+			g.clientResponse(r.Context(), req.sess, &msg)
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "no method"))
+		rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "no method"))
 		return
 	}
-	if len(c.req.ID) == 0 {
-		g.notification(c)
+	if len(msg.ID) == 0 {
+		notification(req.sess, &msg)
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	g.dispatch(c)
+	g.respond(rw, r, req, g.handle(req))
+}
+
+// respond writes a method's answer, mapping its refusal onto HTTP.
+func (g *Gateway) respond(rw *rpcWriter, r *http.Request, req *request, a answer) {
+	switch {
+	case a.err != nil:
+		status := http.StatusOK
+		switch a.refusal {
+		case refusedForbidden:
+			status = http.StatusForbidden
+			g.noteRefusal(r, status, "forbidden")
+		case refusedRateLimited:
+			status = http.StatusTooManyRequests
+			g.noteRefusal(r, status, "rate_limited")
+			if !rw.sse {
+				rw.w.Header().Set("Retry-After", strconv.Itoa(a.retryAfter))
+			}
+		case refusedUnknownMethod:
+			if req.modern {
+				status = http.StatusNotFound
+			}
+		case refusedMissingCapability:
+			if req.modern {
+				status = http.StatusBadRequest
+			}
+		}
+		rw.error(status, a.err)
+	case a.result != nil:
+		if req.sessionID != "" {
+			rw.w.Header().Set(headerSessionID, req.sessionID)
+		}
+		rw.result(a.result)
+	}
 }
 
 // decodeJSON decodes one JSON value that must fill b. Raw members
@@ -293,15 +300,14 @@ func validID(id json.RawMessage) bool {
 
 // acceptModern applies the checks of the stateless era, in the order the
 // specification gives, answering the first failure.
-func (g *Gateway) acceptModern(c *call, header string) bool {
-	rw := c.rw
+func (g *Gateway) acceptModern(rw *rpcWriter, r *http.Request, req *request, header string) bool {
 	if header == "" {
 		rw.error(http.StatusBadRequest, jsonrpc.NewError(codeHeaderMismatch, "missing MCP-Protocol-Version header"))
 		return false
 	}
-	m := c.params.Meta
+	m := req.p.Meta
 	if m == nil || m.ProtocolVersion == "" || len(m.ClientCapabilities) == 0 {
-		if len(c.req.ID) == 0 {
+		if len(req.id) == 0 {
 			return true // a notification: nothing to answer
 		}
 		rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidParams,
@@ -319,8 +325,8 @@ func (g *Gateway) acceptModern(c *call, header string) bool {
 		rw.error(http.StatusBadRequest, e)
 		return false
 	}
-	if len(c.req.ID) > 0 {
-		if msg := checkStandardHeaders(c.httpReq.Header, c.req.Method, c.params.Name); msg != "" {
+	if len(req.id) > 0 {
+		if msg := checkStandardHeaders(r.Header, req.method, req.p.Name); msg != "" {
 			rw.error(http.StatusBadRequest, jsonrpc.NewError(codeHeaderMismatch, "%s", msg))
 			return false
 		}
@@ -373,27 +379,27 @@ func headerValue(h http.Header, key string) (string, bool) {
 }
 
 // acceptLegacy finds the session of a legacy-era request.
-func (g *Gateway) acceptLegacy(c *call, header string) bool {
-	id := c.httpReq.Header.Get(headerSessionID)
+func (g *Gateway) acceptLegacy(rw *rpcWriter, r *http.Request, req *request, header string) bool {
+	id := r.Header.Get(headerSessionID)
 	if id == "" {
-		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "missing %s header: initialize first", headerSessionID))
+		rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "missing %s header: initialize first", headerSessionID))
 		return false
 	}
-	s, err := g.sessions.lookup(id, c.tok.UserID, c.tok.ID)
+	s, err := g.sessions.lookup(id, req.tok.UserID, req.tok.ID)
 	if err == nil {
-		err = g.sessions.checkShared(c.httpReq.Context(), s) // ended on another replica?
+		err = g.sessions.checkShared(r.Context(), s) // ended on another replica?
 	}
 	if err != nil {
-		g.noteRefusal(c.httpReq, http.StatusNotFound, "unknown_session") // counted and audited
-		c.rw.error(http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "%v: initialize a new session", err))
+		g.noteRefusal(r, http.StatusNotFound, "unknown_session") // counted and audited
+		rw.error(http.StatusNotFound, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "%v: initialize a new session", err))
 		return false
 	}
 	if header != "" && header != s.version {
-		c.rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+		rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 			"MCP-Protocol-Version %q differs from the session's %q", header, s.version))
 		return false
 	}
-	c.sess = s
+	req.sess = s
 	return true
 }
 
@@ -427,8 +433,8 @@ func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // notification handles a client notification (answered 202 by the caller).
-func (g *Gateway) notification(c *call) {
-	switch c.req.Method {
+func notification(sess *session, msg *rpcRequest) {
+	switch msg.Method {
 	case "notifications/cancelled":
 		// On a legacy session the client cancels a request it sent on
 		// another POST; the gateway ends that request's agent call, which
@@ -437,155 +443,30 @@ func (g *Gateway) notification(c *call) {
 		var p struct {
 			RequestID json.RawMessage `json:"requestId"`
 		}
-		if c.sess != nil && json.Unmarshal(c.req.Params, &p) == nil && len(p.RequestID) > 0 {
-			c.sess.cancel(string(p.RequestID))
+		if sess != nil && json.Unmarshal(msg.Params, &p) == nil && len(p.RequestID) > 0 {
+			sess.cancel(string(p.RequestID))
 		}
 	}
 }
 
 // clientResponse routes a client's answer to a server-to-client request
 // (an agent's need for input) to the request waiting for it.
-func (g *Gateway) clientResponse(c *call) {
-	if c.sess == nil {
+func (g *Gateway) clientResponse(ctx context.Context, sess *session, msg *rpcRequest) {
+	if sess == nil {
 		return
 	}
 	var id string
-	if json.Unmarshal(c.req.ID, &id) != nil {
+	if json.Unmarshal(msg.ID, &id) != nil {
 		return // ids the gateway sends are strings
 	}
-	r := clientResponse{Result: c.req.Result}
-	if len(c.req.Error) > 0 {
+	r := clientResponse{Result: msg.Result}
+	if len(msg.Error) > 0 {
 		r.Error = &jsonrpc.Error{}
-		if json.Unmarshal(c.req.Error, r.Error) != nil {
+		if json.Unmarshal(msg.Error, r.Error) != nil {
 			r.Error = jsonrpc.NewError(jsonrpc.CodeInternalError, "malformed error from the client")
 		}
 	}
-	if !c.sess.deliver(id, r) {
-		g.requestLogger(c.httpReq).WithField("id", id).Debug("client response for no waiting request")
+	if !sess.deliver(id, r) {
+		g.logger(ctx).WithField("id", id).Debug("client response for no waiting request")
 	}
-}
-
-// dispatch serves one request by method.
-func (g *Gateway) dispatch(c *call) {
-	if g.opts.Observer != nil {
-		start := time.Now()
-		defer func() { g.opts.Observer.Request(observedMethod(c.req.Method), time.Since(start)) }()
-	}
-	switch c.req.Method {
-	case "initialize":
-		if c.modern {
-			g.methodNotFound(c)
-			return
-		}
-		g.initialize(c)
-	case "server/discover":
-		if !c.modern {
-			g.methodNotFound(c)
-			return
-		}
-		g.discover(c)
-	case "ping":
-		if c.modern {
-			g.methodNotFound(c)
-			return
-		}
-		c.rw.result([]byte(`{}`))
-	case "logging/setLevel":
-		if c.modern {
-			g.methodNotFound(c)
-			return
-		}
-		lv := logLevelIndex(c.params.Level)
-		if lv < 0 {
-			c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown log level %q", c.params.Level))
-			return
-		}
-		c.sess.mu.Lock()
-		c.sess.logLevel = lv
-		c.sess.mu.Unlock()
-		c.rw.result([]byte(`{}`))
-	case "tools/list":
-		g.toolsList(c)
-	case "tools/call":
-		if n := c.params.Name; n != "" && !mcp.ValidName(n) && c.tok.HasScope(acl.ScopeToolsCall) {
-			// No tool has such a name: answered without asking the agents
-			// for their list, and without echoing a name of any size.
-			c.rw.error(http.StatusOK, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "unknown tool %q", clip(n)))
-			return
-		}
-		g.toolsCall(c)
-	default:
-		if m, ok := agentMethods[c.req.Method]; ok {
-			g.passThrough(c, m)
-			return
-		}
-		g.methodNotFound(c)
-	}
-}
-
-func (g *Gateway) methodNotFound(c *call) {
-	status := http.StatusOK
-	if c.modern {
-		status = http.StatusNotFound
-	}
-	c.rw.error(status, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "method %q not found", clip(c.req.Method)))
-}
-
-// Capabilities the endpoint declares. Resources, prompts and completion
-// come from the expert agents. The 2026 wire has resource subscriptions only
-// through subscriptions/listen, which the gateway does not serve yet.
-var (
-	capabilitiesJSON       = []byte(`{"tools":{},"resources":{"subscribe":true},"prompts":{},"completions":{},"logging":{}}`)
-	modernCapabilitiesJSON = []byte(`{"tools":{},"resources":{},"prompts":{},"completions":{}}`)
-)
-
-func (g *Gateway) initialize(c *call) {
-	version := c.params.ProtocolVersion
-	if !legacyVersion(version) {
-		version = version20251125
-	}
-	caps := c.params.Capabilities
-	if !declaresAny(caps) {
-		caps = nil // nothing to tell the agents: spares re-encoding params per call
-	}
-	_, id := g.sessions.create(c.tok.UserID, c.tok.ID, version, caps)
-	c.rw.w.Header().Set(headerSessionID, id)
-	res := map[string]any{
-		"protocolVersion": version,
-		"capabilities":    json.RawMessage(capabilitiesJSON),
-		"serverInfo":      g.serverInfo,
-	}
-	if g.opts.Instructions != "" {
-		res["instructions"] = g.opts.Instructions
-	}
-	b, _ := json.Marshal(res)
-	c.rw.result(b)
-}
-
-// declaresAny reports whether a capabilities object has any member.
-func declaresAny(caps json.RawMessage) bool {
-	var m map[string]json.RawMessage
-	return json.Unmarshal(caps, &m) == nil && len(m) > 0
-}
-
-func (g *Gateway) discover(c *call) {
-	b, _ := json.Marshal(map[string]any{
-		"supportedVersions": supportedVersions,
-		"capabilities":      json.RawMessage(modernCapabilitiesJSON),
-		"resultType":        resultTypeComplete,
-		"ttlMs":             0,
-		"cacheScope":        "private",
-		"serverInfo":        g.serverInfo,
-		"_meta":             map[string]any{metaServerInfo: g.serverInfo},
-	})
-	c.rw.result(b)
-}
-
-// forbidden answers a request the token may not make: HTTP 403 with a
-// JSON-RPC error, so MCP clients see an ordinary error response.
-func (g *Gateway) forbidden(c *call, msg string) {
-	g.noteRefusal(c.httpReq, http.StatusForbidden, "forbidden")
-	c.setOutcome(OutcomeRefused, "forbidden")
-	g.requestLogger(c.httpReq).WithField("method", c.req.Method).Info("forbidden: " + msg)
-	c.rw.error(http.StatusForbidden, &jsonrpc.Error{Code: codeForbidden, Message: "forbidden: " + msg})
 }
