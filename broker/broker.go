@@ -103,8 +103,7 @@ func New(opts Options) (*Broker, error) {
 		cancel()
 		return nil, fmt.Errorf("broker: add takeover hook: %w", err)
 	}
-	b.bus = newInlineBus(b.srv, o.InlineQoS, func(cl *mqtt.Client, topic string) bool { return b.hook.OnACLCheck(cl, topic, false) })
-	b.takeover.bus = b.bus
+	b.bus = newInlineBus(b.srv, o.InlineQoS)
 	if err := b.srv.AddHook(&inlineHook{bus: b.bus}, nil); err != nil {
 		cancel()
 		return nil, fmt.Errorf("broker: add inline hook: %w", err)

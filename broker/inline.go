@@ -33,219 +33,34 @@ type MessageHandler = func(topic string, payload []byte)
 // inline hook delivers to them from OnPublished, right after mochi has
 // routed the message to everyone else. That is the one way a message
 // reaches such a topic: Wills there are refused at login, retained messages
-// by OnPublish. mochi's topic tree then holds only the wildcard filters,
-// which halves what every publish spends walking it, and a context's
-// subscribe and unsubscribe cost a map operation.
-//
-// A request goes straight to the expert agent's socket while the agents'
-// subscriptions allow (reqroute.go).
-//
-// A reply (a response topic) usually has no subscriber but the bus: no
-// expert agent may read responses, and operator rules cannot reach them.
-// While no filter that could match a response topic is in mochi's tree (a
-// platform identity connected over TCP puts one there, until it
-// unsubscribes or goes), the inline hook hands replies to the direct
-// subscription from OnPublish and tells mochi not to route them at all,
-// which spares a walk of the tree per tool call.
+// by the ACL hook's OnPublish. So a context's subscribe and unsubscribe are
+// a map operation, and mochi's topic tree, which every publish walks, holds
+// only the wildcard filters however many contexts are open.
 type InlineBus struct {
 	srv *mqtt.Server
 	qos byte
 
 	closed atomic.Bool
 	direct sync.Map // exact request/response topic -> MessageHandler
-	// res follows the filters that may match a response topic: while one
-	// is in mochi's tree, or on its way there, replies are routed by mochi.
-	res *filterWatch
 
 	mu     sync.Mutex     // serialises Subscribe/Unsubscribe with subs
 	subs   map[string]int // filter -> mochi inline subscription ID (directID: in direct)
 	nextID int
-
-	// The request route (reqroute.go).
-	allowRead func(cl *mqtt.Client, topic string) bool // the ACL's delivery check
-	reqGen    atomic.Uint64                            // bumped on every subscription change
-	reqMixed  *filterWatch                             // filters that match some request topics only: no route
-	route     atomic.Pointer[reqRoute]
-	routeMu   sync.Mutex    // serialises working out the route
-	rr        atomic.Uint64 // round robin over a shared group's members
 }
 
-// newInlineBus returns the bus of srv; allowRead is the ACL's check of a
-// delivery to a network client.
-func newInlineBus(srv *mqtt.Server, qos byte, allowRead func(cl *mqtt.Client, topic string) bool) *InlineBus {
-	b := &InlineBus{srv: srv, qos: qos, subs: make(map[string]int), allowRead: allowRead}
-	b.res = newFilterWatch(mayMatchResponse, b.stillSubscribed)
-	b.reqMixed = newFilterWatch(func(f string) bool { return matchKind(f, requestFilterLevels) == matchesSome }, b.stillSubscribed)
-	return b
-}
-
-// watches are the bus's filter watches, each turning a shortcut off.
-func (b *InlineBus) watches() [2]*filterWatch { return [2]*filterWatch{b.res, b.reqMixed} }
-
-// restored hears of filters the takeover repair put back in the tree
-// without mochi's hooks (takeoverHook.repairSuccessor): the watches record
-// those cl still holds and forget cl's others, and the request route looks
-// again.
-func (b *InlineBus) restored(cl *mqtt.Client, subs []packets.Subscription) {
-	for _, w := range b.watches() {
-		w.restored(cl, subs)
-	}
-	b.subscriptionsChanged()
-}
-
-// restoring turns on, until done, every watch that one of subs would
-// turn on: the takeover repair puts them back in the tree before it tells
-// restored which stayed.
-func (b *InlineBus) restoring(subs []packets.Subscription) (done func()) {
-	pk := packets.Packet{Filters: subs}
-	var pending [2]int
-	for i, w := range b.watches() {
-		pending[i] = w.subscribing(pk)
-	}
-	return func() {
-		for i, w := range b.watches() {
-			w.unpend(pending[i])
-		}
-	}
+func newInlineBus(srv *mqtt.Server, qos byte) *InlineBus {
+	return &InlineBus{srv: srv, qos: qos, subs: make(map[string]int)}
 }
 
 // expired takes the filters of an expired session out of the tree: mochi
 // (v2.7.9) deletes the client and leaves its filters in the tree, where
 // they would hold memory for good, match publishes for nobody, and be
-// delivered to a later client of the same ID on mochi's path but not on
-// the request route. mochi's UnsubscribeClient does it, and its
-// OnUnsubscribed updates the watches and the route.
+// delivered to a later client of the same ID (docs/upstream.md).
 func (b *InlineBus) expired(cl *mqtt.Client) {
 	if cur, ok := b.srv.Clients.Get(cl.ID); ok && cur != cl {
 		return // the ID is another client's now, and so are the filters
 	}
 	b.srv.UnsubscribeClient(cl)
-}
-
-// stillSubscribed reports whether the client with cl's ID holds filter: cl
-// itself (an UNSUBSCRIBE refused as "in use"), or the client that took its
-// session over.
-func (b *InlineBus) stillSubscribed(cl *mqtt.Client, filter string) bool {
-	if cl.Net.Inline {
-		return false // the bus unsubscribes its own filters only when it lets them go
-	}
-	if _, ok := cl.State.Subscriptions.Get(filter); ok {
-		return true
-	}
-	if cur, ok := b.srv.Clients.Get(cl.ID); ok && cur != cl {
-		_, ok := cur.State.Subscriptions.Get(filter)
-		return ok
-	}
-	return false
-}
-
-// A filterWatch follows the filters in mochi's tree that pick selects,
-// by client, so that a shortcut such a filter would break is off exactly
-// while one is in the tree or on its way there: from OnSubscribe (before
-// the tree has it and before the SUBACK) until mochi took it out again.
-type filterWatch struct {
-	pick  func(filter string) bool
-	still func(cl *mqtt.Client, filter string) bool // the client with cl's ID holds filter
-
-	on      atomic.Bool // a picked filter is in the tree or on its way
-	mu      sync.Mutex  // guards subs and pending; orders the stores to on
-	subs    map[watchedSub]struct{}
-	pending int // picked filters between OnSubscribe and OnSubscribed
-}
-
-// watchedSub is a client's filter in mochi's tree.
-type watchedSub struct{ clientID, filter string }
-
-func newFilterWatch(pick func(string) bool, still func(*mqtt.Client, string) bool) *filterWatch {
-	return &filterWatch{pick: pick, still: still, subs: make(map[watchedSub]struct{})}
-}
-
-// subscribing notes the picked filters of a SUBSCRIBE before mochi adds
-// them to the tree (and before the SUBACK), so that nothing published
-// after the client learns of its subscription takes the shortcut. It
-// returns how many it noted (subscribed, or unpend, ends them).
-func (w *filterWatch) subscribing(pk packets.Packet) int {
-	n := 0
-	for _, f := range pk.Filters {
-		if w.pick(f.Filter) {
-			n++
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pending += n
-	w.on.Store(true)
-	return n
-}
-
-// subscribed records the granted ones once mochi has answered them.
-func (w *filterWatch) subscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for i, f := range pk.Filters {
-		if !w.pick(f.Filter) {
-			continue
-		}
-		w.pending--
-		if i < len(reasonCodes) && reasonCodes[i] < packets.ErrUnspecifiedError.Code {
-			w.subs[watchedSub{cl.ID, f.Filter}] = struct{}{}
-		}
-	}
-	w.pending = max(w.pending, 0) // a hook that changed the filters between the two calls
-	w.changedLocked()
-}
-
-// unpend ends n filters that subscribing noted, recording nothing (the
-// takeover repair records what it put back through restored).
-func (w *filterWatch) unpend(n int) {
-	if n == 0 {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pending = max(w.pending-n, 0)
-	w.changedLocked()
-}
-
-// unsubscribed forgets the filters mochi took out of the tree: all of a
-// client's when it goes, or those of an UNSUBSCRIBE that mochi carried out
-// (OnUnsubscribed also follows one it refused).
-func (w *filterWatch) unsubscribed(cl *mqtt.Client, pk packets.Packet) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, f := range pk.Filters {
-		if w.pick(f.Filter) && !w.still(cl, f.Filter) {
-			delete(w.subs, watchedSub{cl.ID, f.Filter})
-		}
-	}
-	w.changedLocked()
-}
-
-// restored records the picked filters of subs that cl still holds and
-// forgets cl's others.
-func (w *filterWatch) restored(cl *mqtt.Client, subs []packets.Subscription) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for k := range w.subs {
-		if k.clientID == cl.ID && !w.still(cl, k.filter) {
-			delete(w.subs, k)
-		}
-	}
-	for _, sub := range subs {
-		if w.pick(sub.Filter) && w.still(cl, sub.Filter) {
-			w.subs[watchedSub{cl.ID, sub.Filter}] = struct{}{}
-		}
-	}
-	w.changedLocked()
-}
-
-// changedLocked sets on from pending and subs. Called with mu held, so
-// that the stores keep the order of the changes.
-func (w *filterWatch) changedLocked() {
-	w.on.Store(w.pending > 0 || len(w.subs) > 0)
 }
 
 // directID marks in InlineBus.subs a filter held in direct; mochi's IDs
@@ -267,10 +82,10 @@ func (b *InlineBus) deliverDirect(topic string, payload []byte) {
 }
 
 // inlineHook delivers published messages to the InlineBus's direct
-// subscriptions. mochi calls OnPublished after routing a publish that the
-// ACL and every OnPublish let through (an ignored one is flagged), from
-// the publisher's goroutine: where it called the inline handlers before.
-// Replies take a shorter way, from OnPublish (see InlineBus).
+// subscriptions, and cleans up after expired sessions. mochi calls
+// OnPublished after routing a publish that the ACL and every OnPublish let
+// through (an ignored one is flagged), from the publisher's goroutine:
+// where it calls the inline handlers too.
 type inlineHook struct {
 	mqtt.HookBase
 	bus *InlineBus
@@ -279,56 +94,11 @@ type inlineHook struct {
 func (h *inlineHook) ID() string { return "toolbus-inline" }
 
 func (h *inlineHook) Provides(b byte) bool {
-	switch b {
-	case mqtt.OnPublished, mqtt.OnPublish, mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnUnsubscribed, mqtt.OnClientExpired:
-		return true
-	}
-	return false
-}
-
-// OnSubscribe notes the filters the watches pick before mochi adds them to
-// the tree (filterWatch.subscribing).
-func (h *inlineHook) OnSubscribe(_ *mqtt.Client, pk packets.Packet) packets.Packet {
-	for _, w := range h.bus.watches() {
-		w.subscribing(pk)
-	}
-	return pk
-}
-
-// OnSubscribed records the granted filters the watches pick and tells the
-// request route to look again. mochi calls it with the tree updated,
-// before the SUBACK.
-func (h *inlineHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
-	for _, w := range h.bus.watches() {
-		w.subscribed(cl, pk, reasonCodes)
-	}
-	h.bus.subscriptionsChanged()
-}
-
-// OnUnsubscribed forgets the filters that left the tree and tells the
-// request route to look again. mochi calls it for an UNSUBSCRIBE and for
-// every filter of a client that goes.
-func (h *inlineHook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
-	for _, w := range h.bus.watches() {
-		w.unsubscribed(cl, pk)
-	}
-	h.bus.subscriptionsChanged()
+	return b == mqtt.OnPublished || b == mqtt.OnClientExpired
 }
 
 // OnClientExpired forgets an expired session's filters (InlineBus.expired).
 func (h *inlineHook) OnClientExpired(cl *mqtt.Client) { h.bus.expired(cl) }
-
-// OnPublish delivers a reply to the direct subscription and has mochi drop
-// it (still acknowledged) while nothing in the tree could want it. It runs
-// after the ACL check and after the ACL hook's OnPublish, which refuses
-// retained messages here.
-func (h *inlineHook) OnPublish(_ *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if pk.FixedHeader.Retain || h.bus.res.on.Load() || !isResponseTopic(pk.TopicName) {
-		return pk, nil
-	}
-	h.bus.deliverDirect(pk.TopicName, pk.Payload)
-	return pk, packets.CodeSuccessIgnore
-}
 
 func (h *inlineHook) OnPublished(_ *mqtt.Client, pk packets.Packet) {
 	if !pk.Ignore {
@@ -380,9 +150,6 @@ func (b *InlineBus) Subscribe(ctx context.Context, filter string, h MessageHandl
 		b.nextID++
 		id = b.nextID
 	}
-	// mochi runs the inline hook's OnSubscribe and OnSubscribed for the
-	// bus's own subscriptions too: the watches and the request route hear of
-	// this one there (and of its Unsubscribe in OnUnsubscribed).
 	if err := b.srv.Subscribe(filter, id, deliver); err != nil {
 		return fmt.Errorf("inline subscribe %q: %w", filter, err)
 	}
@@ -410,7 +177,7 @@ func (b *InlineBus) Unsubscribe(ctx context.Context, filter string) error {
 		delete(b.subs, filter)
 		return nil
 	}
-	if err := b.srv.Unsubscribe(filter, id); err != nil { // OnUnsubscribed: the route looks again
+	if err := b.srv.Unsubscribe(filter, id); err != nil {
 		return fmt.Errorf("inline unsubscribe %q: %w", filter, err)
 	}
 	delete(b.subs, filter)
@@ -430,14 +197,6 @@ func (b *InlineBus) Publish(ctx context.Context, topic string, payload []byte) e
 	if b.closed.Load() {
 		return fmt.Errorf("inline publish %q: %w", topic, ErrClosed)
 	}
-	if isRequestTopic(topic) {
-		if done, err := b.publishRequest(topic, payload); done {
-			if err != nil {
-				return fmt.Errorf("inline publish %q: %w", topic, err)
-			}
-			return nil
-		}
-	}
 	if err := b.srv.Publish(topic, payload, false, b.qos); err != nil {
 		return fmt.Errorf("inline publish %q: %w", topic, err)
 	}
@@ -445,11 +204,9 @@ func (b *InlineBus) Publish(ctx context.Context, topic string, payload []byte) e
 }
 
 // PublishWaits reports false: Publish routes the message to the
-// subscribers (handing it to network clients' write queues, or writing a
-// request to the agent's socket) and returns, so a caller need not bound it
-// with a deadline. The one wait is a request write to an agent whose socket
-// buffer is full, at most queuedWriteTimeout (10 s) before its connection
-// is closed.
+// subscribers, handing it to network clients' write queues (mochi drops it
+// for a client whose queue is full), and returns, so a caller need not
+// bound it with a deadline.
 func (b *InlineBus) PublishWaits() bool { return false }
 
 func (b *InlineBus) subscribed(filter string) bool {

@@ -270,8 +270,7 @@ func (l *netListener) Serve(establish listeners.EstablishFn) {
 			}
 		}
 		backoff = 0
-		// PUBACKs wait while the client's read loop is busy (see ackConn).
-		if !l.tracker.serveConn(&ackConn{Conn: c}, establish) {
+		if !l.tracker.serveConn(&endConn{Conn: c}, establish) {
 			return
 		}
 	}

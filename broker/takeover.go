@@ -38,9 +38,6 @@ type takeoverHook struct {
 	mqtt.HookBase
 	srv *mqtt.Server
 	log *logrus.Entry
-	// bus hears of the filters the repair puts back in the tree; set
-	// before the broker starts.
-	bus filterRestorer
 
 	mu         sync.Mutex
 	serving    map[net.Conn]*servedConn  // connections mochi serves now
@@ -59,7 +56,7 @@ type servedConn struct {
 }
 
 // endNotifier is a connection that calls a function once when it starts to
-// end: at its first failed Read, or at Close (ackConn, wsConn). mochi's
+// end: at its first failed Read, or at Close (endConn, wsConn). mochi's
 // connection goroutine reaches its client's Will after one of those, with
 // one exception: a packet that fails to decode, a handler error, or a
 // failed write of an answer mochi sends from the read loop ends the loop
@@ -73,7 +70,7 @@ type endNotifier interface {
 }
 
 var (
-	_ endNotifier = (*ackConn)(nil)
+	_ endNotifier = (*endConn)(nil)
 	_ endNotifier = (*wsConn)(nil)
 )
 
@@ -92,16 +89,28 @@ func (e *endSignal) end() {
 	}
 }
 
-// filterRestorer is told of the filters a repair puts back in the tree
-// without mochi's hooks (the InlineBus, whose shortcuts depend on them).
-type filterRestorer interface {
-	// restoring is called before subs go back in the tree, and its done
-	// after the repair (and restored, if it ran): shortcuts that one of
-	// subs would break stay off in between.
-	restoring(subs []packets.Subscription) (done func())
-	// restored names the filters that went back and that cl still holds
-	// (nil: look again at what cl holds).
-	restored(cl *mqtt.Client, subs []packets.Subscription)
+// endConn is a TCP or TLS connection that tells the takeover hook when it
+// starts to end.
+type endConn struct {
+	net.Conn
+	endSignal
+}
+
+func (c *endConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.end()
+	}
+	return n, err
+}
+
+// Close tells the takeover hook of the end before anything else: mochi's
+// Stop closes the connection before it cancels the context that its read
+// loop checks, so the hook hears of it before the loop can end and rewrite
+// the client's Will.
+func (c *endConn) Close() error {
+	c.end()
+	return c.Conn.Close()
 }
 
 func newTakeoverHook(srv *mqtt.Server, log *logrus.Entry) *takeoverHook {
@@ -221,14 +230,8 @@ func (h *takeoverHook) repairSuccessor(next *mqtt.Client, replaced net.Conn) {
 		_ = h.srv.DisconnectClient(next, packets.ErrSessionTakenOver)
 		return
 	}
-	subs := next.State.Subscriptions.GetAll()
-	all := make([]packets.Subscription, 0, len(subs))
-	for _, sub := range subs {
-		all = append(all, sub)
-	}
-	defer h.bus.restoring(all)()
 	var back []packets.Subscription
-	for _, sub := range subs {
+	for _, sub := range next.State.Subscriptions.GetAll() {
 		if !h.srv.Topics.Subscribe(next.ID, sub) {
 			continue
 		}
@@ -237,6 +240,8 @@ func (h *takeoverHook) repairSuccessor(next *mqtt.Client, replaced net.Conn) {
 			h.srv.Topics.Unsubscribe(sub.Filter, next.ID)
 			continue
 		}
+		// Counted as mochi counts a filter it adds to the tree: the
+		// UnsubscribeClient of the race counted it out.
 		atomic.AddInt64(&h.srv.Info.Subscriptions, 1)
 		back = append(back, sub)
 	}
@@ -245,21 +250,12 @@ func (h *takeoverHook) repairSuccessor(next *mqtt.Client, replaced net.Conn) {
 	}
 	h.log.WithFields(logrus.Fields{"client": next.ID, "reregistered": !registered, "filters": len(back)}).
 		Warn("repaired a session takeover: the replaced connection had removed its successor")
-	if len(back) == 0 {
-		return
-	}
-	h.bus.restored(next, back)
 	// An UNSUBSCRIBE of next may have run through the loop above; what it
 	// let go of leaves the tree again. (One still between its tree and its
 	// state could keep a filter: the window is a few instructions wide.)
-	gone := false
 	for _, sub := range back {
 		if _, still := next.State.Subscriptions.Get(sub.Filter); !still {
 			h.srv.Topics.Unsubscribe(sub.Filter, next.ID)
-			gone = true
 		}
-	}
-	if gone {
-		h.bus.restored(next, nil) // looks again at what next holds
 	}
 }

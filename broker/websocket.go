@@ -158,7 +158,7 @@ func (c *wsConn) read(p []byte) (int, error) {
 	}
 }
 
-// Close tells the takeover hook of the end first (see ackConn.Close).
+// Close tells the takeover hook of the end first (see endConn.Close).
 func (c *wsConn) Close() error {
 	c.end()
 	return c.Conn.Close()

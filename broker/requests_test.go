@@ -2,23 +2,18 @@ package broker_test
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/mochi-mqtt/server/v2/packets"
+
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 )
 
-// receivers polls until the request route names want (nil: mochi's way).
-func receivers(t *testing.T, e *testEnv, want ...string) {
-	t.Helper()
-	eventually(t, fmt.Sprintf("request route %v", want), func() bool {
-		return slices.Equal(e.Broker.RequestReceivers(), want)
-	})
-}
+// otherReq is the request topic of another context than ctxReq.
+const otherReq = "ff/v1/mcp/plat1/user2/sess9/_/_/req"
 
 // agentEnv starts a broker with the expert-agent identity agent1 and
 // returns it with agent1's password.
@@ -37,8 +32,9 @@ func agentOn(t *testing.T, e *testEnv, pw, clientID, filter string) inbox {
 	return in
 }
 
-// counts publishes n requests and counts, per inbox, the payloads that
-// arrived; every payload must arrive exactly `copies` times in all.
+// counts publishes n requests from the InlineBus and counts, per inbox,
+// the payloads that arrived; every payload must arrive exactly `copies`
+// times in all.
 func counts(t *testing.T, e *testEnv, n, copies int, inboxes ...inbox) []int {
 	t.Helper()
 	ctx := testContext(t)
@@ -49,9 +45,10 @@ func counts(t *testing.T, e *testEnv, n, copies int, inboxes ...inbox) []int {
 	}
 	got := make([]int, len(inboxes))
 	seen := map[string]int{}
+	deadline := timeAfter()
 	for total := 0; total < n*copies; {
 		select {
-		case <-timeAfter():
+		case <-deadline:
 			t.Fatalf("%d of %d requests arrived: %v", total, n*copies, seen)
 		default:
 		}
@@ -76,11 +73,12 @@ func counts(t *testing.T, e *testEnv, n, copies int, inboxes ...inbox) []int {
 	return got
 }
 
-func TestRequestRoute(t *testing.T) {
-	t.Run("one agent: written straight to its socket", func(t *testing.T) {
+// The gateway's requests reach the expert agents as the MQTT contract
+// says: once per agent group, to every plain subscriber.
+func TestRequestDelivery(t *testing.T) {
+	t.Run("one agent", func(t *testing.T) {
 		e, pw := agentEnv(t)
 		in := agentOn(t, e, pw, "agent1-a", sharedRequests)
-		receivers(t, e, "agent1-a")
 		before := e.Broker.Stats().MessagesSent
 		counts(t, e, 50, 1, in)
 		if sent := e.Broker.Stats().MessagesSent - before; sent != 50 {
@@ -88,41 +86,38 @@ func TestRequestRoute(t *testing.T) {
 		}
 	})
 
-	t.Run("one agent on a plain subscription: the same", func(t *testing.T) {
+	t.Run("one agent on a plain subscription", func(t *testing.T) {
 		e, pw := agentEnv(t)
 		in := agentOn(t, e, pw, "agent1-a", requestFilter)
-		receivers(t, e, "agent1-a")
 		counts(t, e, 20, 1, in)
 	})
 
-	t.Run("a group of two shares the requests", func(t *testing.T) {
+	t.Run("a group of two serves each request once", func(t *testing.T) {
 		e, pw := agentEnv(t)
 		in1, in2 := agentOn(t, e, pw, "agent1-a", sharedRequests), agentOn(t, e, pw, "agent1-b", sharedRequests)
-		receivers(t, e, "agent1-a", "agent1-b")
-		if got := counts(t, e, 40, 1, in1, in2); got[0] != 20 || got[1] != 20 {
-			t.Errorf("split %v, want round robin 20/20", got)
+		// mochi picks a member by map order, not in turn: both work, not
+		// necessarily as much.
+		if got := counts(t, e, 40, 1, in1, in2); got[0] == 0 || got[1] == 0 {
+			t.Errorf("split %v, want both to serve some", got)
 		}
 	})
 
-	t.Run("two groups: each gets every request, through mochi", func(t *testing.T) {
+	t.Run("two groups: each gets every request", func(t *testing.T) {
 		e, pw := agentEnv(t)
 		in1, in2 := agentOn(t, e, pw, "agent1-a", sharedRequests), agentOn(t, e, pw, "agent1-b", "$share/others/"+requestFilter)
-		receivers(t, e)
 		if got := counts(t, e, 20, 2, in1, in2); got[0] != 20 || got[1] != 20 {
 			t.Errorf("got %v, want 20 each", got)
 		}
 	})
 
-	t.Run("a filter naming a context level turns the route off while it is there", func(t *testing.T) {
+	t.Run("an inline filter naming a context level gets them too", func(t *testing.T) {
 		e, pw := agentEnv(t)
 		in := agentOn(t, e, pw, "agent1-a", sharedRequests)
-		receivers(t, e, "agent1-a")
 		narrow := make(chan inlineMsg, 64)
 		ctx := testContext(t)
 		if err := e.Broker.Bus().Subscribe(ctx, "ff/v1/mcp/plat1/+/+/+/+/req", chanHandler(narrow)); err != nil {
 			t.Fatal(err)
 		}
-		receivers(t, e)
 		counts(t, e, 10, 1, in)
 		for range 10 {
 			if m := nextInline(t, narrow); m.topic != ctxReq {
@@ -132,8 +127,8 @@ func TestRequestRoute(t *testing.T) {
 		if err := e.Broker.Bus().Unsubscribe(ctx, "ff/v1/mcp/plat1/+/+/+/+/req"); err != nil {
 			t.Fatal(err)
 		}
-		receivers(t, e, "agent1-a")
 		counts(t, e, 5, 1, in)
+		// Inline handlers run before Publish returns: none is on its way.
 		select {
 		case m := <-narrow:
 			t.Fatalf("the unsubscribed inline handler got %+v", m)
@@ -141,17 +136,15 @@ func TestRequestRoute(t *testing.T) {
 		}
 	})
 
-	t.Run("a new connection of the agent is found", func(t *testing.T) {
+	t.Run("a new connection of the agent gets them", func(t *testing.T) {
 		e, pw := agentEnv(t)
 		in1 := newInbox()
 		a := e.mustConnect(t, "agent1-a", "agent1", pw, in1)
 		mustSubscribe(t, a, sharedRequests)
-		receivers(t, e, "agent1-a")
 		counts(t, e, 5, 1, in1)
 		a.Disconnect(100)
-		receivers(t, e)
+		eventually(t, "the old connection gone", func() bool { return e.Broker.ClientCount() == 0 })
 		in2 := agentOn(t, e, pw, "agent1-a", sharedRequests)
-		receivers(t, e, "agent1-a")
 		counts(t, e, 5, 1, in2)
 	})
 
@@ -167,7 +160,6 @@ func TestRequestRoute(t *testing.T) {
 			Filters:     packets.Subscriptions{{Filter: sharedRequests, Qos: 1}},
 		})
 		c.mustRecv(packets.Suback)
-		receivers(t, e, "agent1-v5")
 		for _, p := range []string{"", "small", string(make([]byte, 300))} { // 300: a two-byte remaining length
 			if err := e.Broker.Bus().Publish(testContext(t), ctxReq, []byte(p)); err != nil {
 				t.Fatal(err)
@@ -179,80 +171,94 @@ func TestRequestRoute(t *testing.T) {
 		}
 	})
 
-	t.Run("inline QoS 1: through mochi", func(t *testing.T) {
+	t.Run("inline QoS 1", func(t *testing.T) {
 		e, pw := agentEnv(t, func(o *broker.Options) { o.InlineQoS = 1 })
 		in := agentOn(t, e, pw, "agent1-a", sharedRequests)
-		receivers(t, e)
 		counts(t, e, 5, 1, in)
 	})
 }
 
-// A filter the ACL refuses changes nothing; a granted one that names a
-// context level turns the route off.
-func TestRequestRouteNetworkFilters(t *testing.T) {
+// A filter the ACL refuses gives the agent nothing more; a second agent's
+// filter naming a context level gets the requests it matches as well.
+func TestRequestDeliveryNetworkFilters(t *testing.T) {
 	e, pw := agentEnv(t)
 	in := newInbox()
 	a := e.mustConnect(t, "agent1-a", "agent1", pw, in)
 	mustSubscribe(t, a, sharedRequests)
-	receivers(t, e, "agent1-a")
 	if codes := subscribe(t, a, "ff/v1/mcp/plat1/#"); len(codes) != 1 || codes[0] < 0x80 {
 		t.Fatalf("ff/v1/mcp/plat1/# granted to an agent: %#x", codes)
 	}
-	receivers(t, e, "agent1-a")
 	counts(t, e, 5, 1, in)
 
-	// A filter naming a context level: requests differ in their
-	// receivers, so they take mochi's way while it is in the tree.
 	const narrowFilter = "ff/v1/mcp/plat1/+/+/+/+/req"
 	narrowIn := newInbox()
 	b := e.mustConnect(t, "agent1-b", "agent1", pw, narrowIn)
 	mustSubscribe(t, b, narrowFilter)
-	receivers(t, e)
-	got := counts(t, e, 5, 2, in, narrowIn)
-	if got[0] != 5 || got[1] != 5 {
+	if got := counts(t, e, 5, 2, in, narrowIn); got[0] != 5 || got[1] != 5 {
 		t.Errorf("got %v, want 5 each", got)
 	}
-
-	// Unsubscribed, the route comes back.
-	if err := wait(t, b.Unsubscribe(narrowFilter)); err != nil {
-		t.Fatal(err)
-	}
-	receivers(t, e, "agent1-a")
-	counts(t, e, 5, 1, in)
-
-	// And again after a client holding one goes.
-	c := e.mustConnect(t, "agent1-c", "agent1", pw, newInbox())
-	mustSubscribe(t, c, narrowFilter, "ff/v1/mcp/+/alice/+/+/+/req")
-	receivers(t, e)
-	c.Disconnect(0)
-	receivers(t, e, "agent1-a")
-	counts(t, e, 5, 1, in)
 }
 
-// TestRequestRouteSessionExpiry: a persistent session holding a filter
-// that names a context level keeps the route off after it disconnects;
-// once the session expires its filter leaves the tree (mochi leaves it
-// there) and the route comes back.
-func TestRequestRouteSessionExpiry(t *testing.T) {
+// readDenied is an Authorizer that refuses the delivery of one topic (a
+// read of that topic name) while it grants the filters that match it.
+type readDenied struct {
+	broker.Authorizer
+	topic string
+}
+
+func (a readDenied) Allow(id acl.Identity, clientID string, action acl.Action, topic string) bool {
+	if action == acl.Subscribe && topic == a.topic {
+		return false
+	}
+	return a.Authorizer.Allow(id, clientID, action, topic)
+}
+
+// TestRequestDeliveryChecked: the ACL's delivery check applies to
+// requests, whoever publishes them: an agent whose subscription was granted
+// does not receive a request on a topic it may not read.
+func TestRequestDeliveryChecked(t *testing.T) {
+	for _, filter := range []string{sharedRequests, requestFilter} {
+		t.Run(filter, func(t *testing.T) {
+			e, pw := agentEnv(t, func(o *broker.Options) { o.Authorizer = readDenied{o.Authorizer, ctxReq} })
+			pwp := e.addIdentity(t, "gw", acl.RolePlatform)
+			in := agentOn(t, e, pw, "agent1-a", filter)
+			gw := e.mustConnect(t, "gw-1", "gw", pwp, nil)
+
+			bus := e.Broker.Bus()
+			ctx := testContext(t)
+			if err := bus.Publish(ctx, ctxReq, []byte("inline, denied")); err != nil {
+				t.Fatal(err)
+			}
+			if err := bus.Publish(ctx, otherReq, []byte("inline sentinel")); err != nil {
+				t.Fatal(err)
+			}
+			in.expectNext(t, otherReq, "inline sentinel")
+
+			mustPublish(t, gw, ctxReq, 1, false, "network, denied")
+			mustPublish(t, gw, otherReq, 1, false, "network sentinel")
+			in.expectNext(t, otherReq, "network sentinel")
+		})
+	}
+}
+
+// TestExpiredSessionLeavesTree: a persistent session's filter stays in the
+// tree while the session waits for its client; once the session expires,
+// the filter leaves the tree too (mochi leaves it there), and requests reach
+// only the agent that is connected.
+func TestExpiredSessionLeavesTree(t *testing.T) {
 	e, pw := agentEnv(t, func(o *broker.Options) { o.SessionExpiry = time.Second })
 	in := agentOn(t, e, pw, "agent1-a", sharedRequests)
-	receivers(t, e, "agent1-a")
 
 	persistent := func(o *paho.ClientOptions) { o.SetCleanSession(false) }
 	c := e.mustConnect(t, "agent1-p", "agent1", pw, newInbox(), persistent)
 	mustSubscribe(t, c, "ff/v1/mcp/plat1/+/+/+/+/req")
-	receivers(t, e)
 	c.Disconnect(50)
-	if got := e.Broker.RequestReceivers(); len(got) != 0 {
-		t.Fatalf("route %v while the disconnected session still holds its filter", got)
-	}
+	eventually(t, "the persistent session's connection gone", func() bool { return e.Broker.ClientCount() == 1 })
 	if !e.Broker.TreeMatches("agent1-p", ctxReq) {
 		t.Fatal("the persistent session's filter left the tree at disconnect")
 	}
 
-	receivers(t, e, "agent1-a") // mochi expires the session within a second or two
-	if e.Broker.TreeMatches("agent1-p", ctxReq) {
-		t.Error("the expired session's filter is still in the tree")
-	}
+	// mochi expires the session within a second or two.
+	eventually(t, "the expired session's filter gone from the tree", func() bool { return !e.Broker.TreeMatches("agent1-p", ctxReq) })
 	counts(t, e, 5, 1, in)
 }
