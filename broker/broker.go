@@ -103,6 +103,10 @@ func New(opts Options) (*Broker, error) {
 		cancel()
 		return nil, fmt.Errorf("broker: add takeover hook: %w", err)
 	}
+	if err := b.srv.AddHook(&shareHook{}, nil); err != nil {
+		cancel()
+		return nil, fmt.Errorf("broker: add share hook: %w", err)
+	}
 	b.bus = newInlineBus(b.srv, o.InlineQoS)
 	if err := b.srv.AddHook(&inlineHook{bus: b.bus}, nil); err != nil {
 		cancel()

@@ -95,10 +95,9 @@ func TestRequestDelivery(t *testing.T) {
 	t.Run("a group of two serves each request once", func(t *testing.T) {
 		e, pw := agentEnv(t)
 		in1, in2 := agentOn(t, e, pw, "agent1-a", sharedRequests), agentOn(t, e, pw, "agent1-b", sharedRequests)
-		// mochi picks a member by map order, not in turn: both work, not
-		// necessarily as much.
-		if got := counts(t, e, 40, 1, in1, in2); got[0] == 0 || got[1] == 0 {
-			t.Errorf("split %v, want both to serve some", got)
+		// Members take turns (shareHook).
+		if got := counts(t, e, 40, 1, in1, in2); got[0] != 20 || got[1] != 20 {
+			t.Errorf("split %v, want 20 each", got)
 		}
 	})
 
