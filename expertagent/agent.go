@@ -56,10 +56,10 @@ var (
 // AgentOptions configures an Agent. Every field but BrokerURL has a zero
 // value with a documented default.
 type AgentOptions struct {
-	// BrokerURL is the MQTT broker: tcp://host:port, ssl://host:port or
-	// ws://host:port/path. Required. tcp:// and ssl:// (and mqtt://,
-	// tls://, mqtts://) go through the Agent's own MQTT client; ws://,
-	// wss://, unix:// and any broker while ALL_PROXY is set, through paho.
+	// BrokerURL is the MQTT broker: tcp://host:port, ssl://host:port,
+	// ws://host:port/path (also mqtt://, tls://, mqtts://, wss://,
+	// unix://), as paho.mqtt.golang dials it; a proxy in ALL_PROXY is
+	// honoured. Required.
 	BrokerURL string
 	// Username and Password log in to the broker (an identity with the
 	// expert-agent role).
@@ -125,7 +125,6 @@ type Agent struct {
 	toolList  json.RawMessage
 	serveCtx  context.Context // parent of every request's context; cancelled when shutdown gives up waiting
 	link      agentLink
-	usePaho   bool // tests: the paho link even where the lean client serves (export_test.go)
 	filter    string
 	connected chan struct{} // OnConnect signals (re)connections here; size 1, coalescing
 

@@ -41,7 +41,7 @@ type agentBenchMessage struct {
 // BenchmarkAgentDispatch measures the Agent's CPU per tools/call of a
 // trivial echo tool, the way the gateway sends it, from the delivery
 // callback to the published reply, without the network: onMessage on the
-// benchmark goroutine (the link's reader in production), a worker
+// benchmark goroutine (paho's router in production), a worker
 // for the rest. Every request is a fresh payload, as paho delivers them.
 func BenchmarkAgentDispatch(b *testing.B) {
 	echo := Tool{

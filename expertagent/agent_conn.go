@@ -61,11 +61,12 @@ func (a *Agent) reply(ctx context.Context, topic string, envelope []byte) error 
 }
 
 // publish sends at QoS 1 and waits for the PUBACK, at most agentOpTimeout.
-// It is never called from the link's delivery goroutine.
+// It is never called from the link's delivery goroutine: paho's router
+// would wait for itself.
 //
 // Replies stay QoS 1, although a QoS 0 reply would spare the broker a
-// PUBACK and the agent a read per call: both links keep a QoS 1 publish and
-// send it again once a lost connection is back (paho drops QoS 0 ones
+// PUBACK and the agent a read per call: paho keeps a QoS 1 publish and
+// sends it again once a lost connection is back (it drops QoS 0 ones
 // silently while reconnecting), the PUBACK is how the Agent learns that
 // a reply was lost (PublishErrors), and with an external broker the gateway's
 // QoS 1 subscription gets at-least-once delivery only from a QoS 1 publish.

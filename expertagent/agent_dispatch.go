@@ -30,10 +30,11 @@ type agentInbound struct {
 	msg   jsonrpc.Message
 }
 
-// onMessage runs on the link's delivery goroutine (the lean client's
-// reader): it decodes, handles cancellation at once (a cancel must not wait
-// behind the calls it cancels), and hands everything else to the workers
-// without blocking. payload is the message's own: in keeps pointing into it.
+// onMessage runs on the link's delivery goroutine (paho's router, which
+// delivers one message at a time: OrderMatters), so it neither blocks nor
+// publishes. It decodes, handles cancellation at once (a cancel must not
+// wait behind the calls it cancels), and hands everything else to the
+// workers. payload is the message's own: in keeps pointing into it.
 func (a *Agent) onMessage(topic string, payload []byte) {
 	a.stats.received.Add(1)
 	// The call carries its decoded request: one allocation for both.
@@ -63,9 +64,9 @@ func (a *Agent) onMessage(topic string, payload []byte) {
 }
 
 // decode fills in from a request topic and its payload, the envelope and
-// its JSON-RPC message in one pass (agentDecodeRequest). Both links hand
-// every message its own payload slice, which nobody changes: in keeps
-// pointing into it.
+// its JSON-RPC message in one pass (agentDecodeRequest). paho hands every
+// message its own payload slice, which nobody changes: in keeps pointing
+// into it.
 func (a *Agent) decode(topic string, payload []byte, in *agentInbound) error {
 	c, err := agentParseRequestTopic(topic)
 	if err != nil {

@@ -3,16 +3,19 @@ package expertagent
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 )
 
-// agentLink is the Agent's connection to the broker: the lean client
-// (leanClient) for tcp:// and ssl:// brokers, paho (agentPahoLink) for the
-// rest (WebSocket, unix sockets, a proxy from ALL_PROXY). Either calls the
-// Agent's onMessage for each request and signals each (re)connection on
-// a.connected; neither re-subscribes by itself.
+// agentLink is the Agent's connection to the broker. Production has one,
+// paho (agentPahoLink); the interface is the seam where tests script a
+// broker that a real one cannot imitate on cue (one that never
+// acknowledges, or stays unreachable for a whole operation timeout). It
+// calls the Agent's onMessage for each request and signals each
+// (re)connection on a.connected; it does not re-subscribe by itself.
 type agentLink interface {
 	// connect makes the first connection (not retried); later ones are
 	// automatic.
@@ -31,40 +34,10 @@ type agentLink interface {
 // newLink returns the link for the Agent's options.
 func (a *Agent) newLink() agentLink {
 	will, _ := a.presencePayload(StatusOffline)
-	u, ok := agentLeanURL(a.opts.BrokerURL)
-	if !ok || a.usePaho {
-		return &agentPahoLink{client: mqtt.NewClient(a.pahoOptions(will))}
-	}
-	return agentLeanLink{newLeanClient(leanOptions{
-		url: u, tls: a.opts.TLSConfig, clientID: a.opts.ClientID,
-		username: a.opts.Username, password: a.opts.Password,
-		will:      leanWill{topic: PresenceTopic(a.opts.ClientID), payload: will, qos: 1, retain: true},
-		keepAlive: agentKeepAlive, pingTimeout: agentPingTimeout, connectTimeout: a.opts.ConnectTimeout,
-		maxBackoff: agentMaxReconnectInterval,
-		onMessage:  a.onMessage,
-		onConnect:  a.signalConnected,
-		onLost: func(err error) {
-			a.log.WithError(err).Warn("connection to the broker lost; reconnecting")
-		},
-	}, a.log.WithField("component", "expertagent.mqtt"))}
+	return &agentPahoLink{client: mqtt.NewClient(a.pahoOptions(will))}
 }
 
-// agentLeanLink is the Agent's link through the lean client: QoS 1, one filter.
-type agentLeanLink struct{ *leanClient }
-
-func (l agentLeanLink) subscribe(ctx context.Context, filter string) error {
-	return l.leanClient.subscribe(ctx, filter)
-}
-
-func (l agentLeanLink) unsubscribe(ctx context.Context, filter string) error {
-	return l.leanClient.unsubscribe(ctx, filter)
-}
-
-func (l agentLeanLink) publish(ctx context.Context, topic string, payload []byte, retained bool) error {
-	return l.leanClient.publish(ctx, topic, 1, retained, payload)
-}
-
-// The Agent's MQTT timing, for both links.
+// The Agent's MQTT timing.
 const (
 	agentKeepAlive            = 30 * time.Second
 	agentPingTimeout          = 10 * time.Second
@@ -79,7 +52,8 @@ func (a *Agent) signalConnected() {
 	}
 }
 
-// agentPahoLink is the Agent's link through paho.
+// agentPahoLink is the Agent's link through paho: tcp://, ssl://, ws://,
+// wss://, unix:// brokers, and a proxy from ALL_PROXY.
 type agentPahoLink struct{ client mqtt.Client }
 
 // pahoOptions configures the paho client. paho does not re-subscribe after
@@ -88,7 +62,7 @@ type agentPahoLink struct{ client mqtt.Client }
 // their own).
 func (a *Agent) pahoOptions(will []byte) *mqtt.ClientOptions {
 	o := mqtt.NewClientOptions().
-		AddBroker(a.opts.BrokerURL).
+		AddBroker(agentBrokerURL(a.opts.BrokerURL)).
 		SetClientID(a.opts.ClientID).
 		SetUsername(a.opts.Username).
 		SetPassword(a.opts.Password).
@@ -112,6 +86,25 @@ func (a *Agent) pahoOptions(will []byte) *mqtt.ClientOptions {
 	}
 	o.SetBinaryWill(PresenceTopic(a.opts.ClientID), will, 1, true)
 	return o
+}
+
+// agentBrokerURL gives a tcp:// or ssl:// broker URL without a port the
+// scheme's default one: paho dials the host as written, and "missing port"
+// would fail an agent pointed at tcp://broker.
+func agentBrokerURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.Port() != "" {
+		return raw
+	}
+	switch u.Scheme {
+	case "tcp", "mqtt":
+		u.Host = net.JoinHostPort(u.Hostname(), "1883")
+	case "ssl", "tls", "mqtts", "mqtt+ssl", "tcps":
+		u.Host = net.JoinHostPort(u.Hostname(), "8883")
+	default:
+		return raw
+	}
+	return u.String()
 }
 
 func (l *agentPahoLink) connect(ctx context.Context) error {

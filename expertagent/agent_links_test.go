@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -13,9 +14,8 @@ import (
 )
 
 // TestAgentLinks: the agent serves a call with a large payload over every
-// kind of connection: its own client over tcp:// and ssl:// / tls://, paho
-// over ws:// and (forced) over tcp://. A certificate the agent does not
-// trust fails Run with ErrAgentConnect.
+// kind of connection: tcp://, ssl:// / tls:// and ws://. A certificate the
+// agent does not trust fails Run with ErrAgentConnect.
 func TestAgentLinks(t *testing.T) {
 	cert, pool := testenv.SelfSignedCert(t)
 	e := &agEnv{testenv.StartBroker(t, testenv.WithReadyCheck(), testenv.WithOptions(func(o *broker.Options) {
@@ -30,21 +30,16 @@ func TestAgentLinks(t *testing.T) {
 	for _, tc := range []struct {
 		name, url string
 		tls       *tls.Config
-		paho      bool
 	}{
-		{name: "lean tcp", url: e.URL},
-		{name: "lean ssl", url: "ssl://" + tlsAddr, tls: trust},
-		{name: "lean tls", url: "tls://" + tlsAddr, tls: trust},
-		{name: "paho ws", url: "ws://" + e.Broker.WSAddr().String() + "/mqtt"},
-		{name: "paho tcp", url: e.URL, paho: true},
+		{name: "tcp", url: e.URL},
+		{name: "ssl", url: "ssl://" + tlsAddr, tls: trust},
+		{name: "tls", url: "tls://" + tlsAddr, tls: trust},
+		{name: "ws", url: "ws://" + e.Broker.WSAddr().String() + "/mqtt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := expertagent.NewAgent(e.agentOptions(t, expertagent.AgentOptions{
-				Name: "links", ClientID: "links-" + strings.ReplaceAll(tc.name, " ", "-"), BrokerURL: tc.url, TLSConfig: tc.tls,
+				Name: "links", ClientID: "links-" + tc.name, BrokerURL: tc.url, TLSConfig: tc.tls,
 			}))
-			if tc.paho {
-				expertagent.UsePahoLink(a)
-			}
 			if err := a.AddTool(agEchoTool()); err != nil {
 				t.Fatal(err)
 			}
@@ -65,4 +60,28 @@ func TestAgentLinks(t *testing.T) {
 			t.Fatalf("Run = %v, want ErrAgentConnect for an unknown authority", err)
 		}
 	})
+}
+
+// TestAgentSubscribeRefused: a broker that refuses the request
+// subscription (any SUBACK code from 0x80 up) fails Run with
+// ErrAgentSubscribe, and Ready stays open.
+func TestAgentSubscribeRefused(t *testing.T) {
+	for _, code := range []byte{0x80, 0x87} {
+		t.Run(fmt.Sprintf("%#x", code), func(t *testing.T) {
+			t.Parallel()
+			b := newScriptedBroker(t, []byte{code})
+			a := expertagent.NewAgent(expertagent.AgentOptions{
+				Name: "refused", BrokerURL: b.url, ConnectTimeout: agWait, Logger: testenv.Logger(t, "agent"),
+			})
+			err := a.Run(agContext(t))
+			if !errors.Is(err, expertagent.ErrAgentSubscribe) || !strings.Contains(err.Error(), fmt.Sprintf("SUBACK %#x", code)) {
+				t.Fatalf("Run = %v, want ErrAgentSubscribe for SUBACK %#x", err, code)
+			}
+			select {
+			case <-a.Ready():
+				t.Error("Ready closed although the subscription was refused")
+			default:
+			}
+		})
+	}
 }

@@ -7,10 +7,8 @@ import (
 	"github.com/toolbus/toolbus/expertagent"
 )
 
-// The agent's own MQTT client (leanClient) serves tcp:// brokers: this test
-// runs under -race again (with paho it raced with itself on reconnect,
-// eclipse-paho/paho.mqtt.golang issue #703).
-
+// TestAgentResubscribesAfterReconnect: paho does not subscribe again after
+// a reconnect; the Agent does, and then announces itself online again.
 func TestAgentResubscribesAfterReconnect(t *testing.T) {
 	e := agStartBroker(t)
 	a := e.startAgent(t, expertagent.AgentOptions{Name: "phoenix", ClientID: "phoenix-1"}, agEchoTool())

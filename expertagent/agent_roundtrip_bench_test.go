@@ -11,42 +11,34 @@ import (
 
 // BenchmarkAgentRoundTrip: tools/call of a trivial echo through the
 // embedded broker to a real Agent over TCP and back (the gateway's
-// Requester on the inline bus), with the Agent on its own MQTT client and
-// on paho: the difference is the client's cost per call (sec/op here is
-// the whole round trip, on one machine).
+// Requester on the inline bus): sec/op is the whole round trip, on one
+// machine.
 func BenchmarkAgentRoundTrip(b *testing.B) {
-	for _, link := range []string{"lean", "paho"} {
-		b.Run(link, func(b *testing.B) {
-			e := agStartBroker(b)
-			a := expertagent.NewAgent(e.agentOptions(b, expertagent.AgentOptions{Name: "rt-" + link}))
-			if link == "paho" {
-				expertagent.UsePahoLink(a)
-			}
-			if err := a.AddTool(agEchoTool()); err != nil {
-				b.Fatal(err)
-			}
-			agRun(b, a)
-			r := expertagent.NewRequester(e.Broker.Bus(), expertagent.RequesterOptions{})
-			if err := r.Start(agContext(b)); err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = r.Close(agContext(b)) })
-			args := json.RawMessage(`{"text":"hello"}`)
-			var seq atomic.Int64
-			ctx := agContext(b)
-			b.SetParallelism(16)
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				c := expertagent.Context{PlatformID: "bench", UserID: "u", SessionID: fmt.Sprint("s", seq.Add(1)),
-					EntityType: expertagent.NoEntity, EntityID: expertagent.NoEntity}
-				for pb.Next() {
-					if _, err := r.CallTool(ctx, c, nil, "echo", args, nil); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
+	e := agStartBroker(b)
+	a := expertagent.NewAgent(e.agentOptions(b, expertagent.AgentOptions{Name: "rt"}))
+	if err := a.AddTool(agEchoTool()); err != nil {
+		b.Fatal(err)
 	}
+	agRun(b, a)
+	r := expertagent.NewRequester(e.Broker.Bus(), expertagent.RequesterOptions{})
+	if err := r.Start(agContext(b)); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.Close(agContext(b)) })
+	args := json.RawMessage(`{"text":"hello"}`)
+	var seq atomic.Int64
+	ctx := agContext(b)
+	b.SetParallelism(16)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		c := expertagent.Context{PlatformID: "bench", UserID: "u", SessionID: fmt.Sprint("s", seq.Add(1)),
+			EntityType: expertagent.NoEntity, EntityID: expertagent.NoEntity}
+		for pb.Next() {
+			if _, err := r.CallTool(ctx, c, nil, "echo", args, nil); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

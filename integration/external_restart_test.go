@@ -17,8 +17,8 @@ import (
 
 // This test is left out of -race builds: paho.mqtt.golang v1.5.1 races with
 // itself when it resends a stored QoS 1 publish on reconnect (upstream issue
-// #703), and under load the gateway's PahoBus has such publishes when
-// Mosquitto goes (the agent's own client does not use paho over tcp://).
+// #703), and under load the gateway's PahoBus (and the agents, which use
+// paho too) have such publishes when Mosquitto goes.
 // `make test` runs it again without -race.
 
 // The gateway's texts (in isError results) for a call cut by the broker link, and for no agent
