@@ -46,7 +46,7 @@ BENCHTIME ?= 2s
 bench:
 	./scripts/bench.sh
 	@if [ -n "$$BENCH_LONG$$BENCH_MICRO" ]; then \
-		$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./expertagent/ ./acl/ ./platformtools/ ./internal/jsonenc/; \
+		$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./contract/ ./requester/ ./expertagent/ ./acl/ ./platformtools/ ./internal/jsonenc/; \
 		$(GO) test -run '^$$' -bench BenchmarkHandler -benchmem -benchtime $(BENCHTIME) ./bench/; \
 	fi
 
@@ -70,10 +70,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSecret$$' -fuzztime $(FUZZTIME) ./acl/
 	$(GO) test -run '^$$' -fuzz '^FuzzCallArguments$$' -fuzztime $(FUZZTIME) ./platformtools/
 	$(GO) test -run '^$$' -fuzz '^FuzzFlatSchema$$' -fuzztime $(FUZZTIME) ./platformtools/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $(FUZZTIME) ./expertagent/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseTopic$$' -fuzztime $(FUZZTIME) ./expertagent/
-	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) ./expertagent/
-	$(GO) test -run '^$$' -fuzz '^FuzzAgentDecodeRequest$$' -fuzztime $(FUZZTIME) ./expertagent/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $(FUZZTIME) ./contract/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTopic$$' -fuzztime $(FUZZTIME) ./contract/
+	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) ./contract/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./contract/
+	$(GO) test -run '^$$' -fuzz '^FuzzAgentEncode$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/jsonenc/
 
 # The soak (integration/soak_test.go): SOAK_MINUTES of platform and agent

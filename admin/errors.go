@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/requester"
 )
 
 var (
@@ -78,7 +78,7 @@ func (e *APIError) Unwrap() error {
 	case codeBuiltin:
 		return ErrBuiltinRule
 	case codeBusy:
-		return expertagent.ErrContextBusy
+		return requester.ErrContextBusy
 	case codeNoBroker:
 		return ErrNoBroker
 	case codeNoServer:
@@ -104,11 +104,11 @@ func errorStatus(err error) (status int, code string) {
 		return http.StatusBadRequest, codeInvalid
 	case errors.Is(err, ErrBuiltinRule):
 		return http.StatusForbidden, codeBuiltin
-	case errors.Is(err, acl.ErrNotFound), errors.Is(err, expertagent.ErrContextNotFound):
+	case errors.Is(err, acl.ErrNotFound), errors.Is(err, requester.ErrContextNotFound):
 		return http.StatusNotFound, codeNotFound
 	case errors.Is(err, acl.ErrExists):
 		return http.StatusConflict, codeConflict
-	case errors.Is(err, expertagent.ErrContextBusy):
+	case errors.Is(err, requester.ErrContextBusy):
 		return http.StatusConflict, codeBusy
 	case errors.Is(err, ErrNoBroker):
 		return http.StatusNotImplemented, codeNoBroker

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // TestErrorStatusRoundTrip: each sentinel the Service wraps answers its
@@ -23,7 +23,7 @@ func TestErrorStatusRoundTrip(t *testing.T) {
 		{acl.ErrExists, http.StatusConflict, codeConflict},
 		{ErrInvalidRequest, http.StatusBadRequest, codeInvalid},
 		{ErrBuiltinRule, http.StatusForbidden, codeBuiltin},
-		{expertagent.ErrContextBusy, http.StatusConflict, codeBusy},
+		{requester.ErrContextBusy, http.StatusConflict, codeBusy},
 		{ErrNoBroker, http.StatusNotImplemented, codeNoBroker},
 		{ErrNoServer, http.StatusNotImplemented, codeNoServer},
 		{acl.ErrStoreReadOnly, http.StatusServiceUnavailable, codeStoreReadOnly},

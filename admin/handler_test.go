@@ -12,8 +12,9 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/testenv"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // do sends one request with an optional bearer secret and returns the
@@ -340,7 +341,7 @@ func TestAgentsAndContexts(t *testing.T) {
 		t.Fatalf("evict a/b: %v, want ErrInvalidRequest", err)
 	}
 	// The next call in the context subscribes again.
-	if _, err := e.srv.Requester().ListTools(ctx(t), c, &expertagent.Caller{UserID: "root"}); err != nil {
+	if _, err := e.srv.Requester().ListTools(ctx(t), c, &contract.Caller{UserID: "root"}); err != nil {
 		t.Fatal(err)
 	}
 	if !e.srv.Broker().InlineSubscribed(c.ResponseTopic()) {
@@ -374,7 +375,7 @@ func TestBadBodies(t *testing.T) {
 // live; on a bare store (the data-directory door) what needs a server says so.
 func TestWithoutEmbeddedBroker(t *testing.T) {
 	b := testenv.StartBroker(t)
-	req := expertagent.NewRequester(b.Broker.Bus(), expertagent.RequesterOptions{})
+	req := requester.New(b.Broker.Bus(), requester.Options{})
 	svc, err := admin.NewService(admin.Options{Store: b.Store, Policy: b.Policy, Requester: req})
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,6 @@
 package admin_test
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"errors"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/internal/testenv/servertest"
+	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
 )
 

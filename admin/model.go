@@ -6,7 +6,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // The JSON shapes of the admin API. Times are RFC 3339 in UTC; an unset
@@ -212,7 +212,7 @@ func (c Context) Key() string {
 	return c.PlatformID + "/" + c.UserID + "/" + c.SessionID + "/" + c.EntityType + "/" + c.EntityID
 }
 
-func newContext(e expertagent.ContextEntry, now time.Time) Context {
+func newContext(e requester.ContextEntry, now time.Time) Context {
 	return Context{
 		PlatformID: e.PlatformID, UserID: e.UserID, SessionID: e.SessionID, EntityType: e.EntityType, EntityID: e.EntityID,
 		Subscribed: e.Subscribed.UTC(), LastUsed: e.LastUsed.UTC(),

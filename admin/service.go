@@ -14,7 +14,8 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // Store is what the Service keeps its model in. *acl.Store satisfies it.
@@ -49,11 +50,11 @@ type Broker interface {
 }
 
 // Requester is the running gateway's side of the MQTT contract.
-// *expertagent.Requester satisfies it.
+// *requester.Requester satisfies it.
 type Requester interface {
-	Agents() []expertagent.AgentStatus
-	AllContexts() []expertagent.ContextEntry
-	Evict(ctx context.Context, c expertagent.Context) error
+	Agents() []requester.AgentStatus
+	AllContexts() []requester.ContextEntry
+	Evict(ctx context.Context, c contract.Context) error
 }
 
 // Options configures a Service. Only Store is required: a Service on a bare

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 )
 
 // Clients lists the MQTT clients connected to the embedded broker.
@@ -93,14 +93,14 @@ func (s *Service) EvictContext(ctx context.Context, key string) error {
 
 // ParseContextKey reads "platform/user/session/entityType/entityId" (as
 // Context.Key writes it). Each part must be a valid topic level.
-func ParseContextKey(key string) (expertagent.Context, error) {
+func ParseContextKey(key string) (contract.Context, error) {
 	parts := strings.Split(key, "/")
 	if len(parts) != 5 {
-		return expertagent.Context{}, invalid("context %q: want platform/user/session/entityType/entityId", key)
+		return contract.Context{}, invalid("context %q: want platform/user/session/entityType/entityId", key)
 	}
-	c := expertagent.Context{PlatformID: parts[0], UserID: parts[1], SessionID: parts[2], EntityType: parts[3], EntityID: parts[4]}
+	c := contract.Context{PlatformID: parts[0], UserID: parts[1], SessionID: parts[2], EntityType: parts[3], EntityID: parts[4]}
 	if err := c.Validate(); err != nil {
-		return expertagent.Context{}, invalid("%v", err)
+		return contract.Context{}, invalid("%v", err)
 	}
 	return c, nil
 }

@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // WatchPresence records the expert agents' connects and disconnects as
@@ -14,7 +14,7 @@ import (
 // list every interval (0 means 1s), so a flap shorter than that may go
 // unrecorded; the record's time is the status's own. The goroutine ends
 // with Close.
-func (l *Log) WatchPresence(list func() []expertagent.AgentStatus, interval time.Duration) {
+func (l *Log) WatchPresence(list func() []requester.AgentStatus, interval time.Duration) {
 	if interval <= 0 {
 		interval = time.Second
 	}
@@ -23,7 +23,7 @@ func (l *Log) WatchPresence(list func() []expertagent.AgentStatus, interval time
 		defer l.watchers.Done()
 		t := time.NewTicker(interval)
 		defer t.Stop()
-		seen := map[string]expertagent.AgentStatus{}
+		seen := map[string]requester.AgentStatus{}
 		for {
 			l.presenceChanges(seen, list())
 			select {
@@ -37,7 +37,7 @@ func (l *Log) WatchPresence(list func() []expertagent.AgentStatus, interval time
 
 // presenceChanges records what changed between seen and now, and updates
 // seen.
-func (l *Log) presenceChanges(seen map[string]expertagent.AgentStatus, now []expertagent.AgentStatus) {
+func (l *Log) presenceChanges(seen map[string]requester.AgentStatus, now []requester.AgentStatus) {
 	for _, a := range now {
 		old, known := seen[a.ClientID]
 		seen[a.ClientID] = a

@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"bytes"
 	"cmp"
 	"context"
@@ -21,6 +19,7 @@ import (
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/internal/testenv/servertest"
+	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
 )
 

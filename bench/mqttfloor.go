@@ -12,7 +12,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 )
 
 // MQTTFloorScenario names the raw MQTT request/response scenario.
@@ -100,10 +100,10 @@ func RunMQTTFloor(ctx context.Context, o MQTTFloorOptions) (*Result, error) {
 	defer f.close()
 
 	text := payloadText(lo.PayloadBytes)
-	ctxs := make([]expertagent.Context, lo.Sessions)
+	ctxs := make([]contract.Context, lo.Sessions)
 	for i := range ctxs {
-		ctxs[i] = expertagent.Context{PlatformID: o.PlatformID, UserID: o.UserID,
-			SessionID: "f" + f.run + "-" + strconv.Itoa(i), EntityType: expertagent.NoEntity, EntityID: expertagent.NoEntity}
+		ctxs[i] = contract.Context{PlatformID: o.PlatformID, UserID: o.UserID,
+			SessionID: "f" + f.run + "-" + strconv.Itoa(i), EntityType: contract.NoEntity, EntityID: contract.NoEntity}
 		if err := f.subscribe(ctx, ctxs[i].ResponseTopic()); err != nil {
 			return nil, fmt.Errorf("%w: subscribe %s: %w", ErrSetup, ctxs[i].ResponseTopic(), err)
 		}
@@ -272,8 +272,8 @@ type floorWorker struct {
 	due                     time.Time // when the current call was due (LoadOptions.Rate); zero: now
 }
 
-func newFloorWorker(f *floor, i int, c expertagent.Context, text string) *floorWorker {
-	caller, _ := json.Marshal(expertagent.Caller{UserID: c.UserID, Scopes: []string{"tools:list", "tools:call"}})
+func newFloorWorker(f *floor, i int, c contract.Context, text string) *floorWorker {
+	caller, _ := json.Marshal(contract.Caller{UserID: c.UserID, Scopes: []string{"tools:list", "tools:call"}})
 	params, _ := json.Marshal(map[string]any{"name": f.opts.Tool, "arguments": map[string]string{"text": text}})
 	return &floorWorker{
 		f: f, topic: c.RequestTopic(), prefix: "f" + f.run + "-" + strconv.Itoa(i) + "-", expect: text,
@@ -365,7 +365,7 @@ func (doneToken) Done() <-chan struct{} { return nil }
 // checkFloorReply decodes a reply envelope; final is false for a message
 // that is not the response (a notification, a request to the client).
 func checkFloorReply(p []byte, id, expect string) (final bool, err error) {
-	env, err := expertagent.DecodeEnvelope(p)
+	env, err := contract.DecodeEnvelope(p)
 	if err != nil {
 		return true, fmt.Errorf("%w: %v", ErrBadResponse, err)
 	}

@@ -13,14 +13,14 @@ import (
 )
 
 // MessageHandler receives a message on the InlineBus: the same function type
-// as expertagent.MessageHandler. It runs on the publisher's goroutine (a
+// as requester.MessageHandler. It runs on the publisher's goroutine (a
 // client's read loop, or the caller of Publish), so it must not block and
 // must not call back into the bus: it hands off and returns. The payload is
 // the handler's own.
 type MessageHandler = func(topic string, payload []byte)
 
 // InlineBus is the broker's in-process client: the gateway's way onto the
-// bus without a network hop. It satisfies expertagent.Bus.
+// bus without a network hop. It satisfies requester.Bus.
 //
 // Its subscriptions bypass the ACL (it is the gateway itself). Publishing is
 // fire-and-forget: mochi routes the message to every subscriber before

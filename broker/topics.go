@@ -19,7 +19,7 @@ func isContextTopic(topic string) bool {
 }
 
 // presenceTopic is the presence topic of the agent with this client ID (the
-// same string as expertagent.PresenceTopic, which this package does not
+// same string as contract.PresenceTopic, which this package does not
 // import).
 func presenceTopic(clientID string) string {
 	return acl.ReservedPrefix + "agents/" + clientID + "/status"

@@ -1,8 +1,6 @@
 package conformance
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // toolFunc runs one fixture tool. It returns a *mcp.CallToolResult, or

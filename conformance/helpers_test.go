@@ -12,9 +12,11 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // testWait bounds every single wait of a test.
@@ -28,8 +30,8 @@ const allCaps = `{"sampling":{},"elicitation":{},"roots":{"listChanged":true}}`
 // called the way the gateway calls it: a Requester over the broker's
 // inline bus.
 type fx struct {
-	req *expertagent.Requester
-	ctx expertagent.Context
+	req *requester.Requester
+	ctx contract.Context
 }
 
 // startFixture runs an Agent with the fixture registered with opts, and a
@@ -70,7 +72,7 @@ func startFixture(t *testing.T, opts Options) *fx {
 		t.Fatal("agent not ready in time")
 	}
 
-	r := expertagent.NewRequester(env.Broker.Bus(), expertagent.RequesterOptions{
+	r := requester.New(env.Broker.Bus(), requester.Options{
 		CallTimeout: testWait, Logger: testenv.LoggerAt(t, "requester", logrus.InfoLevel)})
 	if err := r.Start(testenv.Context(t, testWait)); err != nil {
 		t.Fatalf("start requester: %v", err)
@@ -82,8 +84,8 @@ func startFixture(t *testing.T, opts Options) *fx {
 			t.Errorf("close requester: %v", err)
 		}
 	})
-	return &fx{req: r, ctx: expertagent.Context{PlatformID: "gw1", UserID: "u1", SessionID: "s1",
-		EntityType: expertagent.NoEntity, EntityID: expertagent.NoEntity}}
+	return &fx{req: r, ctx: contract.Context{PlatformID: "gw1", UserID: "u1", SessionID: "s1",
+		EntityType: contract.NoEntity, EntityID: contract.NoEntity}}
 }
 
 // reply is the final answer to a request and the notifications before it.
@@ -95,9 +97,9 @@ type reply struct {
 // request sends method with raw params for caller user ("" = no caller).
 func (f *fx) request(t *testing.T, user, method, params string) *reply {
 	t.Helper()
-	var caller *expertagent.Caller
+	var caller *contract.Caller
 	if user != "" {
-		caller = &expertagent.Caller{UserID: user, Scopes: []string{"tools:call"}}
+		caller = &contract.Caller{UserID: user, Scopes: []string{"tools:call"}}
 	}
 	var (
 		mu  sync.Mutex

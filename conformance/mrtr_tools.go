@@ -1,13 +1,12 @@
 package conformance
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"strings"
 
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // Input request keys. The 2026-07-28 scenarios check the keys of the

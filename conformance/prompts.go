@@ -1,8 +1,6 @@
 package conformance
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // promptArgument is one argument of a prompt, as prompts/list lists it.

@@ -1,14 +1,13 @@
 package conformance
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"encoding/json"
 	"regexp"
 
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // resourceWire is a resource as resources/list lists it.

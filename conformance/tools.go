@@ -1,12 +1,11 @@
 package conformance
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"fmt"
 
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // The suite's reference payloads (its TypeScript and Go fixtures use the

@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
 )
 
 // Defaults of AgentOptions.
@@ -148,7 +149,7 @@ func NewAgent(opts AgentOptions) *Agent {
 		opts.Version = DefaultAgentVersion
 	}
 	if opts.ClientID == "" {
-		opts.ClientID = opts.Name + "-" + randomID(4)
+		opts.ClientID = opts.Name + "-" + contract.RandomID(4)
 	}
 	if opts.Group == "" {
 		opts.Group = opts.Name
@@ -283,9 +284,9 @@ func (a *Agent) start() error {
 		return err
 	}
 	a.toolList = list
-	a.filter = SharedRequestFilter(a.opts.Group)
+	a.filter = contract.SharedRequestFilter(a.opts.Group)
 	if a.opts.Exclusive {
-		a.filter = RequestFilter
+		a.filter = contract.RequestFilter
 	}
 	a.started = true
 	return nil
@@ -382,7 +383,7 @@ func (a *Agent) announce(ctx context.Context) error {
 	if err := a.subscribe(ctx); err != nil {
 		return err
 	}
-	return a.publishPresence(ctx, StatusOnline)
+	return a.publishPresence(ctx, contract.StatusOnline)
 }
 
 // shutdown stops serving: offline presence, unsubscribe, drain the queue,
@@ -394,7 +395,7 @@ func (a *Agent) shutdown(ctx context.Context, workers, rejecter *sync.WaitGroup,
 		// agent, as `make run` does) would hold each for agentOpTimeout.
 		// A publish written before the bound still reaches a live broker.
 		opCtx, cancel := context.WithTimeout(base, agentShutdownOpTimeout)
-		if err := a.publishPresence(opCtx, StatusOffline); err != nil {
+		if err := a.publishPresence(opCtx, contract.StatusOffline); err != nil {
 			a.log.WithError(err).Warn("publish offline presence")
 		}
 		if err := a.unsubscribe(opCtx); err != nil {

@@ -1,6 +1,7 @@
 package expertagent
 
 import (
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/mcp"
 
 	"context"
@@ -66,7 +67,7 @@ func BenchmarkAgentDispatch(b *testing.B) {
 	client := &agentBenchLink{}
 	stop := agentBenchStart(b, a, client)
 
-	c := Context{PlatformID: "gw-1", UserID: "bench", SessionID: "s-0123456789abcdef", EntityType: NoEntity, EntityID: NoEntity}
+	c := contract.Context{PlatformID: "gw-1", UserID: "bench", SessionID: "s-0123456789abcdef", EntityType: contract.NoEntity, EntityID: contract.NoEntity}
 	topic := c.RequestTopic()
 	deadline := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
 	payload := func(i int) []byte {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
@@ -49,7 +50,7 @@ func (a *Agent) claimLoop(ctx context.Context) {
 const maxClaimTries = 3
 
 // claimMessage is the ClaimMethod notification.
-var claimMessage = []byte(`{"jsonrpc":"` + jsonrpc.Version + `","method":"` + ClaimMethod + `"}`)
+var claimMessage = []byte(`{"jsonrpc":"` + jsonrpc.Version + `","method":"` + contract.ClaimMethod + `"}`)
 
 // claim sends the call's claim, unless it went already or the call is
 // over. c.mu is held meanwhile, so the final response waits for it: a
@@ -61,7 +62,7 @@ func (c *agentCall) claim(ctx context.Context) error {
 		return nil
 	}
 	c.claimTries++
-	env := Envelope{CorrelationID: c.corrID, Agent: c.agent.opts.ClientID, Message: claimMessage}
+	env := contract.Envelope{CorrelationID: c.corrID, Agent: c.agent.opts.ClientID, Message: claimMessage}
 	b, err := env.Encode()
 	if err != nil {
 		return fmt.Errorf("claim: %w", err)

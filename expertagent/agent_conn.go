@@ -8,6 +8,8 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/toolbus/toolbus/contract"
 )
 
 // agentSubackFailure is the SUBACK return code of a refused subscription
@@ -17,9 +19,9 @@ const agentSubackFailure = 0x80
 
 // presencePayload is the retained presence message for status.
 func (a *Agent) presencePayload(status string) ([]byte, error) {
-	return json.Marshal(Presence{
+	return json.Marshal(contract.Presence{
 		Status: status, ClientID: a.opts.ClientID, Name: a.opts.Name, Version: a.opts.Version,
-		Since: unixMilli(time.Now()),
+		Since: time.Now().UnixMilli(),
 	})
 }
 
@@ -28,7 +30,7 @@ func (a *Agent) publishPresence(ctx context.Context, status string) error {
 	if err != nil {
 		return fmt.Errorf("presence: %w", err)
 	}
-	if err := a.publish(ctx, PresenceTopic(a.opts.ClientID), p, true); err != nil {
+	if err := a.publish(ctx, contract.PresenceTopic(a.opts.ClientID), p, true); err != nil {
 		return fmt.Errorf("publish %s presence: %w", status, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/mcp"
 )
@@ -25,8 +26,8 @@ var errAgentCancelled = errors.New("cancelled by the caller")
 // agentInbound is one decoded message from a request topic.
 type agentInbound struct {
 	topic string // request topic
-	ctx   Context
-	env   Envelope
+	ctx   contract.Context
+	env   contract.Envelope
 	msg   jsonrpc.Message
 }
 
@@ -64,7 +65,7 @@ func (a *Agent) onMessage(topic string, payload []byte) {
 }
 
 // decode fills in from a request topic and its payload, the envelope and
-// its JSON-RPC message in one pass (agentDecodeRequest). paho hands every
+// its JSON-RPC message in one pass (contract.Decode). paho hands every
 // message its own payload slice, which nobody changes: in keeps pointing
 // into it.
 func (a *Agent) decode(topic string, payload []byte, in *agentInbound) error {
@@ -73,14 +74,14 @@ func (a *Agent) decode(topic string, payload []byte, in *agentInbound) error {
 		return err
 	}
 	in.topic, in.ctx = topic, c
-	if err := agentDecodeRequest(payload, &in.env, &in.msg); err != nil {
+	if err := contract.Decode(payload, &in.env, &in.msg); err != nil {
 		return err
 	}
 	if in.env.Agent != "" && in.env.Agent != a.opts.Name {
 		return fmt.Errorf("envelope for agent %q, not %q", in.env.Agent, a.opts.Name)
 	}
 	if in.msg.JSONRPC != jsonrpc.Version {
-		return fmt.Errorf("%w: jsonrpc %q", ErrBadEnvelope, in.msg.JSONRPC)
+		return fmt.Errorf("%w: jsonrpc %q", contract.ErrBadEnvelope, in.msg.JSONRPC)
 	}
 	return nil
 }
@@ -88,10 +89,10 @@ func (a *Agent) decode(topic string, payload []byte, in *agentInbound) error {
 // agentParseRequestTopic is ParseTopic for a request topic, without the
 // allocations of strings.Split: the context's levels are substrings of
 // topic.
-func agentParseRequestTopic(topic string) (Context, error) {
-	rest, ok := strings.CutPrefix(topic, TopicPrefix)
+func agentParseRequestTopic(topic string) (contract.Context, error) {
+	rest, ok := strings.CutPrefix(topic, contract.TopicPrefix)
 	if !ok {
-		return Context{}, fmt.Errorf("topic %q: not under %s", topic, TopicPrefix)
+		return contract.Context{}, fmt.Errorf("topic %q: not under %s", topic, contract.TopicPrefix)
 	}
 	var l [6]string
 	for i := range l {
@@ -100,15 +101,15 @@ func agentParseRequestTopic(topic string) (Context, error) {
 			break
 		}
 		if l[i], rest, ok = strings.Cut(rest, "/"); !ok {
-			return Context{}, fmt.Errorf("topic %q: want %s<5 levels>/req", topic, TopicPrefix)
+			return contract.Context{}, fmt.Errorf("topic %q: want %s<5 levels>/req", topic, contract.TopicPrefix)
 		}
 	}
 	if l[5] != "req" {
-		return Context{}, fmt.Errorf("topic %q: not a request topic", topic)
+		return contract.Context{}, fmt.Errorf("topic %q: not a request topic", topic)
 	}
-	c := Context{l[0], l[1], l[2], l[3], l[4]}
+	c := contract.Context{PlatformID: l[0], UserID: l[1], SessionID: l[2], EntityType: l[3], EntityID: l[4]}
 	if err := c.Validate(); err != nil {
-		return Context{}, fmt.Errorf("topic %q: %w", topic, err)
+		return contract.Context{}, fmt.Errorf("topic %q: %w", topic, err)
 	}
 	return c, nil
 }

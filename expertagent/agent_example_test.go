@@ -1,8 +1,6 @@
 package expertagent_test
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"fmt"
 	"log"
@@ -15,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // ExampleAgent writes an expert agent with one tool, shout, and serves it

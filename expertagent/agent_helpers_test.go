@@ -1,8 +1,6 @@
 package expertagent_test
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,9 +10,11 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/broker"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // Helpers of the agent-side tests, all prefixed "ag" so that they cannot
@@ -121,7 +121,7 @@ func agRun(t testing.TB, a *expertagent.Agent) *agRunning {
 
 // agReply is one message an agent published on a response topic.
 type agReply struct {
-	env expertagent.Envelope
+	env contract.Envelope
 	msg jsonrpc.Message
 	raw string
 }
@@ -131,7 +131,7 @@ type agReply struct {
 // its response topic, in order.
 type agCaller struct {
 	env     *agEnv
-	ctx     expertagent.Context
+	ctx     contract.Context
 	replies chan agReply
 	bad     atomic.Int32 // undecodable replies
 	seq     atomic.Int64
@@ -142,15 +142,15 @@ var agContextSeq atomic.Int64
 // newCaller subscribes to a fresh context's response topic.
 func (e *agEnv) newCaller(t testing.TB) *agCaller {
 	t.Helper()
-	c := &agCaller{env: e, replies: make(chan agReply, 1024), ctx: expertagent.Context{
+	c := &agCaller{env: e, replies: make(chan agReply, 1024), ctx: contract.Context{
 		PlatformID: "plat", UserID: "user1",
-		SessionID: fmt.Sprintf("sess%d", agContextSeq.Add(1)), EntityType: expertagent.NoEntity, EntityID: expertagent.NoEntity,
+		SessionID: fmt.Sprintf("sess%d", agContextSeq.Add(1)), EntityType: contract.NoEntity, EntityID: contract.NoEntity,
 	}}
 	bus := e.Broker.Bus()
 	topic := c.ctx.ResponseTopic()
 	if err := bus.Subscribe(agContext(t), topic, func(_ string, payload []byte) {
 		r := agReply{raw: string(payload)}
-		env, err := expertagent.DecodeEnvelope(payload)
+		env, err := contract.DecodeEnvelope(payload)
 		if err == nil {
 			r.env = env
 			err = json.Unmarshal(env.Message, &r.msg)
@@ -174,7 +174,7 @@ func (e *agEnv) newCaller(t testing.TB) *agCaller {
 // agSendOpts are the envelope fields a test may set.
 type agSendOpts struct {
 	deadline time.Time
-	caller   *expertagent.Caller
+	caller   *contract.Caller
 	noID     bool // send a notification
 }
 
@@ -204,9 +204,9 @@ func (c *agCaller) sendAs(t testing.TB, corrID, method string, params any, o agS
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := expertagent.Envelope{CorrelationID: corrID, Message: raw, Caller: o.caller}
+	env := contract.Envelope{CorrelationID: corrID, Message: raw, Caller: o.caller}
 	if o.caller == nil {
-		env.Caller = &expertagent.Caller{UserID: c.ctx.UserID, Scopes: []string{"tools:list", "tools:call"}}
+		env.Caller = &contract.Caller{UserID: c.ctx.UserID, Scopes: []string{"tools:list", "tools:call"}}
 	}
 	if !o.deadline.IsZero() {
 		env.Deadline = o.deadline.UnixMilli()

@@ -2,82 +2,20 @@ package expertagent
 
 import (
 	"encoding/json"
-	"fmt"
 
+	"github.com/toolbus/toolbus/internal/jsonenc"
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
-// The Agent decodes one request envelope per call and encodes one reply.
-// Decoding goes through the scanner the requester uses (decodeEnvelopeFast),
-// which reads what it can vouch for in one pass and leaves anything unusual
-// to encoding/json; encoding writes the bytes json.Marshal would.
+// The Agent decodes one request envelope per call (contract.Decode) and
+// encodes one reply, writing the bytes json.Marshal would.
 
-// agentDecodeRequest decodes a request payload (an envelope and the
-// JSON-RPC message in it): as DecodeEnvelope followed by json.Unmarshal of
-// the message into a jsonrpc.Message. env.Message and the raw members of
-// msg (id, params) may point into payload: payload must not change
-// afterwards.
-func agentDecodeRequest(payload []byte, env *Envelope, msg *jsonrpc.Message) error {
-	*env, *msg = Envelope{}, jsonrpc.Message{}
-	if len(payload) <= MaxEnvelopeSize && decodeEnvelopeFast(payload, env, msg) {
-		return env.check()
-	}
-	*msg = jsonrpc.Message{}
-	e, err := DecodeEnvelope(payload)
-	if err != nil {
-		return err
-	}
-	*env = e
-	if err := json.Unmarshal(env.Message, msg); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadEnvelope, err)
-	}
-	return nil
-}
+// agentDecodeParams decodes params into p.
+func agentDecodeParams(params []byte, p *agentParams) error { return json.Unmarshal(params, p) }
 
-var (
-	paramsKeys = []string{"name", "arguments", "protocolVersion", "_meta"}
-	metaKeys   = []string{"progressToken"}
-)
-
-// agentDecodeParams decodes params into p as json.Unmarshal does, in one
-// pass when the scanner can vouch for them.
-func agentDecodeParams(params []byte, p *agentParams) error {
-	s := fastScanner{b: params}
-	var seenName, seenArgs, seenVersion, seenMeta, seenToken bool
-	ok := s.object(paramsKeys, func(key []byte) bool {
-		switch string(key) {
-		case "name":
-			return s.str(&p.Name, &seenName)
-		case "arguments":
-			return s.raw(&p.Arguments, &seenArgs)
-		case "protocolVersion":
-			return s.str(&p.ProtocolVersion, &seenVersion)
-		case "_meta":
-			if seenMeta || s.peek() != '{' {
-				return false
-			}
-			seenMeta = true
-			return s.object(metaKeys, func(key []byte) bool {
-				if string(key) == "progressToken" {
-					return s.raw(&p.Meta.ProgressToken, &seenToken)
-				}
-				_, ok := s.skipValue(1)
-				return ok
-			})
-		}
-		_, ok := s.skipValue(1)
-		return ok
-	})
-	if ok {
-		s.ws()
-		ok = s.i == len(s.b)
-	}
-	if !ok {
-		*p = agentParams{}
-		return json.Unmarshal(params, p)
-	}
-	return nil
-}
+// appendJSONString appends s as a JSON string, byte for byte as
+// json.Marshal writes it.
+func appendJSONString(dst []byte, s string) []byte { return jsonenc.AppendString(dst, s, true) }
 
 // agentAppendRaw appends a raw value the Agent decoded (valid JSON) as
 // json.Marshal would write it: compact and HTML-escaped. Values with

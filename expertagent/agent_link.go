@@ -8,6 +8,8 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/toolbus/toolbus/contract"
 )
 
 // agentLink is the Agent's connection to the broker. Production has one,
@@ -33,7 +35,7 @@ type agentLink interface {
 
 // newLink returns the link for the Agent's options.
 func (a *Agent) newLink() agentLink {
-	will, _ := a.presencePayload(StatusOffline)
+	will, _ := a.presencePayload(contract.StatusOffline)
 	return &agentPahoLink{client: mqtt.NewClient(a.pahoOptions(will))}
 }
 
@@ -84,7 +86,7 @@ func (a *Agent) pahoOptions(will []byte) *mqtt.ClientOptions {
 	if a.opts.TLSConfig != nil {
 		o.SetTLSConfig(a.opts.TLSConfig)
 	}
-	o.SetBinaryWill(PresenceTopic(a.opts.ClientID), will, 1, true)
+	o.SetBinaryWill(contract.PresenceTopic(a.opts.ClientID), will, 1, true)
 	return o
 }
 

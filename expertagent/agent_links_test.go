@@ -69,9 +69,9 @@ func TestAgentSubscribeRefused(t *testing.T) {
 	for _, code := range []byte{0x80, 0x87} {
 		t.Run(fmt.Sprintf("%#x", code), func(t *testing.T) {
 			t.Parallel()
-			b := newScriptedBroker(t, []byte{code})
+			b := testenv.NewScriptedBroker(t, []byte{code})
 			a := expertagent.NewAgent(expertagent.AgentOptions{
-				Name: "refused", BrokerURL: b.url, ConnectTimeout: agWait, Logger: testenv.Logger(t, "agent"),
+				Name: "refused", BrokerURL: b.URL, ConnectTimeout: agWait, Logger: testenv.Logger(t, "agent"),
 			})
 			err := a.Run(agContext(t))
 			if !errors.Is(err, expertagent.ErrAgentSubscribe) || !strings.Contains(err.Error(), fmt.Sprintf("SUBACK %#x", code)) {

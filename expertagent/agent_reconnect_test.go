@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
 )
 
@@ -18,10 +19,10 @@ func TestAgentResubscribesAfterReconnect(t *testing.T) {
 	// A fresh broker knows neither the agent's subscription nor its presence:
 	// both must come back through the agent's reconnect.
 	e.Restart(t)
-	online := make(chan expertagent.Presence, 16)
-	if err := e.Broker.Bus().Subscribe(agContext(t), expertagent.PresenceTopic(a.ClientID()), func(_ string, b []byte) {
-		var p expertagent.Presence
-		if json.Unmarshal(b, &p) == nil && p.Status == expertagent.StatusOnline {
+	online := make(chan contract.Presence, 16)
+	if err := e.Broker.Bus().Subscribe(agContext(t), contract.PresenceTopic(a.ClientID()), func(_ string, b []byte) {
+		var p contract.Presence
+		if json.Unmarshal(b, &p) == nil && p.Status == contract.StatusOnline {
 			online <- p
 		}
 	}); err != nil {

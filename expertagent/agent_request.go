@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
@@ -40,9 +41,9 @@ const (
 // with the context it came in and the caller it is made for.
 type MethodRequest struct {
 	// Context is the conversation the request belongs to (from its topic).
-	Context Context
+	Context contract.Context
 	// Caller is who the gateway authenticated; nil if the envelope has none.
-	Caller *Caller
+	Caller *contract.Caller
 	// CorrelationID ties every reply to this request.
 	CorrelationID string
 	// Method and Params are the JSON-RPC method and its raw params.

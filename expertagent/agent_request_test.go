@@ -1,8 +1,6 @@
 package expertagent_test
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 func TestCallRequestBind(t *testing.T) {

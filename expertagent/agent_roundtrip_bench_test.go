@@ -6,7 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // BenchmarkAgentRoundTrip: tools/call of a trivial echo through the
@@ -20,7 +22,7 @@ func BenchmarkAgentRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	agRun(b, a)
-	r := expertagent.NewRequester(e.Broker.Bus(), expertagent.RequesterOptions{})
+	r := requester.New(e.Broker.Bus(), requester.Options{})
 	if err := r.Start(agContext(b)); err != nil {
 		b.Fatal(err)
 	}
@@ -32,8 +34,8 @@ func BenchmarkAgentRoundTrip(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		c := expertagent.Context{PlatformID: "bench", UserID: "u", SessionID: fmt.Sprint("s", seq.Add(1)),
-			EntityType: expertagent.NoEntity, EntityID: expertagent.NoEntity}
+		c := contract.Context{PlatformID: "bench", UserID: "u", SessionID: fmt.Sprint("s", seq.Add(1)),
+			EntityType: contract.NoEntity, EntityID: contract.NoEntity}
 		for pb.Next() {
 			if _, err := r.CallTool(ctx, c, nil, "echo", args, nil); err != nil {
 				b.Error(err)

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolbus/toolbus/contract"
 )
 
 // shutdownLink is a scripted, open broker link that records how long each
@@ -47,7 +49,7 @@ func TestShutdownOpsBounded(t *testing.T) {
 	stop()
 	link.mu.Lock()
 	defer link.mu.Unlock()
-	for _, op := range []string{"publish " + PresenceTopic("quitter"), "unsubscribe"} {
+	for _, op := range []string{"publish " + contract.PresenceTopic("quitter"), "unsubscribe"} {
 		left, ok := link.waits[op]
 		if !ok {
 			t.Errorf("%s not tried at shutdown (waits %v)", op, link.waits)

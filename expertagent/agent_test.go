@@ -1,8 +1,6 @@
 package expertagent_test
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,8 +13,10 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"go.uber.org/goleak"
 
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // agServeTools are the tools of the dispatch tests.
@@ -199,7 +199,7 @@ func TestAgentToolsCall(t *testing.T) {
 		name       string
 		tool       string
 		args       any
-		caller     *expertagent.Caller
+		caller     *contract.Caller
 		wantError  bool
 		wantText   string // text of the single content; "*" = any
 		wantStruct string
@@ -213,10 +213,10 @@ func TestAgentToolsCall(t *testing.T) {
 		{name: "bind names a mistyped field", tool: "echo", args: map[string]any{"text": 5}, wantError: true,
 			wantText: `invalid arguments: field "text": want string, got number`},
 		{name: "nil result is empty content", tool: "nothing"},
-		{name: "request carries caller, context and correlation", tool: "whoami", caller: &expertagent.Caller{UserID: "alice"}, wantText: "*"},
+		{name: "request carries caller, context and correlation", tool: "whoami", caller: &contract.Caller{UserID: "alice"}, wantText: "*"},
 		{name: "read-only caller may call a read-only tool", tool: "echo", args: map[string]any{"text": "ro"},
-			caller: &expertagent.Caller{UserID: "u", ReadOnly: true}, wantText: "ro"},
-		{name: "read-only caller may not call a writing tool", tool: "write", caller: &expertagent.Caller{UserID: "u", ReadOnly: true},
+			caller: &contract.Caller{UserID: "u", ReadOnly: true}, wantText: "ro"},
+		{name: "read-only caller may not call a writing tool", tool: "write", caller: &contract.Caller{UserID: "u", ReadOnly: true},
 			wantError: true, wantText: `tool "write" changes state and the caller's token is read-only; use a token without --read-only`},
 		{name: "writing tool for a normal caller", tool: "write", wantText: "written"},
 	}
@@ -556,33 +556,33 @@ func TestAgentOverTCPWithPlatformClient(t *testing.T) {
 	t.Cleanup(func() { cl.Disconnect(100) })
 
 	// Presence is retained: a gateway that subscribes later still sees it.
-	if tok := cl.Subscribe(expertagent.PresenceFilter, 1, nil); !tok.WaitTimeout(agWait) || tok.Error() != nil {
+	if tok := cl.Subscribe(contract.PresenceFilter, 1, nil); !tok.WaitTimeout(agWait) || tok.Error() != nil {
 		t.Fatalf("subscribe presence: %v", tok.Error())
 	}
 	m := agRecv(t, replies, "retained presence")
-	var p expertagent.Presence
-	if err := json.Unmarshal(m.Payload(), &p); err != nil || m.Topic() != expertagent.PresenceTopic(a.ClientID()) || !m.Retained() ||
-		p.Status != expertagent.StatusOnline || p.ClientID != a.ClientID() || p.Name != "tcp" || p.Version != "dev" || p.Since == 0 {
+	var p contract.Presence
+	if err := json.Unmarshal(m.Payload(), &p); err != nil || m.Topic() != contract.PresenceTopic(a.ClientID()) || !m.Retained() ||
+		p.Status != contract.StatusOnline || p.ClientID != a.ClientID() || p.Name != "tcp" || p.Version != "dev" || p.Since == 0 {
 		t.Fatalf("presence %s %s (retained %v), want retained online for %s", m.Topic(), m.Payload(), m.Retained(), a.ClientID())
 	}
 
-	ctx := expertagent.Context{PlatformID: "plat1gw", UserID: "u1", SessionID: "s1", EntityType: "project", EntityID: "p-7"}
+	ctx := contract.Context{PlatformID: "plat1gw", UserID: "u1", SessionID: "s1", EntityType: "project", EntityID: "p-7"}
 	if tok := cl.Subscribe(ctx.ResponseTopic(), 1, nil); !tok.WaitTimeout(agWait) || tok.Error() != nil {
 		t.Fatalf("subscribe response topic: %v", tok.Error())
 	}
-	env := expertagent.Envelope{CorrelationID: "tcp-1", Deadline: time.Now().Add(agWait).UnixMilli(), Caller: &expertagent.Caller{UserID: "u1"},
+	env := contract.Envelope{CorrelationID: "tcp-1", Deadline: time.Now().Add(agWait).UnixMilli(), Caller: &contract.Caller{UserID: "u1"},
 		Message: json.RawMessage(`{"jsonrpc":"2.0","id":"tcp-1","method":"tools/call","params":{"name":"echo","arguments":{"text":"over tcp"}}}`)}
 	payload, _ := env.Encode()
 	if tok := cl.Publish(ctx.RequestTopic(), 1, false, payload); !tok.WaitTimeout(agWait) || tok.Error() != nil {
 		t.Fatalf("publish request: %v", tok.Error())
 	}
 	m = agRecv(t, replies, "response")
-	if m.Topic() == expertagent.PresenceTopic(a.ClientID()) {
+	if m.Topic() == contract.PresenceTopic(a.ClientID()) {
 		// The retained presence again, live this time: mochi acknowledges
 		// a publish before it routes it (docs/upstream.md, mochi 10).
 		m = agRecv(t, replies, "response")
 	}
-	got, err := expertagent.DecodeEnvelope(m.Payload())
+	got, err := contract.DecodeEnvelope(m.Payload())
 	if err != nil || m.Topic() != ctx.ResponseTopic() || got.CorrelationID != "tcp-1" {
 		t.Fatalf("reply %s %s: %v", m.Topic(), m.Payload(), err)
 	}
@@ -594,10 +594,10 @@ func TestAgentOverTCPWithPlatformClient(t *testing.T) {
 func TestAgentRunStopsCleanlyAndGoesOffline(t *testing.T) {
 	e := agStartBroker(t)
 	ignore := goleak.IgnoreCurrent() // the broker's goroutines: it outlives this check
-	presence := make(chan expertagent.Presence, 16)
+	presence := make(chan contract.Presence, 16)
 	const clientID = "stopper-1"
-	if err := e.Broker.Bus().Subscribe(agContext(t), expertagent.PresenceTopic(clientID), func(_ string, b []byte) {
-		var p expertagent.Presence
+	if err := e.Broker.Bus().Subscribe(agContext(t), contract.PresenceTopic(clientID), func(_ string, b []byte) {
+		var p contract.Presence
 		if json.Unmarshal(b, &p) == nil {
 			presence <- p
 		}
@@ -614,7 +614,7 @@ func TestAgentRunStopsCleanlyAndGoesOffline(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	agRecv(t, a.Ready(), "Ready")
-	if p := agRecv(t, presence, "online presence"); p.Status != expertagent.StatusOnline {
+	if p := agRecv(t, presence, "online presence"); p.Status != contract.StatusOnline {
 		t.Fatalf("presence = %+v, want online", p)
 	}
 	// A call in flight when ctx ends is finished and answered before Run returns.
@@ -622,7 +622,7 @@ func TestAgentRunStopsCleanlyAndGoesOffline(t *testing.T) {
 	corrID := c.send(t, "tools/call", agCallParams("block", nil, nil), agSendOpts{})
 	agRecv(t, b.started, "handler start")
 	cancel()
-	if p := agRecv(t, presence, "offline presence"); p.Status != expertagent.StatusOffline || p.ClientID != clientID {
+	if p := agRecv(t, presence, "offline presence"); p.Status != contract.StatusOffline || p.ClientID != clientID {
 		t.Fatalf("presence = %+v, want offline", p)
 	}
 	close(b.release)
@@ -633,16 +633,16 @@ func TestAgentRunStopsCleanlyAndGoesOffline(t *testing.T) {
 		t.Fatalf("Run = %v, want nil", err)
 	}
 	// The offline status stays retained for gateways that come later.
-	late := make(chan expertagent.Presence, 1)
-	if err := e.Broker.Bus().Subscribe(agContext(t), expertagent.PresenceFilter, func(_ string, b []byte) {
-		var p expertagent.Presence
+	late := make(chan contract.Presence, 1)
+	if err := e.Broker.Bus().Subscribe(agContext(t), contract.PresenceFilter, func(_ string, b []byte) {
+		var p contract.Presence
 		if json.Unmarshal(b, &p) == nil {
 			late <- p
 		}
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if p := agRecv(t, late, "retained presence"); p.Status != expertagent.StatusOffline {
+	if p := agRecv(t, late, "retained presence"); p.Status != contract.StatusOffline {
 		t.Fatalf("retained presence = %+v, want offline", p)
 	}
 	if err := a.Run(context.Background()); !errors.Is(err, expertagent.ErrAgentStarted) {

@@ -12,7 +12,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 )
 
 // AgentToolPrefix is put before the name of an expert-agent tool whose name
@@ -60,13 +60,13 @@ func (c *toolSet) lookup(exposed string) (agentTool, bool) {
 // changes (an agent came or went, maybe with other tools).
 type catalogs struct {
 	ttl   time.Duration
-	cache *lru.Cache[expertagent.Context, *agentCatalog]
+	cache *lru.Cache[contract.Context, *agentCatalog]
 	group singleflight.Group
 	now   func() time.Time
 }
 
 func newCatalogs(size int, ttl time.Duration) *catalogs {
-	c, err := lru.New[expertagent.Context, *agentCatalog](size)
+	c, err := lru.New[contract.Context, *agentCatalog](size)
 	if err != nil {
 		panic(err) // size is validated by New
 	}
@@ -74,7 +74,7 @@ func newCatalogs(size int, ttl time.Duration) *catalogs {
 }
 
 // get returns the catalog of a context, fetching it when missing or stale.
-func (cs *catalogs) get(ctx context.Context, key expertagent.Context, gen uint64, fetch func(context.Context) (*agentCatalog, error)) (*agentCatalog, error) {
+func (cs *catalogs) get(ctx context.Context, key contract.Context, gen uint64, fetch func(context.Context) (*agentCatalog, error)) (*agentCatalog, error) {
 	if c, ok := cs.cache.Get(key); ok && c.gen == gen && cs.now().Sub(c.fetched) < cs.ttl {
 		return c, nil
 	}
@@ -95,7 +95,7 @@ func (cs *catalogs) get(ctx context.Context, key expertagent.Context, gen uint64
 
 // peek returns the context's catalog if one is cached and fresh, without
 // fetching; nil otherwise.
-func (cs *catalogs) peek(key expertagent.Context, gen uint64) *agentCatalog {
+func (cs *catalogs) peek(key contract.Context, gen uint64) *agentCatalog {
 	if c, ok := cs.cache.Peek(key); ok && c.gen == gen && cs.now().Sub(c.fetched) < cs.ttl {
 		return c
 	}
@@ -103,7 +103,7 @@ func (cs *catalogs) peek(key expertagent.Context, gen uint64) *agentCatalog {
 }
 
 // invalidate drops a context's catalog (the agent said its list changed).
-func (cs *catalogs) invalidate(key expertagent.Context) { cs.cache.Remove(key) }
+func (cs *catalogs) invalidate(key contract.Context) { cs.cache.Remove(key) }
 
 // maxToolPages bounds how many pages of an agent's tools/list are followed.
 const maxToolPages = 100

@@ -13,10 +13,10 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/requester"
 )
 
 type handlerRef struct{ h http.Handler }
@@ -30,7 +30,7 @@ func newGateway(t testing.TB) (*gateway.Gateway, string) {
 	// Nothing logs to t: a fuzz target may not call f.Log.
 	env := testenv.StartBroker(t, testenv.WithLogLevel(logrus.PanicLevel))
 	ctx := testenv.Context(t, 30*time.Second)
-	rq := expertagent.NewRequester(env.Broker.Bus(), expertagent.RequesterOptions{})
+	rq := requester.New(env.Broker.Bus(), requester.Options{})
 	if err := rq.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -24,9 +24,10 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // TokenAuthenticator checks bearer tokens (*acl.Store).
@@ -34,9 +35,9 @@ type TokenAuthenticator interface {
 	AuthenticateToken(ctx context.Context, secret string) (acl.Token, error)
 }
 
-// AgentRequester reaches the expert agents (*expertagent.Requester).
+// AgentRequester reaches the expert agents (*requester.Requester).
 type AgentRequester interface {
-	Request(ctx context.Context, c expertagent.Context, caller *expertagent.Caller, method string, params json.RawMessage, interim expertagent.InterimFunc) (*jsonrpc.Message, error)
+	Request(ctx context.Context, c contract.Context, caller *contract.Caller, method string, params json.RawMessage, interim requester.InterimFunc) (*jsonrpc.Message, error)
 	PresenceGeneration() uint64
 }
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/mcp"
 )
@@ -29,8 +29,8 @@ type request struct {
 	secret string // the bearer token, forwarded to platform tools
 	modern bool   // the stateless era (2026-07-28)
 	sess   *session
-	bus    expertagent.Context // the request's context on the bus
-	minLog int                 // lowest log level relayed; -1: relay none
+	bus    contract.Context // the request's context on the bus
+	minLog int              // lowest log level relayed; -1: relay none
 	out    stream
 
 	// Set by the methods for the transport and the Observer.

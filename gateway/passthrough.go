@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // agentMethod describes an MCP method that the expert agents serve and the
@@ -86,15 +86,15 @@ func (g *Gateway) agentError(r *request, err error) answer {
 	switch {
 	case errors.As(err, &rpcErr):
 		return agentRPCError(rpcErr)
-	case errors.Is(err, expertagent.ErrNoAgent):
+	case errors.Is(err, requester.ErrNoAgent):
 		return internal("no expert agent is online to serve %s; try again once one is connected", r.method)
-	case errors.Is(err, expertagent.ErrTimeout):
+	case errors.Is(err, requester.ErrTimeout):
 		return internal("the expert agent did not answer %s in time", r.method)
-	case errors.Is(err, expertagent.ErrAgentGone):
+	case errors.Is(err, requester.ErrAgentGone):
 		return internal("the expert agent serving %s went offline before it answered; try again", r.method)
-	case errors.Is(err, expertagent.ErrLinkLost):
+	case errors.Is(err, requester.ErrLinkLost):
 		return internal("the gateway lost its connection to the MQTT broker during %s; try again in a moment", r.method)
-	case errors.Is(err, expertagent.ErrClosed):
+	case errors.Is(err, requester.ErrClosed):
 		return internal("the gateway is shutting down; try %s again in a moment", r.method)
 	}
 	g.logger(r.ctx).WithError(err).Warn("agent request failed")

@@ -13,10 +13,11 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // encodePlatformTools encodes each platform tool once, as tools/list shows it.
@@ -40,8 +41,8 @@ func (g *Gateway) platformTaken(name string) bool {
 	return ok
 }
 
-func callerOf(tok acl.Token) *expertagent.Caller {
-	return &expertagent.Caller{UserID: tok.UserID, Scopes: tok.Scopes, ReadOnly: tok.ReadOnly}
+func callerOf(tok acl.Token) *contract.Caller {
+	return &contract.Caller{UserID: tok.UserID, Scopes: tok.Scopes, ReadOnly: tok.ReadOnly}
 }
 
 // agentCatalog returns the expert agents' tools for the request's context.
@@ -52,7 +53,7 @@ func (g *Gateway) agentCatalog(r *request) (*agentCatalog, error) {
 }
 
 // fetchCatalog asks the agents of a context for all pages of their tool list.
-func (g *Gateway) fetchCatalog(ctx context.Context, key expertagent.Context, tok acl.Token, log *logrus.Entry) (*agentCatalog, error) {
+func (g *Gateway) fetchCatalog(ctx context.Context, key contract.Context, tok acl.Token, log *logrus.Entry) (*agentCatalog, error) {
 	// Shared by concurrent requests of the context: one caller leaving must
 	// not cancel the fetch for the others.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ListTimeout)
@@ -345,26 +346,26 @@ func (g *Gateway) agentFailure(r *request, name string, err error) answer {
 		return failure(rpcErr)
 	}
 	switch {
-	case errors.Is(err, expertagent.ErrTimeout):
+	case errors.Is(err, requester.ErrTimeout):
 		r.setOutcome(OutcomeTimeout, "")
-	case errors.Is(err, expertagent.ErrNoAgent):
+	case errors.Is(err, requester.ErrNoAgent):
 		r.setOutcome(OutcomeError, "no_agent")
-	case errors.Is(err, expertagent.ErrAgentGone):
+	case errors.Is(err, requester.ErrAgentGone):
 		r.setOutcome(OutcomeError, "agent_gone")
 	default:
 		r.setOutcome(OutcomeError, "agent_unreachable")
 	}
 	var text string
 	switch {
-	case errors.Is(err, expertagent.ErrNoAgent):
+	case errors.Is(err, requester.ErrNoAgent):
 		text = fmt.Sprintf("Tool %s is served by an expert agent, and no expert agent is online. Try again once one is connected; the platform tools still work.", name)
-	case errors.Is(err, expertagent.ErrTimeout):
+	case errors.Is(err, requester.ErrTimeout):
 		text = fmt.Sprintf("The expert agent did not answer %s in time. The call was cancelled; try again, or with less work.", name)
-	case errors.Is(err, expertagent.ErrAgentGone):
+	case errors.Is(err, requester.ErrAgentGone):
 		text = fmt.Sprintf("The expert agent that was running %s went offline before it answered; the tool may or may not have run. Other agents are online: try again.", name)
-	case errors.Is(err, expertagent.ErrLinkLost):
+	case errors.Is(err, requester.ErrLinkLost):
 		text = fmt.Sprintf("The gateway lost its connection to the MQTT broker while calling %s; the tool may or may not have run. Try again in a moment.", name)
-	case errors.Is(err, expertagent.ErrClosed):
+	case errors.Is(err, requester.ErrClosed):
 		text = fmt.Sprintf("The gateway is shutting down, and %s was cancelled. Try again in a moment (or through another gateway).", name)
 	default:
 		text = fmt.Sprintf("The expert agent could not be reached for %s (%v). Try again later.", name, err)
@@ -377,8 +378,8 @@ func (g *Gateway) agentFailure(r *request, name string, err error) answer {
 // AgentTools lists the expert agents' tools as a token sees them outside
 // any session (the platform API's GET /api/v1/agents).
 func (g *Gateway) AgentTools(ctx context.Context, tok acl.Token) ([]platformtools.AgentTool, error) {
-	key := expertagent.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID, SessionID: "tok-" + tok.ID,
-		EntityType: expertagent.NoEntity, EntityID: expertagent.NoEntity}
+	key := contract.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID, SessionID: "tok-" + tok.ID,
+		EntityType: contract.NoEntity, EntityID: contract.NoEntity}
 	cat, err := g.catalogs.get(ctx, key, g.opts.Agents.PresenceGeneration(), func(ctx context.Context) (*agentCatalog, error) {
 		return g.fetchCatalog(ctx, key, tok, g.log)
 	})

@@ -18,7 +18,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
@@ -138,7 +138,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
 		if !g.acceptModern(rw, r, req, header) {
 			return
 		}
-		req.bus = expertagent.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID,
+		req.bus = contract.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID,
 			SessionID: "tok-" + tok.ID, EntityType: entityType, EntityID: entityID}
 		req.minLog = -1
 		if req.p.Meta != nil && req.p.Meta.LogLevel != "" {
@@ -148,7 +148,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
 		if !g.acceptLegacy(rw, r, req, header) {
 			return
 		}
-		req.bus = expertagent.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID,
+		req.bus = contract.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID,
 			SessionID: req.sess.key, EntityType: entityType, EntityID: entityID}
 		req.sess.mu.Lock()
 		if req.sess.logLevel >= 0 {
@@ -232,10 +232,10 @@ func (g *Gateway) entity(w http.ResponseWriter, r *http.Request, tok acl.Token) 
 	vars := mux.Vars(r)
 	et, eid := vars["entityType"], vars["entityId"]
 	if et == "" && eid == "" {
-		et, eid = expertagent.NoEntity, expertagent.NoEntity
+		et, eid = contract.NoEntity, contract.NoEntity
 	} else {
 		for _, v := range []string{et, eid} {
-			if err := acl.ValidateLevel(v); err != nil || v == expertagent.NoEntity {
+			if err := acl.ValidateLevel(v); err != nil || v == contract.NoEntity {
 				g.refuse(w, r, http.StatusBadRequest, "invalid_entity", "entity type and id must match ^[A-Za-z0-9_-]{1,128}$ (and not be \"_\")")
 				return "", "", false
 			}

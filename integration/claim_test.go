@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/requester"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -37,7 +37,7 @@ func TestClaimedCallFailsWhenItsWorkerDies(t *testing.T) {
 	_ = a.cmd.Process.Kill()
 	select {
 	case err := <-errc:
-		if !errors.Is(err, expertagent.ErrAgentGone) {
+		if !errors.Is(err, requester.ErrAgentGone) {
 			t.Fatalf("the claimed call ended with %v, want ErrAgentGone", err)
 		}
 	case <-time.After(30 * time.Second): // the deadline is 60 s: this is "at once"

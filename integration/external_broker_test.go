@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/server"
 )
@@ -201,7 +201,7 @@ func TestExternalBrokerToolsListAndCall(t *testing.T) {
 // password file, and unknown identities or wrong passwords cannot connect.
 func TestExternalBrokerACL(t *testing.T) {
 	e := startExternalBroker(t)
-	ctx := expertagent.Context{PlatformID: "gw1", UserID: "u1", SessionID: "s1", EntityType: expertagent.NoEntity, EntityID: expertagent.NoEntity}
+	ctx := contract.Context{PlatformID: "gw1", UserID: "u1", SessionID: "s1", EntityType: contract.NoEntity, EntityID: contract.NoEntity}
 
 	t.Run("agent cannot publish requests", func(t *testing.T) {
 		// agent2 takes requests; tagent tries to forge one, then sends the
@@ -212,7 +212,7 @@ func TestExternalBrokerACL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustToken(t, observer.Subscribe(expertagent.RequestFilter, 1, nil))
+		mustToken(t, observer.Subscribe(contract.RequestFilter, 1, nil))
 		mustToken(t, observer.Subscribe("test/sentinel", 1, nil))
 		forger, err := e.mqttClient(t, extAgentUser, agentPassword, "forger-req", nil)
 		if err != nil {
@@ -260,7 +260,7 @@ func TestExternalBrokerACL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustToken(t, agent.Subscribe("$share/acl/"+expertagent.RequestFilter, 1, nil))
+		mustToken(t, agent.Subscribe("$share/acl/"+contract.RequestFilter, 1, nil))
 		mustToken(t, gw.Publish(ctx.RequestTopic(), 1, false, []byte("request")))
 		expectMessage(t, agentIn, ctx.RequestTopic())
 		mustToken(t, agent.Publish(ctx.ResponseTopic(), 1, false, []byte("response")))

@@ -18,7 +18,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/server"
@@ -128,7 +128,7 @@ func watchReqTopics(t *testing.T, srv *server.Server) *reqTopics {
 	t.Helper()
 	w := &reqTopics{topics: map[string]bool{}}
 	bus := srv.Broker().Bus()
-	if err := bus.Subscribe(testCtx(t, 5*time.Second), expertagent.RequestFilter, func(topic string, _ []byte) {
+	if err := bus.Subscribe(testCtx(t, 5*time.Second), contract.RequestFilter, func(topic string, _ []byte) {
 		w.mu.Lock()
 		w.topics[strings.TrimSuffix(topic, "req")+"res"] = true
 		w.mu.Unlock()
@@ -138,7 +138,7 @@ func watchReqTopics(t *testing.T, srv *server.Server) *reqTopics {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = bus.Unsubscribe(ctx, expertagent.RequestFilter)
+		_ = bus.Unsubscribe(ctx, contract.RequestFilter)
 	})
 	return w
 }
@@ -175,7 +175,7 @@ type fakeAgent struct {
 // fakeCall is one request the fake agent received.
 type fakeCall struct {
 	reqTopic string
-	env      expertagent.Envelope
+	env      contract.Envelope
 	msg      jsonrpc.Message
 	text     string // the "text" argument of a tools/call
 }
@@ -203,12 +203,12 @@ func startFakeAgent(t *testing.T, e *faultEnv, clientID string) *fakeAgent {
 		calls: make(chan fakeCall, 64), cancels: make(chan fakeCall, 64), done: make(chan struct{})}
 	open, kill := testenv.KillableConn()
 	a.kill = kill
-	will, _ := json.Marshal(expertagent.Presence{Status: expertagent.StatusOffline, ClientID: clientID, Name: "fake"})
+	will, _ := json.Marshal(contract.Presence{Status: contract.StatusOffline, ClientID: clientID, Name: "fake"})
 	opts := paho.NewClientOptions().AddBroker("tcp://"+e.srv.MQTTAddr().String()).
 		SetClientID(clientID).SetUsername("fake").SetPassword(fakePassword).
 		SetAutoReconnect(false).SetConnectRetry(false).SetConnectTimeout(5*time.Second).SetCleanSession(true).
 		SetCustomOpenConnectionFn(open).
-		SetBinaryWill(expertagent.PresenceTopic(clientID), will, 1, true)
+		SetBinaryWill(contract.PresenceTopic(clientID), will, 1, true)
 	a.client = paho.NewClient(opts)
 	if tok := a.client.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("fake agent connect: %v", tok.Error())
@@ -216,7 +216,7 @@ func startFakeAgent(t *testing.T, e *faultEnv, clientID string) *fakeAgent {
 	a.wg.Add(1)
 	go a.serve()
 	t.Cleanup(a.stop)
-	tok := a.client.Subscribe(expertagent.RequestFilter, 1, func(_ paho.Client, m paho.Message) {
+	tok := a.client.Subscribe(contract.RequestFilter, 1, func(_ paho.Client, m paho.Message) {
 		select {
 		case a.in <- m:
 		case <-a.done:
@@ -225,8 +225,8 @@ func startFakeAgent(t *testing.T, e *faultEnv, clientID string) *fakeAgent {
 	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("fake agent subscribe: %v", tok.Error())
 	}
-	online, _ := json.Marshal(expertagent.Presence{Status: expertagent.StatusOnline, ClientID: clientID, Name: "fake"})
-	a.publish(expertagent.PresenceTopic(clientID), online, true)
+	online, _ := json.Marshal(contract.Presence{Status: contract.StatusOnline, ClientID: clientID, Name: "fake"})
+	a.publish(contract.PresenceTopic(clientID), online, true)
 	poll(t, 10*time.Second, "fake agent "+clientID+" online", func() bool { return agentOnline(e.srv, clientID) })
 	return a
 }
@@ -243,7 +243,7 @@ func (a *fakeAgent) serve() {
 		}
 		c := fakeCall{reqTopic: m.Topic()}
 		var err error
-		if c.env, err = expertagent.DecodeEnvelope(m.Payload()); err != nil {
+		if c.env, err = contract.DecodeEnvelope(m.Payload()); err != nil {
 			a.t.Errorf("fake agent: bad request envelope: %v", err)
 			continue
 		}
@@ -272,8 +272,8 @@ func (a *fakeAgent) serve() {
 // stop takes the agent offline and disconnects it.
 func (a *fakeAgent) stop() {
 	if a.client.IsConnectionOpen() {
-		offline, _ := json.Marshal(expertagent.Presence{Status: expertagent.StatusOffline, ClientID: a.clientID, Name: "fake"})
-		a.client.Publish(expertagent.PresenceTopic(a.clientID), 1, true, offline).WaitTimeout(5 * time.Second)
+		offline, _ := json.Marshal(contract.Presence{Status: contract.StatusOffline, ClientID: a.clientID, Name: "fake"})
+		a.client.Publish(contract.PresenceTopic(a.clientID), 1, true, offline).WaitTimeout(5 * time.Second)
 	}
 	a.client.Disconnect(100)
 	close(a.done)
@@ -291,7 +291,7 @@ func (a *fakeAgent) publish(topic string, payload []byte, retained bool) {
 func (a *fakeAgent) replyOn(topic, correlationID string, result json.RawMessage) {
 	id, _ := json.Marshal(correlationID)
 	msg, _ := json.Marshal(jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Result: result})
-	env := expertagent.Envelope{CorrelationID: correlationID, Message: msg}
+	env := contract.Envelope{CorrelationID: correlationID, Message: msg}
 	payload, err := env.Encode()
 	if err != nil {
 		a.t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -437,7 +437,7 @@ func TestShutdownCleansUp(t *testing.T) {
 	if st.Subscribes != st.Unsubscribes {
 		t.Errorf("after shutdown: %d subscribes, %d unsubscribes", st.Subscribes, st.Unsubscribes)
 	}
-	for _, topic := range append(topics, expertagent.PresenceFilter) {
+	for _, topic := range append(topics, contract.PresenceFilter) {
 		if b.InlineSubscribed(topic) {
 			t.Errorf("after shutdown the gateway still holds %s", topic)
 		}

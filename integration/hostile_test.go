@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -28,8 +26,10 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/testenv"
+	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -216,7 +216,7 @@ func (w *wiretap) since(mark int) []tapped {
 
 // method is the JSON-RPC method of a request envelope ("" for anything else).
 func (m tapped) method() string {
-	env, err := expertagent.DecodeEnvelope(m.payload)
+	env, err := contract.DecodeEnvelope(m.payload)
 	if err != nil {
 		return ""
 	}
@@ -237,7 +237,7 @@ func (w *wiretap) replied(t *testing.T, mark int) {
 	poll(t, 10*time.Second, "the agents' replies through the wiretap", func() bool {
 		open := map[string]bool{}
 		for _, m := range w.since(mark) {
-			env, err := expertagent.DecodeEnvelope(m.payload)
+			env, err := contract.DecodeEnvelope(m.payload)
 			if err != nil {
 				continue
 			}
@@ -403,7 +403,7 @@ func (e *hostileEnv) ownTopics(t *testing.T, sid string) string {
 	if err != nil || json.Unmarshal(b, &c) != nil {
 		t.Fatalf("session ID %q does not carry its claims", sid)
 	}
-	return expertagent.TopicPrefix + e.srv.PlatformID() + "/" + c.U + "/" + c.K + "/_/_/"
+	return contract.TopicPrefix + e.srv.PlatformID() + "/" + c.U + "/" + c.K + "/_/_/"
 }
 
 func callBody(id int, name string, args any) string {
@@ -1166,7 +1166,7 @@ func suback(t *testing.T, c paho.Client, filters []string, h paho.MessageHandler
 func barrier(t *testing.T, e *hostileEnv, c paho.Client) {
 	t.Helper()
 	marker := fmt.Sprintf("barrier-%d", e.seq.Add(1))
-	topic := expertagent.TopicPrefix + "barrier/x/x/_/_/res"
+	topic := contract.TopicPrefix + "barrier/x/x/_/_/res"
 	mark := e.tap.mark()
 	if tok := c.Publish(topic, 0, false, marker); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatalf("barrier publish: %v", tok.Error())
@@ -1229,7 +1229,7 @@ func TestHostileMQTT(t *testing.T) {
 	t.Run("forged presence", func(t *testing.T) {
 		// A Will on another agent's presence topic is refused at login.
 		if _, err := mqttClient(t, e.srv, "mallory", pass, "mallory-w", func(o *paho.ClientOptions) {
-			o.SetWill(expertagent.TopicPrefix+"agents/"+agentID+"/status", `{"status":"offline"}`, 1, true)
+			o.SetWill(contract.TopicPrefix+"agents/"+agentID+"/status", `{"status":"offline"}`, 1, true)
 		}); err == nil {
 			t.Fatal("a Will on another agent's presence was accepted")
 		}

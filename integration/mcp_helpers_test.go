@@ -1,8 +1,6 @@
 package integration
 
 import (
-	tbmcp "github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,8 +15,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/jsonrpc"
+	tbmcp "github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -244,8 +244,8 @@ func startReqSpy(t *testing.T, srv *server.Server) *reqSpy {
 		t.Fatalf("spy connect: %v", tok.Error())
 	}
 	t.Cleanup(func() { s.client.Disconnect(100) })
-	tok := s.client.Subscribe(expertagent.RequestFilter, 0, func(_ paho.Client, m paho.Message) {
-		env, err := expertagent.DecodeEnvelope(m.Payload())
+	tok := s.client.Subscribe(contract.RequestFilter, 0, func(_ paho.Client, m paho.Message) {
+		env, err := contract.DecodeEnvelope(m.Payload())
 		if err != nil {
 			t.Errorf("spy: bad request envelope: %v", err)
 			return
@@ -280,7 +280,7 @@ func (s *reqSpy) barrier(t *testing.T) {
 	id := fmt.Sprintf("marker-%d", s.seq.Add(1))
 	payload := fmt.Sprintf(`{"v":1,"correlationId":%q,"message":{"jsonrpc":"2.0","id":%q,"method":%q}}`, id, id, spyMarkerMethod)
 	ctx := testCtx(t, 10*time.Second)
-	if err := s.srv.Broker().Bus().Publish(ctx, expertagent.TopicPrefix+"spy-marker/_/_/_/_/req", []byte(payload)); err != nil {
+	if err := s.srv.Broker().Bus().Publish(ctx, contract.TopicPrefix+"spy-marker/_/_/_/_/req", []byte(payload)); err != nil {
 		t.Fatalf("spy marker: %v", err)
 	}
 	for {

@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/requester"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -52,9 +53,9 @@ func agentOnline(srv *server.Server, clientID string) bool {
 	return false
 }
 
-func ctxFor(srv *server.Server, user, session string) expertagent.Context {
-	return expertagent.Context{PlatformID: srv.PlatformID(), UserID: user, SessionID: session,
-		EntityType: expertagent.NoEntity, EntityID: expertagent.NoEntity}
+func ctxFor(srv *server.Server, user, session string) contract.Context {
+	return contract.Context{PlatformID: srv.PlatformID(), UserID: user, SessionID: session,
+		EntityType: contract.NoEntity, EntityID: contract.NoEntity}
 }
 
 type callResult struct {
@@ -86,7 +87,7 @@ func TestReferenceAgentProcess(t *testing.T) {
 	agent := startAgentProc(t, srv, "ref-agent", password, "ref-agent-1")
 	rq := srv.Requester()
 	parent := t
-	caller := &expertagent.Caller{UserID: "alice", Scopes: []string{"tools:list", "tools:call"}}
+	caller := &contract.Caller{UserID: "alice", Scopes: []string{"tools:list", "tools:call"}}
 
 	t.Run("tools/list", func(t *testing.T) {
 		raw, err := rq.ListTools(testCtx(t, 10*time.Second), ctxFor(srv, "alice", "s1"), caller)
@@ -191,7 +192,7 @@ func TestReferenceAgentProcess(t *testing.T) {
 				c := ctxFor(srv, user, fmt.Sprintf("sess%d", u))
 				for i := range perUser {
 					text := fmt.Sprintf("%s-%d", user, i)
-					raw, err := rq.CallTool(ctx, c, &expertagent.Caller{UserID: user}, "echo", json.RawMessage(`{"text":"`+text+`"}`), nil)
+					raw, err := rq.CallTool(ctx, c, &contract.Caller{UserID: user}, "echo", json.RawMessage(`{"text":"`+text+`"}`), nil)
 					if err != nil {
 						errs <- err
 						return
@@ -226,7 +227,7 @@ func TestReferenceAgentProcess(t *testing.T) {
 		case <-time.After(25 * time.Second):
 			t.Fatal("the call did not end after the agent was killed")
 		}
-		if !errors.Is(err, expertagent.ErrNoAgent) {
+		if !errors.Is(err, requester.ErrNoAgent) {
 			t.Fatalf("err = %v, want ErrNoAgent", err)
 		}
 		// Not a timing assertion: 20 s is the call deadline, and the
@@ -235,7 +236,7 @@ func TestReferenceAgentProcess(t *testing.T) {
 			t.Fatalf("the call took %v: it waited for its deadline instead of failing on the Will", el)
 		}
 		_, err = rq.CallTool(testCtx(t, 5*time.Second), c, caller, "echo", json.RawMessage(`{"text":"x"}`), nil)
-		if !errors.Is(err, expertagent.ErrNoAgent) {
+		if !errors.Is(err, requester.ErrNoAgent) {
 			t.Fatalf("call with no agent: err = %v, want ErrNoAgent", err)
 		}
 		if p := rq.Stats().Pending; p != 0 {

@@ -1,8 +1,6 @@
 package integration
 
 import (
-	tbmcp "github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/testenv"
+	tbmcp "github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
 )
 

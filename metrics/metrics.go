@@ -15,17 +15,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/toolbus/toolbus/broker"
-	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // Namespace prefixes every metric name.
 const Namespace = "toolbus"
 
-// RequesterStats is the expert-agent requester (*expertagent.Requester).
+// RequesterStats is the expert-agent requester (*requester.Requester).
 type RequesterStats interface {
-	Stats() expertagent.Stats
-	Agents() []expertagent.AgentStatus
+	Stats() requester.Stats
+	Agents() []requester.AgentStatus
 }
 
 // GatewayStats is the MCP endpoint (*gateway.Gateway).
@@ -146,7 +146,7 @@ func (m *Metrics) Request(method string, d time.Duration) {
 func (m *Metrics) AgentRequest(method string, d time.Duration, err error) {
 	outcome := "ok"
 	switch {
-	case errors.Is(err, expertagent.ErrTimeout):
+	case errors.Is(err, requester.ErrTimeout):
 		outcome = "timeout"
 	case err != nil:
 		outcome = "error"

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/metrics"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // TestObserverFeedsMetrics: what the gateway reports shows in the
@@ -24,7 +24,7 @@ func TestObserverFeedsMetrics(t *testing.T) {
 	m.Refused(httptest.NewRequest("GET", "/", nil), 401, "unauthenticated")
 	m.Request("tools/call", 2*time.Millisecond)
 	m.AgentRequest("tools/call", time.Millisecond, nil)
-	m.AgentRequest("tools/call", time.Second, expertagent.ErrTimeout)
+	m.AgentRequest("tools/call", time.Second, requester.ErrTimeout)
 	m.AgentRequest("tools/list", time.Millisecond, errors.New("no"))
 	m.Reloaded(nil)
 	depth = 7

@@ -10,7 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // Paths of the platform REST API.
@@ -31,7 +31,7 @@ type AgentInfo struct {
 
 // AgentsFromStatus adapts a presence source (the Requester's Agents) to
 // APIOptions.Agents.
-func AgentsFromStatus(src func() []expertagent.AgentStatus) func() []AgentInfo {
+func AgentsFromStatus(src func() []requester.AgentStatus) func() []AgentInfo {
 	return func() []AgentInfo {
 		st := src()
 		out := make([]AgentInfo, len(st))

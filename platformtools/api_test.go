@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/requester"
 )
 
 var (
@@ -24,8 +24,8 @@ var (
 // testAPIOptions are the data sources the gateway would give the API.
 func testAPIOptions() platformtools.APIOptions {
 	return platformtools.APIOptions{
-		Agents: platformtools.AgentsFromStatus(func() []expertagent.AgentStatus {
-			return []expertagent.AgentStatus{
+		Agents: platformtools.AgentsFromStatus(func() []requester.AgentStatus {
+			return []requester.AgentStatus{
 				{ClientID: "echo-b", Name: "echo", Version: "1.0", Online: false, Since: t1},
 				{ClientID: "echo-a", Name: "echo", Version: "1.0", Online: true, Since: t0},
 			}

@@ -1,14 +1,13 @@
 package platformtools_test
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/platformtools"
 )
 

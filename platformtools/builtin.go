@@ -1,12 +1,12 @@
 package platformtools
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // Names of the built-in tools. Scripts and docs rely on platform_whoami.

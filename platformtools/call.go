@@ -8,7 +8,7 @@ import (
 
 	segjson "github.com/segmentio/encoding/json"
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 )
 
 // Call is one tools/call of a platform tool, as the gateway hands it to
@@ -29,7 +29,7 @@ type Call struct {
 	// caller's own requests.
 	Secret string
 	// Context is the caller's context (platform, user, session, entity).
-	Context expertagent.Context
+	Context contract.Context
 
 	inj *injector // set by Registry.Call
 }

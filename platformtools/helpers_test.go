@@ -14,7 +14,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/toolbus/toolbus/acl"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/platformtools"
 )
 
@@ -126,8 +126,8 @@ func fullToken() acl.Token {
 	return acl.Token{ID: "tb_testtest", UserID: "alice", Scopes: []string{acl.ScopeToolsList, acl.ScopeToolsCall}}
 }
 
-func plainContext(user string) expertagent.Context {
-	return expertagent.Context{PlatformID: "p1", UserID: user, SessionID: "s1", EntityType: "_", EntityID: "_"}
+func plainContext(user string) contract.Context {
+	return contract.Context{PlatformID: "p1", UserID: user, SessionID: "s1", EntityType: "_", EntityID: "_"}
 }
 
 // newRegistry returns a registry injecting into api (a handler that fails

@@ -1,8 +1,6 @@
 package platformtools_test
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/platformtools"
 )
 

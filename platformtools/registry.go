@@ -1,8 +1,6 @@
 package platformtools
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -21,6 +19,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // Options configures a Registry. The zero value of each field but API is a

@@ -1,8 +1,6 @@
 package platformtools_test
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +15,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/platformtools"
 )
 

@@ -15,7 +15,7 @@ const maxDrainGrace = 2 * time.Second
 // is still open then is mostly calls waiting for an expert agent; rather
 // than cutting their connections (the client would see a bare transport
 // error), it closes the requester, which fails those calls with
-// expertagent.ErrClosed, so that their handlers answer with a tool error
+// requester.ErrClosed, so that their handlers answer with a tool error
 // saying the gateway is shutting down, and gives the handlers the rest of
 // the time to write it. Only what is still open at the deadline is cut.
 func (s *Server) drainHTTP(ctx context.Context) error {

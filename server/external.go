@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // ErrBrokerLinkDown is what /readyz reports while the link to an external
@@ -53,7 +53,7 @@ func (s *Server) external() bool { return s.cfg.BrokerURL != "" }
 
 // dialExternal connects to the external broker as the platform identity.
 func (s *Server) dialExternal(ctx context.Context) error {
-	bus, err := expertagent.DialPahoBus(ctx, expertagent.PahoBusOptions{
+	bus, err := requester.DialPahoBus(ctx, requester.PahoBusOptions{
 		BrokerURL: s.cfg.BrokerURL,
 		Username:  s.cfg.BrokerUsername,
 		Password:  s.cfg.BrokerPassword,
@@ -70,7 +70,7 @@ func (s *Server) dialExternal(ctx context.Context) error {
 
 // bus is what the requester talks through: the embedded broker's inline
 // client, or the link to the external broker.
-func (s *Server) bus() expertagent.Bus {
+func (s *Server) bus() requester.Bus {
 	if s.pahoBus != nil {
 		return s.pahoBus
 	}
@@ -90,4 +90,4 @@ func (s *Server) ready(ctx context.Context) error {
 }
 
 // PahoBus is the link to the external broker; nil with the embedded one.
-func (s *Server) PahoBus() *expertagent.PahoBus { return s.pahoBus }
+func (s *Server) PahoBus() *requester.PahoBus { return s.pahoBus }

@@ -19,10 +19,10 @@ import (
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/audit"
 	"github.com/toolbus/toolbus/broker"
-	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/metrics"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/requester"
 )
 
 // Config is what a toolbus process needs. The zero value of each field is a
@@ -132,8 +132,8 @@ type Server struct {
 	store     *acl.Store
 	policy    *acl.Policy
 	broker    *broker.Broker
-	pahoBus   *expertagent.PahoBus // the link to an external broker (external.go); nil with the embedded one
-	requester *expertagent.Requester
+	pahoBus   *requester.PahoBus // the link to an external broker (external.go); nil with the embedded one
+	requester *requester.Requester
 	gateway   *gateway.Gateway
 	http      *http.Server
 	httpLn    net.Listener
@@ -223,7 +223,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 	}
 
-	s.requester = expertagent.NewRequester(s.bus(), expertagent.RequesterOptions{
+	s.requester = requester.New(s.bus(), requester.Options{
 		CallTimeout: s.cfg.CallTimeout,
 		ListTimeout: s.cfg.ListTimeout,
 		MaxContexts: s.cfg.MaxContexts,
@@ -279,7 +279,7 @@ func (s *Server) PlatformID() string { return s.cfg.PlatformID }
 func (s *Server) Store() *acl.Store { return s.store }
 
 // Requester is the process's expert-agent requester.
-func (s *Server) Requester() *expertagent.Requester { return s.requester }
+func (s *Server) Requester() *requester.Requester { return s.requester }
 
 // Broker is the embedded broker; nil with an external one (Config.BrokerURL).
 func (s *Server) Broker() *broker.Broker { return s.broker }

@@ -13,9 +13,11 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/conformance"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/requester"
 )
 
 const testKey = "0123456789abcdef0123456789abcdef" // 32 bytes
@@ -92,13 +94,13 @@ func TestRunFailsWithoutBroker(t *testing.T) {
 func TestRunServesOverBroker(t *testing.T) {
 	env := testenv.StartBroker(t, testenv.WithLogLevel(logrus.WarnLevel))
 	ctx := testenv.Context(t, 60*time.Second)
-	r := expertagent.NewRequester(env.Broker.Bus(), expertagent.RequesterOptions{CallTimeout: 10 * time.Second})
+	r := requester.New(env.Broker.Bus(), requester.Options{CallTimeout: 10 * time.Second})
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	c := expertagent.Context{PlatformID: "gw", UserID: "u", SessionID: "s", EntityType: "_", EntityID: "_"}
-	caller := &expertagent.Caller{UserID: "u"}
+	c := contract.Context{PlatformID: "gw", UserID: "u", SessionID: "s", EntityType: "_", EntityID: "_"}
+	caller := &contract.Caller{UserID: "u"}
 	call := func(t *testing.T, method, params string) *jsonrpc.Message {
 		t.Helper()
 		m, err := r.Request(ctx, c, caller, method, json.RawMessage(params), nil)

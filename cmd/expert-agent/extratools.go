@@ -1,12 +1,11 @@
 package main
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"fmt"
 
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // maxExtraTools bounds --extra-tools: the names have four digits, and the

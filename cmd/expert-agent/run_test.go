@@ -9,7 +9,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
-	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/contract"
 )
 
 // TestRunServesOverBroker runs the command against the embedded broker and
@@ -35,18 +35,18 @@ func TestRunServesOverBroker(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close() })
 
 	online := make(chan struct{}, 4)
-	if err := b.Bus().Subscribe(ctx, expertagent.PresenceFilter, func(_ string, p []byte) {
-		var pr expertagent.Presence
-		if json.Unmarshal(p, &pr) == nil && pr.Status == expertagent.StatusOnline && pr.Name == "reference" {
+	if err := b.Bus().Subscribe(ctx, contract.PresenceFilter, func(_ string, p []byte) {
+		var pr contract.Presence
+		if json.Unmarshal(p, &pr) == nil && pr.Status == contract.StatusOnline && pr.Name == "reference" {
 			online <- struct{}{}
 		}
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c := expertagent.Context{PlatformID: "p", UserID: "u", SessionID: "s", EntityType: "_", EntityID: "_"}
-	replies := make(chan expertagent.Envelope, 16)
+	c := contract.Context{PlatformID: "p", UserID: "u", SessionID: "s", EntityType: "_", EntityID: "_"}
+	replies := make(chan contract.Envelope, 16)
 	if err := b.Bus().Subscribe(ctx, c.ResponseTopic(), func(_ string, p []byte) {
-		if env, err := expertagent.DecodeEnvelope(p); err == nil {
+		if env, err := contract.DecodeEnvelope(p); err == nil {
 			replies <- env
 		}
 	}); err != nil {
@@ -79,7 +79,7 @@ func TestRunServesOverBroker(t *testing.T) {
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			id := "r-" + string(rune('a'+i))
-			req := expertagent.Envelope{CorrelationID: id,
+			req := contract.Envelope{CorrelationID: id,
 				Message: json.RawMessage(`{"jsonrpc":"2.0","id":"` + id + `","method":"tools/call","params":` + tc.params + `}`)}
 			payload, _ := req.Encode()
 			if err := b.Bus().Publish(ctx, c.RequestTopic(), payload); err != nil {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 // maxCountdownSeconds bounds countdown so that one call cannot hold a worker

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/toolbus/toolbus/mcp"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/mcp"
 )
 
 var fixedNow = time.Date(2025, 11, 25, 12, 30, 0, 0, time.UTC)

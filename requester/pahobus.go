@@ -1,0 +1,598 @@
+package requester
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/sirupsen/logrus"
+	"github.com/toolbus/toolbus/contract"
+)
+
+// Defaults of PahoBusOptions.
+const (
+	DefaultPahoConnectTimeout       = 10 * time.Second
+	DefaultPahoMaxReconnectInterval = 10 * time.Second
+	DefaultPahoKeepAlive            = 30 * time.Second
+)
+
+// pahoResubscribeBatch bounds the filters of one SUBSCRIBE packet sent when
+// the bus subscribes everything again after a reconnect.
+const pahoResubscribeBatch = 500
+
+var (
+	_ Bus         = (*PahoBus)(nil)
+	_ LinkWatcher = (*PahoBus)(nil)
+)
+
+// ErrBusClosed is returned by a PahoBus after Close.
+var ErrBusClosed = errors.New("bus closed")
+
+// PahoBusOptions configures a PahoBus.
+type PahoBusOptions struct {
+	// BrokerURL is the external broker: tcp://host:port, ssl://host:port,
+	// ws://host:port/path. Required.
+	BrokerURL string
+	// Username and Password log in (an identity with the platform role).
+	Username, Password string
+	// TLSConfig is used for ssl:// and wss:// URLs; nil = system defaults.
+	TLSConfig *tls.Config
+	// ClientID is the MQTT client ID; "" = "toolbus-" + 16 random hex digits.
+	ClientID string
+	// ConnectTimeout bounds the first connection and each reconnect
+	// attempt; 0 = DefaultPahoConnectTimeout (10s).
+	ConnectTimeout time.Duration
+	// MaxReconnectInterval caps the back-off between reconnect attempts;
+	// 0 = DefaultPahoMaxReconnectInterval (10s).
+	MaxReconnectInterval time.Duration
+	// KeepAlive is the MQTT keepalive; 0 = DefaultPahoKeepAlive (30s).
+	KeepAlive time.Duration
+	// Logger receives the bus's logs (component "expertagent.pahobus");
+	// nil discards them.
+	Logger *logrus.Entry
+}
+
+// PahoBus is a Bus over a paho MQTT 3.1.1 client, for a gateway that talks
+// to an external broker. Subscriptions are QoS 1. paho's router scans every
+// route for every message and never subscribes again after a reconnect, so
+// PahoBus subscribes with no per-subscription handler, dispatches from its
+// own table (a map of exact topics and a short list of wildcard filters),
+// and subscribes everything again each time the connection comes back.
+//
+// The link (see LinkWatcher): when the connection drops, Publish and
+// Subscribe fail at once with an error wrapping ErrLinkLost (those waiting
+// for the broker's acknowledgement too) and the OnLink functions run.
+// After a reconnect, Publish waits until every route is subscribed again,
+// so that no request goes out before the subscription its reply needs.
+type PahoBus struct {
+	client paho.Client
+	log    *logrus.Entry
+
+	mu     sync.RWMutex
+	exact  map[string]MessageHandler
+	wild   []pahoWildRoute
+	closed bool
+	// up: the current connection is open as far as the bus knows. It goes
+	// down on the first sign of a loss (OnReconnecting is the ordered one:
+	// paho calls it before it dials again, so before the next onConnect).
+	up bool
+	// lost is closed when the current connection is lost; ready is closed
+	// once every route is subscribed again on it.
+	lost, ready chan struct{}
+	// watchers holds the OnLink functions by registration number.
+	watchers map[uint64]pahoLinkWatch
+	nextID   uint64
+
+	done chan struct{} // closed by Close: stops resubscribe waits
+	wg   sync.WaitGroup
+}
+
+type pahoLinkWatch struct {
+	lost func(error)
+	up   func()
+}
+
+type pahoWildRoute struct {
+	filter  string // as subscribed
+	pattern string // filter without a $share/<group>/ prefix
+	h       MessageHandler
+}
+
+// DialPahoBus connects to the broker and returns the bus once connected.
+// After that paho reconnects by itself; Close stops it.
+func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
+	if opts.BrokerURL == "" {
+		return nil, errors.New("requester: paho bus: BrokerURL is required")
+	}
+	if opts.ClientID == "" {
+		opts.ClientID = "toolbus-" + contract.RandomID(8)
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultPahoConnectTimeout
+	}
+	if opts.MaxReconnectInterval <= 0 {
+		opts.MaxReconnectInterval = DefaultPahoMaxReconnectInterval
+	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = DefaultPahoKeepAlive
+	}
+	b := &PahoBus{
+		log:      requesterLogger(opts.Logger, "expertagent.pahobus").WithField("clientId", opts.ClientID),
+		exact:    make(map[string]MessageHandler),
+		lost:     make(chan struct{}),
+		ready:    make(chan struct{}),
+		watchers: make(map[uint64]pahoLinkWatch),
+		done:     make(chan struct{}),
+	}
+	co := paho.NewClientOptions().
+		AddBroker(opts.BrokerURL).
+		SetClientID(opts.ClientID).
+		SetUsername(opts.Username).
+		SetPassword(opts.Password).
+		SetCleanSession(true). // subscriptions are ours to restore, not the broker's session
+		SetResumeSubs(false).
+		SetOrderMatters(true). // one delivery goroutine: interim messages keep their order
+		SetAutoReconnect(true).
+		SetConnectRetry(false).
+		SetConnectTimeout(opts.ConnectTimeout).
+		SetMaxReconnectInterval(opts.MaxReconnectInterval).
+		SetKeepAlive(opts.KeepAlive).
+		SetWriteTimeout(opts.ConnectTimeout).
+		SetDefaultPublishHandler(b.dispatch).
+		SetOnConnectHandler(b.onConnect).
+		SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) {
+			b.markLost(errors.New("reconnecting"), false)
+		}).
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			b.log.WithError(err).Warn("connection to the broker lost; reconnecting")
+			b.markLost(err, true)
+		})
+	if opts.TLSConfig != nil {
+		co.SetTLSConfig(opts.TLSConfig)
+	}
+	b.client = paho.NewClient(co)
+	tok := b.client.Connect()
+	if err := pahoWait(ctx, tok); err != nil {
+		b.client.Disconnect(0)
+		return nil, fmt.Errorf("requester: paho bus: connect %s: %w", opts.BrokerURL, err)
+	}
+	b.mu.Lock()
+	if !b.up && b.client.IsConnectionOpen() { // else onConnect came first, or the link is gone already
+		b.up = true
+		close(b.ready) // nothing to subscribe again yet
+	}
+	b.mu.Unlock()
+	return b, nil
+}
+
+// pahoWait waits for tok, bounded by ctx.
+func pahoWait(ctx context.Context, tok paho.Token) error {
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func pahoIsWildcard(filter string) bool {
+	return strings.HasPrefix(filter, "$share/") || strings.ContainsAny(filter, "+#")
+}
+
+// pahoPattern strips a shared-subscription prefix: messages arrive with the
+// plain topic.
+func pahoPattern(filter string) string {
+	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
+		if _, f, ok := strings.Cut(rest, "/"); ok {
+			return f
+		}
+	}
+	return filter
+}
+
+// pahoMatch reports whether an MQTT topic filter matches a topic name.
+func pahoMatch(filter, topic string) bool {
+	// [MQTT-4.7.2-1]: wildcards at the first level do not match $ topics.
+	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
+		return false
+	}
+	for {
+		f, frest, fmore := strings.Cut(filter, "/")
+		if f == "#" {
+			return true
+		}
+		t, trest, tmore := strings.Cut(topic, "/")
+		if f != "+" && f != t {
+			return false
+		}
+		if !fmore || !tmore {
+			// "a/#" also matches "a".
+			return fmore == tmore || (fmore && frest == "#")
+		}
+		filter, topic = frest, trest
+	}
+}
+
+// dispatch is paho's default publish handler, the only one: it runs on
+// paho's delivery goroutine and hands the message to the handler of its
+// exact topic, or else to every matching wildcard filter's.
+func (b *PahoBus) dispatch(_ paho.Client, m paho.Message) {
+	topic := m.Topic()
+	b.mu.RLock()
+	if h, ok := b.exact[topic]; ok {
+		b.mu.RUnlock()
+		h(topic, m.Payload())
+		return
+	}
+	var hs []MessageHandler
+	for _, w := range b.wild {
+		if pahoMatch(w.pattern, topic) {
+			hs = append(hs, w.h)
+		}
+	}
+	b.mu.RUnlock()
+	for _, h := range hs {
+		h(topic, m.Payload())
+	}
+}
+
+// onConnect runs (on its own goroutine, from paho) after every successful
+// connection. After a reconnect the clean session has no subscriptions, so
+// it subscribes every route again, in batches, and only then lets Publish
+// through. It must not block paho: the wait for the SUBACKs runs on a
+// goroutine the bus owns.
+func (b *PahoBus) onConnect(c paho.Client) {
+	b.mu.Lock()
+	if b.closed || b.up {
+		// The first connection (DialPahoBus marks it up), or one whose
+		// loss the bus has not seen: nothing was lost, nothing to restore.
+		b.mu.Unlock()
+		return
+	}
+	b.up = true
+	b.lost = make(chan struct{})
+	ready := make(chan struct{})
+	b.ready = ready
+	filters := make([]string, 0, len(b.exact)+len(b.wild))
+	for f := range b.exact {
+		filters = append(filters, f)
+	}
+	for _, w := range b.wild {
+		filters = append(filters, w.filter)
+	}
+	ups := make([]func(), 0, len(b.watchers))
+	for _, w := range b.watchers {
+		if w.up != nil {
+			ups = append(ups, w.up)
+		}
+	}
+	// Add under the lock Close takes before Wait: no Add after Wait starts.
+	b.wg.Add(1)
+	b.mu.Unlock()
+	for _, f := range ups {
+		f()
+	}
+	go func() {
+		defer b.wg.Done()
+		// Always closed, even when the link drops again meanwhile: waiters
+		// then look at the state again and see it down.
+		defer close(ready)
+		b.resubscribe(c, filters)
+	}()
+}
+
+// resubscribe subscribes filters again after a reconnect, in batches. A
+// filter refused with "packet identifier in use" (see Subscribe) is tried
+// again in the next round; one refused otherwise is logged and left.
+func (b *PahoBus) resubscribe(c paho.Client, filters []string) {
+	pending := filters
+	for attempt := 1; len(pending) > 0 && attempt <= pahoSubscribeAttempts; attempt++ {
+		var again []string
+		for i := 0; i < len(pending); i += pahoResubscribeBatch {
+			batch := make(map[string]byte, pahoResubscribeBatch)
+			for _, f := range pending[i:min(i+pahoResubscribeBatch, len(pending))] {
+				batch[f] = 1
+			}
+			tok := c.SubscribeMultiple(batch, nil)
+			select {
+			case <-tok.Done():
+				if err := tok.Error(); err != nil {
+					b.log.WithError(err).WithField("filters", len(batch)).Error("subscribing again after reconnect failed")
+					continue
+				}
+				for f := range batch {
+					switch code, _ := subackCode(tok, f); {
+					case code == pahoSubackIDInUse:
+						again = append(again, f)
+					case code >= 0x80:
+						b.log.WithFields(logrus.Fields{"filter": f, "code": code}).Error("subscribing again after reconnect: refused")
+					}
+				}
+			case <-b.done:
+				return
+			case <-time.After(time.Minute):
+				b.log.WithField("filters", len(batch)).Error("subscribing again after reconnect: no SUBACK in time")
+			}
+		}
+		pending = again
+	}
+	if len(pending) > 0 {
+		b.log.WithField("filters", len(pending)).Error("subscribing again after reconnect: still refused (packet identifier in use)")
+	}
+	b.log.WithField("filters", len(filters)).Info("connected again; subscriptions restored")
+}
+
+// markLost takes the link down and runs the OnLink lost functions, once per
+// connection. fromLostHandler: paho runs its connection-lost handler on a
+// goroutine of its own, which may be late, after a reconnect; a connection
+// that is open again by then was already marked lost by OnReconnecting.
+func (b *PahoBus) markLost(cause error, fromLostHandler bool) {
+	b.mu.Lock()
+	if !b.up || b.closed || (fromLostHandler && b.client.IsConnectionOpen()) {
+		b.mu.Unlock()
+		return
+	}
+	b.up = false
+	close(b.lost)
+	fs := make([]func(error), 0, len(b.watchers))
+	for _, w := range b.watchers {
+		if w.lost != nil {
+			fs = append(fs, w.lost)
+		}
+	}
+	b.mu.Unlock()
+	for _, f := range fs {
+		f(cause)
+	}
+}
+
+// OnLink registers lost, run each time the connection to the broker drops,
+// and up, run each time it is back, before the routes are subscribed again
+// (see LinkWatcher). stop unregisters them.
+func (b *PahoBus) OnLink(lost func(error), up func()) (stop func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id := b.nextID
+	b.nextID++
+	b.watchers[id] = pahoLinkWatch{lost: lost, up: up}
+	return func() {
+		b.mu.Lock()
+		delete(b.watchers, id)
+		b.mu.Unlock()
+	}
+}
+
+// link returns the current connection's lost channel once it is up and
+// subscribed again, waiting for the resubscription (bounded by ctx). It
+// fails with ErrLinkLost when the link is down and ErrBusClosed after Close.
+func (b *PahoBus) link(ctx context.Context) (lost <-chan struct{}, err error) {
+	for {
+		b.mu.RLock()
+		closed, up, lostCh, ready := b.closed, b.up, b.lost, b.ready
+		readyNow := false
+		if up {
+			select { // the usual case, seen under the same lock: no second look needed
+			case <-ready:
+				readyNow = true
+			default:
+			}
+		}
+		b.mu.RUnlock()
+		switch {
+		case closed:
+			return nil, ErrBusClosed
+		case !up:
+			return nil, fmt.Errorf("%w: not connected, reconnecting", ErrLinkLost)
+		case readyNow:
+			return lostCh, nil
+		}
+		select {
+		case <-ready:
+			b.mu.RLock()
+			same := b.ready == ready && b.up
+			b.mu.RUnlock()
+			if same {
+				return lostCh, nil
+			}
+		case <-lostCh:
+		case <-b.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// pahoWaitLink is pahoWait that also gives up when the connection the
+// packet went out on is lost: paho would keep the token open until it has
+// reconnected and resent the packet.
+func (b *PahoBus) pahoWaitLink(ctx context.Context, tok paho.Token, lost <-chan struct{}) error {
+	select {
+	case <-tok.Done():
+		err := tok.Error()
+		// A connection dying under the packet fails its write before paho
+		// (or the bus) has noticed the loss.
+		var ne net.Error
+		if err != nil && (errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, paho.ErrNotConnected) || !b.client.IsConnectionOpen()) {
+			return fmt.Errorf("%w: %w", ErrLinkLost, err)
+		}
+		return err
+	case <-lost:
+		return fmt.Errorf("%w: the broker's acknowledgement did not come", ErrLinkLost)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Subscribe subscribes to filter at QoS 1 and returns once the broker has
+// acknowledged it. h gets the messages of filter: an exact topic's handler
+// replaces any wildcard one for that topic.
+func (b *PahoBus) Subscribe(ctx context.Context, filter string, h MessageHandler) error {
+	if h == nil {
+		return fmt.Errorf("paho subscribe %q: nil handler", filter)
+	}
+	// A done ctx fails before anything is sent: otherwise the SUBACK and
+	// ctx race in pahoWait, and either may win.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("paho subscribe %q: %w", filter, err)
+	}
+	lost, err := b.link(ctx)
+	if err != nil {
+		return fmt.Errorf("paho subscribe %q: %w", filter, err)
+	}
+	// The route goes in first, so a message right after the SUBACK (a
+	// retained one) finds it.
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("paho subscribe %q: %w", filter, ErrBusClosed)
+	}
+	b.addRoute(filter, h)
+	b.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		tok := b.client.Subscribe(filter, 1, nil)
+		if err = b.pahoWaitLink(ctx, tok, lost); err != nil {
+			break
+		}
+		code, _ := subackCode(tok, filter)
+		if code < 0x80 {
+			break
+		}
+		err = fmt.Errorf("refused by the broker (SUBACK %#x)", code)
+		// mochi keeps its own packet IDs and the client's in one table:
+		// a SUBSCRIBE whose ID equals that of a message mochi is delivering
+		// to us is refused with 0x91 ("in use"). Another SUBSCRIBE gets
+		// another ID.
+		if code != pahoSubackIDInUse || attempt == pahoSubscribeAttempts {
+			break
+		}
+	}
+	if err != nil {
+		b.mu.Lock()
+		b.removeRoute(filter)
+		b.mu.Unlock()
+		return fmt.Errorf("paho subscribe %q: %w", filter, err)
+	}
+	return nil
+}
+
+// pahoSubackIDInUse is MQTT 5's "packet identifier in use", which mochi
+// also sends to 3.1.1 clients; pahoSubscribeAttempts bounds the retries it
+// calls for.
+const (
+	pahoSubackIDInUse     = 0x91
+	pahoSubscribeAttempts = 5
+)
+
+// subackCode is the SUBACK code of filter in tok; ok is false when the token
+// says nothing of it. paho keys Subscribe's result by the filter without a
+// $share/<group>/ prefix, SubscribeMultiple's by the whole filter.
+func subackCode(tok paho.Token, filter string) (code byte, ok bool) {
+	st, isSub := tok.(*paho.SubscribeToken)
+	if !isSub {
+		return 0, false
+	}
+	res := st.Result()
+	if code, ok = res[filter]; !ok {
+		code, ok = res[pahoPattern(filter)]
+	}
+	return code, ok
+}
+
+func (b *PahoBus) addRoute(filter string, h MessageHandler) {
+	if !pahoIsWildcard(filter) {
+		b.exact[filter] = h
+		return
+	}
+	for i, w := range b.wild {
+		if w.filter == filter {
+			b.wild[i].h = h
+			return
+		}
+	}
+	b.wild = append(b.wild, pahoWildRoute{filter: filter, pattern: pahoPattern(filter), h: h})
+}
+
+func (b *PahoBus) removeRoute(filter string) {
+	if !pahoIsWildcard(filter) {
+		delete(b.exact, filter)
+		return
+	}
+	for i, w := range b.wild {
+		if w.filter == filter {
+			b.wild = append(b.wild[:i], b.wild[i+1:]...)
+			return
+		}
+	}
+}
+
+// Unsubscribe removes the subscription to filter. The route goes even if
+// the broker does not answer: after a reconnect the clean session would
+// not have it anyway.
+func (b *PahoBus) Unsubscribe(ctx context.Context, filter string) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("paho unsubscribe %q: %w", filter, ErrBusClosed)
+	}
+	b.mu.Unlock()
+	err := pahoWait(ctx, b.client.Unsubscribe(filter))
+	b.mu.Lock()
+	b.removeRoute(filter)
+	b.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("paho unsubscribe %q: %w", filter, err)
+	}
+	return nil
+}
+
+// Publish sends payload to topic at QoS 1, not retained, and returns once
+// the broker has acknowledged it. Just after a reconnect it first waits
+// until every route is subscribed again; while the link is down, or if it
+// drops before the acknowledgement, it fails with an error wrapping
+// ErrLinkLost (in the latter case the message may still go out once paho
+// has reconnected).
+func (b *PahoBus) Publish(ctx context.Context, topic string, payload []byte) error {
+	b.mu.RLock()
+	closed := b.closed
+	b.mu.RUnlock()
+	if closed {
+		return fmt.Errorf("paho publish %q: %w", topic, ErrBusClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("paho publish %q: %w", topic, err)
+	}
+	lost, err := b.link(ctx)
+	if err != nil {
+		return fmt.Errorf("paho publish %q: %w", topic, err)
+	}
+	if err := b.pahoWaitLink(ctx, b.client.Publish(topic, 1, false, payload), lost); err != nil {
+		return fmt.Errorf("paho publish %q: %w", topic, err)
+	}
+	return nil
+}
+
+// IsConnected reports whether the connection to the broker is up now.
+func (b *PahoBus) IsConnected() bool { return b.client.IsConnectionOpen() }
+
+// Close disconnects (waiting up to 250 ms for work in progress) and stops
+// reconnecting. It is idempotent.
+func (b *PahoBus) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	close(b.done)
+	b.mu.Unlock()
+	b.client.Disconnect(250)
+	b.wg.Wait()
+	return nil
+}

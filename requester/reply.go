@@ -1,0 +1,102 @@
+package requester
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/jsonrpc"
+)
+
+// handleReply is the MessageHandler of every response topic. It runs on the
+// bus's delivery goroutine: it decodes, matches and hands off, never blocks,
+// and never panics on what an agent sends.
+func (r *Requester) handleReply(topic string, payload []byte) {
+	// The payload is the bus's to give away: the message may share its bytes.
+	var env contract.Envelope
+	m := new(jsonrpc.Message)
+	if err := contract.Decode(payload, &env, m); err != nil {
+		r.dropped.Add(1)
+		r.log.WithError(err).WithField("topic", topic).Debug("dropped reply")
+		return
+	}
+	p, kind := r.pending.lookup(env.CorrelationID)
+	switch kind {
+	case replyDuplicate:
+		r.duplicates.Add(1)
+		return
+	case replyLate:
+		r.late.Add(1)
+		r.log.WithField("correlationId", env.CorrelationID).Debug("reply for no open call")
+		return
+	}
+	if p.topic != topic {
+		// Someone who learnt a correlation ID answers it in another context:
+		// never let that complete the call.
+		r.mismatched.Add(1)
+		r.log.WithField("topic", topic).WithField("correlationId", env.CorrelationID).Warn("reply on the wrong context's topic")
+		return
+	}
+	if env.Agent != "" && p.claim(env.Agent) {
+		r.claims.Add(1)
+	}
+	if m.JSONRPC != jsonrpc.Version {
+		r.dropped.Add(1)
+		r.log.WithField("correlationId", env.CorrelationID).Debug("dropped reply: not a JSON-RPC 2.0 message")
+		return
+	}
+	if m.Method == "" {
+		if (m.Result == nil && m.Error == nil) || !rawIDIs(m.ID, p.id) {
+			r.dropped.Add(1)
+			r.log.WithField("correlationId", env.CorrelationID).Debug("dropped reply: response without result, or with another id")
+			return
+		}
+		if !p.finish(m, nil) {
+			r.duplicates.Add(1)
+		}
+		return
+	}
+	if m.Method == contract.ClaimMethod {
+		return // said all it had to say in env.Agent
+	}
+	if !p.addInterim(m) {
+		r.interimDropped.Add(1)
+	}
+}
+
+// rawIDIs reports whether the raw JSON-RPC id is the string id.
+func rawIDIs(raw json.RawMessage, id string) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == len(id)+2 && raw[0] == '"' && raw[len(raw)-1] == '"' && string(raw[1:len(raw)-1]) == id {
+		return true
+	}
+	var s string
+	return json.Unmarshal(raw, &s) == nil && s == id
+}
+
+// handlePresence is the MessageHandler of PresenceFilter.
+func (r *Requester) handlePresence(topic string, payload []byte) {
+	ok, lastGone, gone := r.presence.handle(topic, payload, time.Now())
+	if !ok {
+		r.badPresence.Add(1)
+		r.log.WithField("topic", topic).Debug("dropped presence message")
+		return
+	}
+	if r.opts.IgnorePresence {
+		return
+	}
+	if lastGone {
+		if n := r.pending.failAll(ErrNoAgent); n > 0 {
+			r.log.WithField("calls", n).Warn("last expert agent went offline; failed waiting calls")
+		}
+		return
+	}
+	if gone != "" {
+		if n := r.pending.failClaimed(gone, ErrAgentGone); n > 0 {
+			r.log.WithFields(logrus.Fields{"calls": n, "agent": gone}).Warn("expert agent went offline; failed the calls it had claimed")
+		}
+	}
+}

@@ -1,0 +1,750 @@
+package requester
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/jsonrpc"
+)
+
+var (
+	// ErrNoAgent is returned when no expert agent is online to take a
+	// request, and to calls still waiting when the last one goes offline.
+	ErrNoAgent = errors.New("no expert agent online")
+	// ErrAgentGone is returned to a call whose expert agent (the one that
+	// claimed it, see ClaimMethod) went offline before answering, while
+	// other agents stay online.
+	ErrAgentGone = errors.New("the expert agent serving the call went offline")
+	// ErrTimeout is returned when a request's deadline passes before the
+	// agent's final answer arrives. Such errors also match
+	// context.DeadlineExceeded.
+	ErrTimeout = errors.New("expert agent did not answer in time")
+	// ErrClosed is returned by a closed Requester, and to calls still
+	// waiting when it closes.
+	ErrClosed = errors.New("requester closed")
+	// ErrNoCall is returned by Send when no call with that correlation ID
+	// is open in that context.
+	ErrNoCall = errors.New("no open call with this correlation id in this context")
+	// ErrNotStarted is returned by Request before Start.
+	ErrNotStarted = errors.New("requester not started")
+)
+
+// Defaults of Options.
+const (
+	DefaultCallTimeout = 30 * time.Second
+	DefaultListTimeout = 5 * time.Second
+	DefaultMaxContexts = 10000
+	DefaultContextTTL  = 24 * time.Hour
+)
+
+// presenceGrace is how long after Start a request with no agent in sight
+// waits for retained presence to arrive: over an external broker the
+// retained statuses come after the SUBACK, not with it.
+const presenceGrace = 500 * time.Millisecond
+
+// cancelPublishTimeout bounds the notifications/cancelled publish that
+// follows a timeout or a cancellation.
+const cancelPublishTimeout = 2 * time.Second
+
+// Options configures a Requester. The zero value is usable.
+type Options struct {
+	// CallTimeout is the deadline of a request unless ctx has an earlier
+	// one; 0 means DefaultCallTimeout (30s).
+	CallTimeout time.Duration
+	// ListTimeout is the deadline of tools/list; 0 means DefaultListTimeout (5s).
+	ListTimeout time.Duration
+	// MaxContexts bounds the subscription LRU; 0 means DefaultMaxContexts
+	// (10000). Contexts with calls in flight are kept beyond the bound
+	// until their calls end.
+	MaxContexts int
+	// ContextTTL is the idle time after which a context's subscription is
+	// dropped; every use extends it. 0 means DefaultContextTTL (24h).
+	ContextTTL time.Duration
+	// IgnorePresence: when false, a call with no agent online fails at once
+	// with ErrNoAgent, and waiting calls fail when the last agent goes.
+	IgnorePresence bool
+	// Logger gets the requester's logs (component "expertagent.requester");
+	// nil discards them.
+	Logger *logrus.Entry
+
+	// now replaces time.Now in the subscription cache (tests).
+	now func() time.Time
+}
+
+// InterimFunc receives, in order, the messages an agent sends for an open
+// call before its final response: notifications/progress,
+// notifications/message, and agent-to-client requests.
+type InterimFunc func(correlationID string, msg *jsonrpc.Message)
+
+// Stats are the Requester's counters since it was made.
+type Stats struct {
+	// Subscription cache.
+	Hits, Misses      uint64 // lookups that found / did not find a context's subscription
+	Subscribes        uint64 // successful bus subscribes of response topics
+	SubscribeErrors   uint64
+	Unsubscribes      uint64 // bus unsubscribes of response topics (failed ones included)
+	UnsubscribeErrors uint64
+	Evictions         uint64 // contexts dropped because the LRU was full
+	Expired           uint64 // contexts dropped after ContextTTL idle
+	Contexts          int    // contexts subscribed now
+	Pinned            int    // of which: over the bound because calls are in flight
+
+	// Calls and replies.
+	Pending        int    // calls waiting for their answer now
+	Dropped        uint64 // replies that were not a well-formed envelope or JSON-RPC message
+	Late           uint64 // replies for no open call (caller gone, or never ours)
+	Duplicates     uint64 // replies for a call that already had its final answer
+	Mismatched     uint64 // replies whose correlationId is open but belongs to another context's topic
+	InterimDropped uint64 // interim messages over the per-call queue bound
+	BadPresence    uint64 // presence messages that could not be understood
+	Claims         uint64 // calls an agent claimed (see ClaimMethod)
+}
+
+// Requester sends MCP requests to the expert agents of a context and waits
+// for their answers. It keeps one exact subscription per context's response
+// topic in an LRU, matches replies to calls by correlation ID, enforces
+// deadlines, and watches agent presence. Safe for concurrent use.
+type Requester struct {
+	bus        Bus
+	opts       Options
+	log        *logrus.Entry
+	cache      *subCache
+	pending    *pendingTable
+	presence   *presenceWatch
+	idPrefix   string
+	seq        atomic.Uint64
+	onReply    MessageHandler
+	onPresence MessageHandler
+	// publishWaits: the bus's Publish may block (a network round trip),
+	// so it gets a context with the call's deadline.
+	publishWaits bool
+	stopLink     func() // stops watchLink (requester_link.go)
+
+	dropped, late, duplicates, mismatched, interimDropped, badPresence, claims atomic.Uint64
+
+	mu         sync.Mutex
+	started    bool
+	startedAt  time.Time
+	closed     bool
+	active     int           // Request calls running
+	idle       chan struct{} // closed once closed and active == 0
+	idleClosed bool
+}
+
+// publishWaiter is a Bus that says whether its Publish may block. The
+// embedded broker's InlineBus does not: it routes the message and returns.
+type publishWaiter interface {
+	PublishWaits() bool
+}
+
+// requesterLogger returns l (or a discard logger) with a component field.
+func requesterLogger(l *logrus.Entry, component string) *logrus.Entry {
+	if l == nil {
+		lg := logrus.New()
+		lg.SetOutput(io.Discard)
+		lg.SetLevel(logrus.PanicLevel)
+		l = logrus.NewEntry(lg)
+	}
+	return l.WithField("component", component)
+}
+
+// New makes a Requester over bus. Call Start before Request.
+func New(bus Bus, opts Options) *Requester {
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.ListTimeout <= 0 {
+		opts.ListTimeout = DefaultListTimeout
+	}
+	if opts.MaxContexts <= 0 {
+		opts.MaxContexts = DefaultMaxContexts
+	}
+	if opts.ContextTTL <= 0 {
+		opts.ContextTTL = DefaultContextTTL
+	}
+	r := &Requester{
+		bus:      bus,
+		opts:     opts,
+		log:      requesterLogger(opts.Logger, "expertagent.requester"),
+		presence: newPresenceWatch(),
+		// The prefix makes IDs unguessable to other callers on the bus, the
+		// counter makes them unique within this requester.
+		idPrefix: "c-" + contract.RandomID(9) + "-",
+		idle:     make(chan struct{}),
+	}
+	r.pending = newPendingTable(r.seqOf)
+	r.onReply = r.handleReply
+	r.onPresence = r.handlePresence
+	r.publishWaits = true
+	if w, ok := bus.(publishWaiter); ok {
+		r.publishWaits = w.PublishWaits()
+	}
+	r.stopLink = r.watchLink()
+	r.cache = newSubCache(r, subCacheOptions{
+		maxEntries: opts.MaxContexts,
+		ttl:        opts.ContextTTL,
+		now:        opts.now,
+		logger:     requesterLogger(opts.Logger, "expertagent.subcache"),
+	})
+	return r
+}
+
+// subscribe and unsubscribe make the Requester the subscription cache's
+// subscriber: every response topic goes to the same handler.
+func (r *Requester) subscribe(ctx context.Context, topic string) error {
+	return r.bus.Subscribe(ctx, topic, r.onReply)
+}
+
+func (r *Requester) unsubscribe(ctx context.Context, topic string) error {
+	return r.bus.Unsubscribe(ctx, topic)
+}
+
+// reapInterval is how often expired contexts are looked for: often enough
+// that a context outlives its TTL by a small fraction of it.
+func reapInterval(ttl time.Duration) time.Duration {
+	return min(max(ttl/8, 10*time.Millisecond), time.Minute)
+}
+
+// Start subscribes to agent presence and starts the unsubscribe worker and
+// the TTL reaper. Those stop in Close.
+func (r *Requester) Start(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	if r.started {
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	if err := r.bus.Subscribe(ctx, contract.PresenceFilter, r.onPresence); err != nil {
+		return fmt.Errorf("requester: subscribe to presence: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	r.started = true
+	r.startedAt = time.Now()
+	r.cache.start(reapInterval(r.opts.ContextTTL))
+	return nil
+}
+
+// enter registers a running Request; it fails once Close has begun.
+func (r *Requester) enter() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	if !r.started {
+		return ErrNotStarted
+	}
+	r.active++
+	return nil
+}
+
+func (r *Requester) leave() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.active--
+	if r.closed && r.active == 0 && !r.idleClosed {
+		r.idleClosed = true
+		close(r.idle)
+	}
+}
+
+// nextID returns a new correlation ID and the sequence number it is made
+// from: idPrefix, then the number in base 36.
+func (r *Requester) nextID() (string, uint64) {
+	seq := r.seq.Add(1)
+	var buf [48]byte
+	b := append(buf[:0], r.idPrefix...)
+	return string(strconv.AppendUint(b, seq, 36)), seq
+}
+
+// seqOf returns the sequence number of a correlation ID nextID made (and
+// false for any other string, including other spellings of the number).
+func (r *Requester) seqOf(id string) (uint64, bool) {
+	digits, ok := strings.CutPrefix(id, r.idPrefix)
+	if !ok || digits == "" || digits[0] == '0' || len(digits) > 13 {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if c := digits[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'z') {
+			return 0, false
+		}
+	}
+	seq, err := strconv.ParseUint(digits, 36, 64)
+	return seq, err == nil
+}
+
+// callTimers recycles the timers of calls' deadlines: one per call, and a
+// timer costs three allocations. Since Go 1.23 a stopped timer delivers no
+// stale tick, so a recycled one needs no draining.
+var callTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+func startCallTimer(d time.Duration) *time.Timer {
+	t := callTimers.Get().(*time.Timer)
+	t.Reset(d)
+	return t
+}
+
+func stopCallTimer(t *time.Timer) {
+	t.Stop()
+	callTimers.Put(t)
+}
+
+// Request sends one JSON-RPC request (method, params) to the agents of
+// context c and waits for the final response: the JSON-RPC response whose
+// id is the call's correlation ID. A JSON-RPC error response is returned as
+// the message (its Error set) with a nil error: the caller decides how to
+// relay it. Messages the agent sends first for the same call go to
+// interim, in order (nil interim: dropped).
+//
+// The deadline is the earlier of ctx's and CallTimeout. When it passes, or
+// ctx is cancelled, Request sends notifications/cancelled for the call on
+// the request topic and returns an error wrapping ErrTimeout (deadline) or
+// ctx.Err() (cancellation). With presence on, it fails with ErrNoAgent when
+// no agent is online, at once or as soon as the last one goes.
+func (r *Requester) Request(ctx context.Context, c contract.Context, caller *contract.Caller, method string, params json.RawMessage, interim InterimFunc) (*jsonrpc.Message, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("requester: %w", err)
+	}
+	if method == "" {
+		return nil, errors.New("requester: empty method")
+	}
+	// Encoding validates params: first, so that bad params fail before
+	// anything else happens.
+	id, seq := r.nextID()
+	dl := newCallDeadline(ctx, r.opts.CallTimeout)
+	payload, err := contract.AppendRequest(make([]byte, 0, 256+len(params)), id, dl.at.UnixMilli(), caller, method, params)
+	if err != nil {
+		return nil, fmt.Errorf("requester: %s: params are not valid JSON", method)
+	}
+	if err := r.enter(); err != nil {
+		return nil, err
+	}
+	defer r.leave()
+	defer dl.release()
+	return r.await(ctx, &dl, c, id, seq, method, payload, interim)
+}
+
+// callDeadline is one call's deadline: the earlier of its ctx's and
+// CallTimeout. A context carrying it is made only for the steps that may
+// block (waiting for an agent or a subscription, a publish that waits for
+// the broker): deriving one costs more than the rest of a call that needs
+// none, so the wait for the answer uses a timer instead.
+type callDeadline struct {
+	parent   context.Context
+	at       time.Time
+	ownTimer bool // at comes from CallTimeout, not from parent's deadline
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+func newCallDeadline(parent context.Context, timeout time.Duration) callDeadline {
+	d := callDeadline{parent: parent, at: time.Now().Add(timeout), ownTimer: true}
+	if pd, ok := parent.Deadline(); ok && !pd.After(d.at) {
+		d.at, d.ownTimer = pd, false
+	}
+	return d
+}
+
+// context returns a context with the call's deadline.
+func (d *callDeadline) context() context.Context {
+	if d.ctx == nil {
+		if d.ownTimer {
+			d.ctx, d.cancel = context.WithDeadline(d.parent, d.at)
+		} else {
+			d.ctx = d.parent
+		}
+	}
+	return d.ctx
+}
+
+func (d *callDeadline) release() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+}
+
+// err is why the call ended early: ErrTimeout-compatible once the deadline
+// has passed, the parent's error otherwise (nil if neither).
+func (d *callDeadline) err() error {
+	if err := d.parent.Err(); err != nil {
+		return err
+	}
+	if d.ctx != nil {
+		if err := d.ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if !time.Now().Before(d.at) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// await publishes one encoded request (correlation ID id) and waits for its
+// final answer.
+func (r *Requester) await(ctx context.Context, dl *callDeadline, c contract.Context, id string, seq uint64, method string, payload []byte, interim InterimFunc) (*jsonrpc.Message, error) {
+	if !r.opts.IgnorePresence {
+		if online, _ := r.presence.anyOnline(); !online {
+			if err := r.waitForAgent(dl.context()); err != nil {
+				return nil, r.callErr(dl.context(), method, err)
+			}
+		}
+	}
+
+	reqTopic, topic := contextTopics(c)
+	sub := r.cache.acquireActive(topic)
+	if sub == nil {
+		var err error
+		if sub, err = r.cache.acquire(dl.context(), topic); err != nil {
+			return nil, r.callErr(dl.context(), method, err)
+		}
+	}
+	defer r.cache.release(sub)
+
+	p := newPendingCall(id, seq, topic)
+	r.pending.add(p)
+	answered := false
+	defer func() { r.pending.remove(p, answered) }()
+	// Checked after add: a presence change that fails pending calls either
+	// sees this call or happened before this check.
+	if !r.opts.IgnorePresence {
+		if online, _ := r.presence.anyOnline(); !online {
+			return nil, fmt.Errorf("requester: %s: %w", method, ErrNoAgent)
+		}
+	}
+
+	pubCtx := ctx
+	if r.publishWaits {
+		pubCtx = dl.context()
+	}
+	if err := r.bus.Publish(pubCtx, reqTopic, payload); err != nil {
+		if derr := dl.err(); derr != nil {
+			return nil, r.callErr(ctx, method, derr)
+		}
+		return nil, fmt.Errorf("requester: %s: publish: %w", method, err)
+	}
+
+	// The parent's deadline, if it is the call's, fires through ctx.Done.
+	var expired <-chan time.Time
+	if dl.ownTimer {
+		t := startCallTimer(time.Until(dl.at))
+		defer stopCallTimer(t)
+		expired = t.C
+	}
+	for {
+		var timedOut bool
+		select {
+		case <-p.notify:
+			ims, final, ferr := p.take()
+			if interim != nil {
+				for _, m := range ims {
+					interim(id, m)
+				}
+			}
+			if final != nil {
+				answered = true
+				return final, nil
+			}
+			if ferr != nil {
+				return nil, fmt.Errorf("requester: %s: %w", method, ferr)
+			}
+			continue
+		case <-ctx.Done():
+		case <-expired:
+			timedOut = true
+		}
+		// An answer that raced the deadline still counts.
+		if ims, final, _ := p.take(); final != nil {
+			if interim != nil {
+				for _, m := range ims {
+					interim(id, m)
+				}
+			}
+			answered = true
+			return final, nil
+		}
+		cause := context.DeadlineExceeded
+		if !timedOut {
+			cause = ctx.Err()
+		}
+		r.sendCancelled(ctx, c, id, errors.Is(cause, context.DeadlineExceeded))
+		return nil, r.callErr(ctx, method, cause)
+	}
+}
+
+// contextTopics returns c's request and response topics (c must be valid),
+// built in one allocation: they differ only in their last level.
+func contextTopics(c contract.Context) (req, res string) {
+	levels := [...]string{c.PlatformID, c.UserID, c.SessionID, c.EntityType, c.EntityID}
+	n := len(contract.TopicPrefix) + len("req")
+	for _, l := range levels {
+		n += len(l) + 1
+	}
+	var b strings.Builder
+	b.Grow(2 * n)
+	for _, kind := range [...]string{"req", "res"} {
+		b.WriteString(contract.TopicPrefix)
+		for _, l := range levels {
+			b.WriteString(l)
+			b.WriteByte('/')
+		}
+		b.WriteString(kind)
+	}
+	s := b.String()
+	return s[:n], s[n:]
+}
+
+// callErr turns a failure into the error Request returns: a passed deadline
+// becomes ErrTimeout (still matching context.DeadlineExceeded).
+func (r *Requester) callErr(ctx context.Context, method string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("requester: %s: %w: %w", method, ErrTimeout, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("requester: %s: %w", method, err)
+}
+
+// waitForAgent returns nil when an agent is online (or presence is
+// ignored), ErrNoAgent otherwise. Just after Start it gives the retained
+// presence statuses a moment to arrive.
+func (r *Requester) waitForAgent(ctx context.Context) error {
+	if r.opts.IgnorePresence {
+		return nil
+	}
+	r.mu.Lock()
+	graceEnd := r.startedAt.Add(presenceGrace)
+	r.mu.Unlock()
+	for {
+		online, changed := r.presence.anyOnline()
+		if online {
+			return nil
+		}
+		wait := time.Until(graceEnd)
+		if wait <= 0 {
+			return ErrNoAgent
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-changed:
+			t.Stop()
+		case <-t.C:
+			return ErrNoAgent
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// sendCancelled tells the agents that the call id is abandoned, so they can
+// stop working on it. ctx is the call's own, possibly done: the publish gets
+// a short deadline of its own.
+func (r *Requester) sendCancelled(ctx context.Context, c contract.Context, id string, deadlineExceeded bool) {
+	reason := "cancelled by the client"
+	if deadlineExceeded {
+		reason = "deadline exceeded"
+	}
+	msg, _ := json.Marshal(&jsonrpc.Message{JSONRPC: jsonrpc.Version, Method: "notifications/cancelled",
+		Params: mustJSON(map[string]string{"requestId": id, "reason": reason})})
+	env := contract.Envelope{CorrelationID: id, Message: msg}
+	payload, err := env.Encode()
+	if err != nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelPublishTimeout)
+	defer cancel()
+	if err := r.bus.Publish(pctx, c.RequestTopic(), payload); err != nil {
+		r.log.WithError(err).WithField("correlationId", id).Debug("could not send notifications/cancelled")
+	}
+}
+
+// ListTools asks the agents of c for their tools and returns the result
+// object of tools/list, raw. Its deadline is ListTimeout (or ctx's, if
+// earlier). A JSON-RPC error from the agent is returned as a *jsonrpc.Error.
+func (r *Requester) ListTools(ctx context.Context, c contract.Context, caller *contract.Caller) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.ListTimeout)
+	defer cancel()
+	m, err := r.Request(ctx, c, caller, "tools/list", nil, nil)
+	return resultOf(m, err)
+}
+
+// CallTool calls tool name with args (a JSON object, or nil) in context c
+// and returns the result object of tools/call, raw. A JSON-RPC error from
+// the agent is returned as a *jsonrpc.Error; a tool's own failure is a
+// result with isError true, returned as a result.
+func (r *Requester) CallTool(ctx context.Context, c contract.Context, caller *contract.Caller, name string, args json.RawMessage, interim InterimFunc) (json.RawMessage, error) {
+	params, err := json.Marshal(struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments,omitempty"`
+	}{name, args})
+	if err != nil {
+		return nil, fmt.Errorf("requester: tools/call %s: arguments are not valid JSON", name)
+	}
+	m, err := r.Request(ctx, c, caller, "tools/call", params, interim)
+	return resultOf(m, err)
+}
+
+func resultOf(m *jsonrpc.Message, err error) (json.RawMessage, error) {
+	if err != nil {
+		return nil, err
+	}
+	if m.Error != nil {
+		return nil, m.Error
+	}
+	return m.Result, nil
+}
+
+// Send publishes msg, tied to the open call correlationID of context c, on
+// c's request topic: the client's answers to the agent's own requests
+// (sampling, elicitation). It fails with ErrNoCall if no such call is open.
+func (r *Requester) Send(ctx context.Context, c contract.Context, correlationID string, msg *jsonrpc.Message) error {
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("requester: %w", err)
+	}
+	if msg == nil {
+		return errors.New("requester: send: nil message")
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	p, kind := r.pending.lookup(correlationID)
+	if kind != replyPending || p.topic != c.ResponseTopic() {
+		return fmt.Errorf("requester: send %q: %w", correlationID, ErrNoCall)
+	}
+	raw, err := json.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("requester: send: encode: %w", err)
+	}
+	env := contract.Envelope{CorrelationID: correlationID, Message: raw}
+	payload, err := env.Encode()
+	if err != nil {
+		return fmt.Errorf("requester: send: encode: %w", err)
+	}
+	if err := r.bus.Publish(ctx, c.RequestTopic(), payload); err != nil {
+		return fmt.Errorf("requester: send: %w", err)
+	}
+	return nil
+}
+
+// Agents returns what presence says of every agent instance heard of,
+// online ones first.
+func (r *Requester) Agents() []AgentStatus { return r.presence.list() }
+
+// ContextInfo is one context the Requester holds a subscription for.
+type ContextInfo struct {
+	Context  contract.Context
+	LastUsed time.Time
+}
+
+// Contexts lists the subscribed contexts of one user ("" = every user),
+// most recently used first. It walks the whole cache: for operators and
+// diagnostics, not for the hot path.
+func (r *Requester) Contexts(userID string) []ContextInfo {
+	var out []ContextInfo
+	r.cache.each(func(topic string, lastUse time.Time) {
+		c, _, err := contract.ParseTopic(topic)
+		if err == nil && (userID == "" || c.UserID == userID) {
+			out = append(out, ContextInfo{Context: c, LastUsed: lastUse})
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].LastUsed.After(out[j].LastUsed) })
+	return out
+}
+
+// PresenceGeneration counts the agent presence changes seen so far: an agent
+// coming online, going offline or clearing its status. Data cached from
+// agents (tool lists) is stale once the generation moves.
+func (r *Requester) PresenceGeneration() uint64 { return r.presence.generation() }
+
+// Stats returns the counters.
+func (r *Requester) Stats() Stats {
+	cs := r.cache.snapshot()
+	return Stats{
+		Hits:              cs.hits,
+		Misses:            cs.misses,
+		Subscribes:        cs.subscribes,
+		SubscribeErrors:   cs.subErrors,
+		Unsubscribes:      cs.unsubscribes,
+		UnsubscribeErrors: cs.unsubErrs,
+		Evictions:         cs.evictions,
+		Expired:           cs.expired,
+		Contexts:          cs.live,
+		Pinned:            cs.pinned,
+		Pending:           r.pending.len(),
+		Dropped:           r.dropped.Load(),
+		Late:              r.late.Load(),
+		Duplicates:        r.duplicates.Load(),
+		Mismatched:        r.mismatched.Load(),
+		InterimDropped:    r.interimDropped.Load(),
+		BadPresence:       r.badPresence.Load(),
+		Claims:            r.claims.Load(),
+	}
+}
+
+// Close fails waiting calls with ErrClosed, waits for them to return,
+// unsubscribes every context and presence, and stops the goroutines. ctx
+// bounds the wait; Close is idempotent.
+func (r *Requester) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	started := r.started
+	if r.active == 0 && !r.idleClosed {
+		r.idleClosed = true
+		close(r.idle)
+	}
+	r.mu.Unlock()
+
+	r.stopLink()
+	r.pending.failAll(ErrClosed)
+	var errs []error
+	select {
+	case <-r.idle:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("requester: close: waiting for calls: %w", ctx.Err()))
+	}
+	if err := r.cache.close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("requester: close: %w", err))
+	}
+	if started {
+		if err := r.bus.Unsubscribe(ctx, contract.PresenceFilter); err != nil {
+			errs = append(errs, fmt.Errorf("requester: close: unsubscribe presence: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mustJSON encodes v, which always encodes.
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
