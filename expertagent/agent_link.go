@@ -10,6 +10,7 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/internal/pahoconn"
 )
 
 // agentLink is the Agent's connection to the broker. Production has one,
@@ -86,6 +87,7 @@ func (a *Agent) pahoOptions(will []byte) *mqtt.ClientOptions {
 	if a.opts.TLSConfig != nil {
 		o.SetTLSConfig(a.opts.TLSConfig)
 	}
+	pahoconn.Use(o, a.opts.BrokerURL)
 	o.SetBinaryWill(contract.PresenceTopic(a.opts.ClientID), will, 1, true)
 	return o
 }

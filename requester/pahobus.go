@@ -14,6 +14,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/sirupsen/logrus"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/internal/pahoconn"
 )
 
 // Defaults of PahoBusOptions.
@@ -157,6 +158,7 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 	if opts.TLSConfig != nil {
 		co.SetTLSConfig(opts.TLSConfig)
 	}
+	pahoconn.Use(co, opts.BrokerURL)
 	b.client = paho.NewClient(co)
 	tok := b.client.Connect()
 	if err := pahoWait(ctx, tok); err != nil {
