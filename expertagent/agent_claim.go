@@ -10,8 +10,8 @@ import (
 )
 
 // claimLoop claims the requests that have been in flight for ClaimAfter
-// (see ClaimMethod). A ticker at half that period keeps quick requests
-// free of any per-call cost; it stops with ctx.
+// (see contract.ClaimMethod). A ticker at half that period keeps quick
+// requests free of any per-call cost; it stops with ctx.
 func (a *Agent) claimLoop(ctx context.Context) {
 	period := max(a.opts.ClaimAfter/2, 10*time.Millisecond)
 	t := time.NewTicker(period)
@@ -22,27 +22,33 @@ func (a *Agent) claimLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			due = due[:0]
-			a.flightMu.Lock()
-			for _, c := range a.inflight {
-				if now.Sub(c.started) >= a.opts.ClaimAfter {
-					due = append(due, c)
-				}
-			}
-			a.flightMu.Unlock()
-			for _, c := range due {
-				// A claim waits for its PUBACK: while the link is down
-				// each would wait agentOpTimeout in turn. They go at a
-				// later tick instead, once it is back.
-				if !a.link.isOpen() {
-					break
-				}
-				if err := c.claim(ctx); err != nil && ctx.Err() == nil {
-					a.log.WithError(err).WithField("correlationId", c.corrID).Debug("claim not sent; trying again")
-				}
-			}
+			due = a.claimDue(ctx, now, due[:0])
 		}
 	}
+}
+
+// claimDue claims the requests in flight for ClaimAfter at now. due is
+// scratch space, returned for the next tick.
+func (a *Agent) claimDue(ctx context.Context, now time.Time, due []*agentCall) []*agentCall {
+	a.flightMu.Lock()
+	for _, c := range a.inflight {
+		if now.Sub(c.started) >= a.opts.ClaimAfter {
+			due = append(due, c)
+		}
+	}
+	a.flightMu.Unlock()
+	for _, c := range due {
+		// A claim waits for its PUBACK: while the link is down each
+		// would wait agentOpTimeout in turn. They go at a later tick
+		// instead, once it is back.
+		if !a.link.isOpen() {
+			break
+		}
+		if err := c.claim(ctx); err != nil && ctx.Err() == nil {
+			a.log.WithError(err).WithField("correlationId", c.corrID).Debug("claim not sent; trying again")
+		}
+	}
+	return due
 }
 
 // maxClaimTries bounds the claims sent for one call: a broker that refuses
