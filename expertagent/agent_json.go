@@ -1,7 +1,11 @@
 package expertagent
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+
+	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/toolbus/toolbus/internal/jsonenc"
 	"github.com/toolbus/toolbus/jsonrpc"
@@ -10,8 +14,17 @@ import (
 // The Agent decodes one request envelope per call (contract.Decode) and
 // encodes one reply, writing the bytes json.Marshal would.
 
-// agentDecodeParams decodes params into p.
-func agentDecodeParams(params []byte, p *agentParams) error { return json.Unmarshal(params, p) }
+// agentDecodeParams decodes params into p as json.Unmarshal would, with
+// segmentio's decoder (the gateway's too): arguments stay raw and point
+// into params, and a long argument is stepped over, not decoded. params
+// is one JSON value: a raw member of a message contract.Decode checked.
+func agentDecodeParams(params []byte, p *agentParams) error {
+	rest, err := segjson.Parse(params, p, segjson.ZeroCopy)
+	if err == nil && len(bytes.TrimLeft(rest, " \t\r\n")) > 0 {
+		err = errors.New("data after the params value")
+	}
+	return err
+}
 
 // appendJSONString appends s as a JSON string, byte for byte as
 // json.Marshal writes it.

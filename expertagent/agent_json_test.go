@@ -17,6 +17,46 @@ import (
 // what encoding/json does. These tests compare the two on fixed
 // cases and, as fuzz targets, on whatever the fuzzer finds.
 
+var agentParamsSeeds = []string{
+	`{"name":"echo","arguments":{"text":"hi"}}`,
+	`{"name":"echo","arguments":null,"_meta":{"progressToken":"p-1"},"protocolVersion":"2025-11-25"}`,
+	`{"NAME":"e\u0063ho","_Meta":{"ProgressToken":7},"_meta":null}`,
+	`{"_meta":{"progressToken":null,"other":[1]},"extra":{"a":"b"}}`,
+	`{"name":"a","name":"b","arguments":{"x":1},"arguments":[2]}`,
+	`{"_meta":[]}`, `{"name":1}`, `[1]`, `null`, ` null `, `"x"`, `{"name":"a"} {}`, `{`, ``,
+}
+
+func TestAgentDecodeParamsMatchesEncodingJSON(t *testing.T) {
+	for _, in := range agentParamsSeeds {
+		agentCheckDecodeParams(t, []byte(in))
+	}
+}
+
+func FuzzAgentDecodeParams(f *testing.F) {
+	for _, in := range agentParamsSeeds {
+		f.Add([]byte(in))
+	}
+	f.Fuzz(func(t *testing.T, params []byte) { agentCheckDecodeParams(t, params) })
+}
+
+// agentCheckDecodeParams: agentDecodeParams accepts what encoding/json
+// accepts, and fills the same values.
+func agentCheckDecodeParams(t *testing.T, params []byte) {
+	t.Helper()
+	var got, want agentParams
+	err := agentDecodeParams(params, &got)
+	wantErr := json.Unmarshal(params, &want)
+	if (err == nil) != (wantErr == nil) {
+		t.Fatalf("%.200q: agentDecodeParams error %v, encoding/json %v", params, err, wantErr)
+	}
+	if err != nil {
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%.200q:\n got %+v\nwant %+v", params, got, want)
+	}
+}
+
 var agentStringSeeds = []string{
 	"", "hello", `quote " backslash \ slash /`, "<script>&amp;</script>", "tab\tnl\ncr\rbs\bff\f\x00\x1f\x7f",
 	"caf\u00e9 \u2028 \u2029 \U0001F600", "bad \xff\xfe utf8 \xe2\x80", "\xed\xa0\x80 surrogate",
