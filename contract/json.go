@@ -11,15 +11,15 @@ import (
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
-// The requester's JSON fast paths. Every envelope crosses the bus twice per
-// call, and encoding/json costs more than the rest of the requester: it
+// The contract's JSON fast paths, for both sides. Every envelope crosses
+// the bus twice per call, and encoding/json costs more than the rest of the requester: it
 // re-validates and compacts each RawMessage it marshals, and decoding an
 // envelope then its message scans the message twice. Encoding here appends
 // straight into the payload. Decoding takes one pass over envelope and
 // message, but only for payloads it fully understands: anything unusual
 // (escapes, keys that differ from a field name only in case, duplicate
 // keys, numbers that are not plain integers, deep nesting) makes it give up,
-// and the caller decodes with encoding/json as before. So a payload either
+// and the caller decodes with encoding/json. So a payload either
 // decodes exactly as encoding/json would, or goes to encoding/json.
 
 // appendJSONString appends s as a JSON string, byte for byte as
@@ -45,7 +45,7 @@ func Decode(payload []byte, env *Envelope, msg *jsonrpc.Message) error {
 	}
 	*env = e
 	if err := json.Unmarshal(env.Message, msg); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadEnvelope, err)
+		return fmt.Errorf("%w: %w", ErrBadEnvelope, err)
 	}
 	return nil
 }

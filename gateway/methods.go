@@ -14,7 +14,8 @@ import (
 // The MCP methods. The transport (transport.go) reads a request off the
 // wire, checks its framing, finds its session and context, and hands the
 // methods a request; a method returns the result or the JSON-RPC error, and
-// the transport writes it (choosing the HTTP status from the error code).
+// the transport writes it (choosing the HTTP status from the answer's
+// refusal).
 // While it runs, a method may send messages ahead of its answer through the
 // request's stream.
 

@@ -76,10 +76,10 @@ func (t *Tool) Validate() error {
 		return fmt.Errorf("%w: name %q: 1 to %d characters from A-Z a-z 0-9 _ - .", ErrInvalidTool, t.Name, MaxToolName)
 	}
 	if err := checkObjectSchema(t.InputSchema); err != nil {
-		return fmt.Errorf("%w: %q inputSchema: %v", ErrInvalidTool, t.Name, err)
+		return fmt.Errorf("%w: %q inputSchema: %w", ErrInvalidTool, t.Name, err)
 	}
 	if err := checkObjectSchema(t.OutputSchema); err != nil {
-		return fmt.Errorf("%w: %q outputSchema: %v", ErrInvalidTool, t.Name, err)
+		return fmt.Errorf("%w: %q outputSchema: %w", ErrInvalidTool, t.Name, err)
 	}
 	return nil
 }

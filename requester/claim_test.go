@@ -20,71 +20,79 @@ import (
 // nobody claimed keeps waiting (and the survivor answers it), and the
 // claim itself never reaches the caller as an interim message.
 func TestRequesterClaimedCallFailsWhenItsAgentGoes(t *testing.T) {
+	// A claim is the envelope's "agent"; a malformed message beside it
+	// still claims the call (and is dropped).
+	claims := map[string]string{
+		"claim":             `{"jsonrpc":"2.0","method":"` + contract.ClaimMethod + `"}`,
+		"malformed message": `{"jsonrpc":"2.0","method":5}`,
+	}
 	for _, kind := range []busKind{busInline, busPaho} {
-		t.Run(string(kind), func(t *testing.T) {
-			e := rqStartBroker(t)
-			doomed := e.raw(t, rqRawOpts{clientID: "worker-a", will: &contract.Presence{Status: contract.StatusOffline, ClientID: "worker-a"}})
-			doomed.subscribe(t, "$share/pool/"+contract.RequestFilter)
-			doomed.announce(t, "worker-a", contract.StatusOnline)
-			survivor := e.raw(t, rqRawOpts{clientID: "worker-b"})
-			survivor.announce(t, "worker-b", contract.StatusOnline)
-			r := rqRequester(t, e.bus(t, kind), requester.Options{CallTimeout: time.Minute})
-			rqPoll(t, "two agents online", func() bool {
-				n := 0
-				for _, a := range r.Agents() {
-					if a.Online {
-						n++
+		for name, claimMsg := range claims {
+			t.Run(string(kind)+"/"+name, func(t *testing.T) {
+				e := rqStartBroker(t)
+				doomed := e.raw(t, rqRawOpts{clientID: "worker-a", will: &contract.Presence{Status: contract.StatusOffline, ClientID: "worker-a"}})
+				doomed.subscribe(t, "$share/pool/"+contract.RequestFilter)
+				doomed.announce(t, "worker-a", contract.StatusOnline)
+				survivor := e.raw(t, rqRawOpts{clientID: "worker-b"})
+				survivor.announce(t, "worker-b", contract.StatusOnline)
+				r := rqRequester(t, e.bus(t, kind), requester.Options{CallTimeout: time.Minute})
+				rqPoll(t, "two agents online", func() bool {
+					n := 0
+					for _, a := range r.Agents() {
+						if a.Online {
+							n++
+						}
+					}
+					return n == 2
+				})
+
+				var interims []string
+				interim := func(_ string, m *jsonrpc.Message) { interims = append(interims, m.Method) }
+				claimed := rqGo(func() error {
+					_, err := r.CallTool(rqContext(t), rqCtx(1), nil, "echo", json.RawMessage(`{"text":"x"}`), interim)
+					return err
+				})
+				q1 := doomed.nextRequest(t)
+				unclaimed := rqGo(func() error {
+					_, err := r.CallTool(rqContext(t), rqCtx(2), nil, "echo", json.RawMessage(`{"text":"y"}`), nil)
+					return err
+				})
+				q2 := doomed.nextRequest(t)
+
+				claim := contract.Envelope{CorrelationID: q1.env.CorrelationID, Agent: "worker-a",
+					Message: json.RawMessage(claimMsg)}
+				p, err := claim.Encode()
+				if err != nil {
+					t.Fatal(err)
+				}
+				doomed.publish(t, strings.TrimSuffix(q1.topic, "req")+"res", false, p)
+				// The claim is in once a later message of the same publisher is
+				// (one connection, handled in order): announce again and wait
+				// for the requester to hear it.
+				gen := r.PresenceGeneration()
+				doomed.announce(t, "worker-a", contract.StatusOnline)
+				rqPoll(t, "presence re-announced", func() bool { return r.PresenceGeneration() > gen })
+
+				doomed.kill()
+				if err := rqRecv(t, claimed); !errors.Is(err, requester.ErrAgentGone) {
+					t.Fatalf("claimed call: %v, want ErrAgentGone", err)
+				}
+				select {
+				case err := <-unclaimed:
+					t.Fatalf("the unclaimed call ended with %v; it should still wait", err)
+				default:
+				}
+				survivor.reply(t, q2.topic, q2.env.CorrelationID, rqResult(string(mustUnquote(t, q2.msg.ID)), `{"content":[]}`))
+				if err := rqRecv(t, unclaimed); err != nil {
+					t.Fatalf("unclaimed call answered by the survivor: %v", err)
+				}
+				for _, m := range interims {
+					if m == contract.ClaimMethod {
+						t.Fatal("the claim reached the caller as an interim message")
 					}
 				}
-				return n == 2
 			})
-
-			var interims []string
-			interim := func(_ string, m *jsonrpc.Message) { interims = append(interims, m.Method) }
-			claimed := rqGo(func() error {
-				_, err := r.CallTool(rqContext(t), rqCtx(1), nil, "echo", json.RawMessage(`{"text":"x"}`), interim)
-				return err
-			})
-			q1 := doomed.nextRequest(t)
-			unclaimed := rqGo(func() error {
-				_, err := r.CallTool(rqContext(t), rqCtx(2), nil, "echo", json.RawMessage(`{"text":"y"}`), nil)
-				return err
-			})
-			q2 := doomed.nextRequest(t)
-
-			claim := contract.Envelope{CorrelationID: q1.env.CorrelationID, Agent: "worker-a",
-				Message: json.RawMessage(`{"jsonrpc":"2.0","method":"` + contract.ClaimMethod + `"}`)}
-			p, err := claim.Encode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			doomed.publish(t, strings.TrimSuffix(q1.topic, "req")+"res", false, p)
-			// The claim is in once a later message of the same publisher is
-			// (one connection, handled in order): announce again and wait
-			// for the requester to hear it.
-			gen := r.PresenceGeneration()
-			doomed.announce(t, "worker-a", contract.StatusOnline)
-			rqPoll(t, "presence re-announced", func() bool { return r.PresenceGeneration() > gen })
-
-			doomed.kill()
-			if err := rqRecv(t, claimed); !errors.Is(err, requester.ErrAgentGone) {
-				t.Fatalf("claimed call: %v, want ErrAgentGone", err)
-			}
-			select {
-			case err := <-unclaimed:
-				t.Fatalf("the unclaimed call ended with %v; it should still wait", err)
-			default:
-			}
-			survivor.reply(t, q2.topic, q2.env.CorrelationID, rqResult(string(mustUnquote(t, q2.msg.ID)), `{"content":[]}`))
-			if err := rqRecv(t, unclaimed); err != nil {
-				t.Fatalf("unclaimed call answered by the survivor: %v", err)
-			}
-			for _, m := range interims {
-				if m == contract.ClaimMethod {
-					t.Fatal("the claim reached the caller as an interim message")
-				}
-			}
-		})
+		}
 	}
 }
 

@@ -55,7 +55,7 @@ type PahoBusOptions struct {
 	MaxReconnectInterval time.Duration
 	// KeepAlive is the MQTT keepalive; 0 = DefaultPahoKeepAlive (30s).
 	KeepAlive time.Duration
-	// Logger receives the bus's logs (component "expertagent.pahobus");
+	// Logger receives the bus's logs (component "requester.pahobus");
 	// nil discards them.
 	Logger *logrus.Entry
 }
@@ -125,7 +125,7 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 		opts.KeepAlive = DefaultPahoKeepAlive
 	}
 	b := &PahoBus{
-		log:      requesterLogger(opts.Logger, "expertagent.pahobus").WithField("clientId", opts.ClientID),
+		log:      requesterLogger(opts.Logger, "requester.pahobus").WithField("clientId", opts.ClientID),
 		exact:    make(map[string]MessageHandler),
 		lost:     make(chan struct{}),
 		ready:    make(chan struct{}),

@@ -19,9 +19,16 @@ func (r *Requester) handleReply(topic string, payload []byte) {
 	var env contract.Envelope
 	m := new(jsonrpc.Message)
 	if err := contract.Decode(payload, &env, m); err != nil {
-		r.dropped.Add(1)
-		r.log.WithError(err).WithField("topic", topic).Debug("dropped reply")
-		return
+		// A well-formed envelope around a malformed message still counts
+		// against its call (late, duplicate, wrong topic) and still claims
+		// it; the message itself is dropped below.
+		var envErr error
+		if env, envErr = contract.DecodeEnvelope(payload); envErr != nil {
+			r.dropped.Add(1)
+			r.log.WithError(err).WithField("topic", topic).Debug("dropped reply")
+			return
+		}
+		m = &jsonrpc.Message{} // no "jsonrpc": dropped after the lookup
 	}
 	p, kind := r.pending.lookup(env.CorrelationID)
 	switch kind {

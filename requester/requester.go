@@ -75,7 +75,7 @@ type Options struct {
 	// IgnorePresence: when false, a call with no agent online fails at once
 	// with ErrNoAgent, and waiting calls fail when the last agent goes.
 	IgnorePresence bool
-	// Logger gets the requester's logs (component "expertagent.requester");
+	// Logger gets the requester's logs (component "requester");
 	// nil discards them.
 	Logger *logrus.Entry
 
@@ -130,7 +130,7 @@ type Requester struct {
 	// publishWaits: the bus's Publish may block (a network round trip),
 	// so it gets a context with the call's deadline.
 	publishWaits bool
-	stopLink     func() // stops watchLink (requester_link.go)
+	stopLink     func() // stops watchLink (link.go)
 
 	dropped, late, duplicates, mismatched, interimDropped, badPresence, claims atomic.Uint64
 
@@ -177,7 +177,7 @@ func New(bus Bus, opts Options) *Requester {
 	r := &Requester{
 		bus:      bus,
 		opts:     opts,
-		log:      requesterLogger(opts.Logger, "expertagent.requester"),
+		log:      requesterLogger(opts.Logger, "requester"),
 		presence: newPresenceWatch(),
 		// The prefix makes IDs unguessable to other callers on the bus, the
 		// counter makes them unique within this requester.
@@ -196,7 +196,7 @@ func New(bus Bus, opts Options) *Requester {
 		maxEntries: opts.MaxContexts,
 		ttl:        opts.ContextTTL,
 		now:        opts.now,
-		logger:     requesterLogger(opts.Logger, "expertagent.subcache"),
+		logger:     requesterLogger(opts.Logger, "requester.subcache"),
 	})
 	return r
 }
@@ -338,7 +338,7 @@ func (r *Requester) Request(ctx context.Context, c contract.Context, caller *con
 	dl := newCallDeadline(ctx, r.opts.CallTimeout)
 	payload, err := contract.AppendRequest(make([]byte, 0, 256+len(params)), id, dl.at.UnixMilli(), caller, method, params)
 	if err != nil {
-		return nil, fmt.Errorf("requester: %s: params are not valid JSON", method)
+		return nil, fmt.Errorf("requester: %s: params are not valid JSON: %w", method, err)
 	}
 	if err := r.enter(); err != nil {
 		return nil, err
@@ -601,7 +601,7 @@ func (r *Requester) CallTool(ctx context.Context, c contract.Context, caller *co
 		Arguments json.RawMessage `json:"arguments,omitempty"`
 	}{name, args})
 	if err != nil {
-		return nil, fmt.Errorf("requester: tools/call %s: arguments are not valid JSON", name)
+		return nil, fmt.Errorf("requester: tools/call %s: arguments are not valid JSON: %w", name, err)
 	}
 	m, err := r.Request(ctx, c, caller, "tools/call", params, interim)
 	return resultOf(m, err)
