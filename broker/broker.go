@@ -103,7 +103,7 @@ func New(opts Options) (*Broker, error) {
 		cancel()
 		return nil, fmt.Errorf("broker: add takeover hook: %w", err)
 	}
-	if err := b.srv.AddHook(&shareHook{}, nil); err != nil {
+	if err := b.srv.AddHook(&shareHook{srv: b.srv}, nil); err != nil {
 		cancel()
 		return nil, fmt.Errorf("broker: add share hook: %w", err)
 	}

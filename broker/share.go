@@ -11,8 +11,14 @@ import (
 // shareHook gives each shared subscription group's messages to its members
 // in turn. mochi picks the member its map iteration yields first, which
 // loads the instances of one expert agent ($share/<agent>/...) unevenly.
+//
+// It also passes over members whose connection has ended: mochi publishes a
+// client's Will before it takes the client's filters out of the tree, so a
+// request sent on hearing that an agent went offline could otherwise still
+// go to it, and be lost.
 type shareHook struct {
 	mqtt.HookBase
+	srv  *mqtt.Server
 	next atomic.Uint64
 }
 
@@ -31,6 +37,15 @@ func (h *shareHook) OnSelectSubscribers(subs *mqtt.Subscribers, _ packets.Packet
 			ids = append(ids, id)
 		}
 		slices.Sort(ids)
+		live := ids[:0]
+		for _, id := range ids {
+			if cl, ok := h.srv.Clients.Get(id); ok && !cl.Closed() {
+				live = append(live, id)
+			}
+		}
+		if len(live) > 0 {
+			ids = live
+		}
 		id := ids[n%uint64(len(ids))]
 		sub := members[id]
 		if cur, ok := subs.SharedSelected[id]; ok {
