@@ -3,6 +3,7 @@ package acl
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -16,10 +17,13 @@ const (
 	mosqPresence = ReservedPrefix + "agents/+/status"
 	// mosqOwnPresence is a pattern: %c is the client's own client ID.
 	mosqOwnPresence = ReservedPrefix + "agents/%c/status"
+	// mosqOwnProbe is a pattern: %u is the client's own username.
+	mosqOwnProbe = ReservedPrefix + "probe/%u/+"
 )
 
 // MosquittoFiles are the files `toolbus acl export --format mosquitto`
-// writes: Mosquitto 2's password_file and acl_file.
+// writes: Mosquitto 2's password_file and acl_file (and MosquittoConf's
+// settings beside them).
 type MosquittoFiles struct {
 	// Passwords has one "username:$7$..." line per exported identity.
 	Passwords []byte
@@ -118,6 +122,9 @@ func MosquittoExport(ids []Identity, hashes map[string]string, rules []Rule) Mos
 	b.WriteString("# Expert agents publish their presence on their own client ID's topic (a pattern\n")
 	b.WriteString("# applies to every user: Mosquitto cannot tie it to a role).\n")
 	fmt.Fprintf(&b, "pattern write %s\n", mosqOwnPresence)
+	b.WriteString("# Each user's own probe topics: a gateway measures its round trip over the\n")
+	b.WriteString("# broker there, between two connections of its own.\n")
+	fmt.Fprintf(&b, "pattern readwrite %s\n", mosqOwnProbe)
 	for _, id := range users {
 		fmt.Fprintf(&b, "\nuser %s\n", id.Username)
 		switch id.Role {
@@ -142,6 +149,31 @@ func MosquittoExport(ids []Identity, hashes map[string]string, rules []Rule) Mos
 	}
 	out.ACL = b.Bytes()
 	return out
+}
+
+// MosquittoConfName is the name of the settings file MosquittoConf writes,
+// beside the password and ACL files: Mosquitto's include_dir reads every
+// *.conf file of a directory.
+const MosquittoConfName = "toolbus.conf"
+
+// MosquittoConf returns the mosquitto.conf settings toolbus needs, naming
+// the password and ACL files in dir (an absolute path), for the broker to
+// read through "include_dir <dir>". It sets no listener: the operator's
+// own mosquitto.conf chooses ports, TLS and persistence.
+func MosquittoConf(dir string) []byte {
+	var b bytes.Buffer
+	b.WriteString("# Mosquitto 2 settings for toolbus, written by `toolbus acl export --format mosquitto`.\n")
+	fmt.Fprintf(&b, "# Read it with \"include_dir %s\" in mosquitto.conf; docs/external-broker.md\n", dir)
+	b.WriteString("# says why each line is here. The settings are global: keep per_listener_settings false.\n\n")
+	b.WriteString("# Send each MQTT packet at once. Without it, Nagle's algorithm holds a reply\n")
+	b.WriteString("# back until the gateway acknowledges the broker's previous packet (its\n")
+	b.WriteString("# delayed ACK, 40 ms on Linux): each sequential tool call waits that long.\n")
+	b.WriteString("set_tcp_nodelay true\n\n")
+	b.WriteString("# Every client logs in with an identity from the toolbus store.\n")
+	b.WriteString("allow_anonymous false\n")
+	fmt.Fprintf(&b, "password_file %s\n", filepath.Join(dir, "passwords"))
+	fmt.Fprintf(&b, "acl_file %s\n", filepath.Join(dir, "acl"))
+	return b.Bytes()
 }
 
 // mosquittoSafeFilter reports whether f survives Mosquitto's acl_file

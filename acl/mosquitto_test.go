@@ -84,3 +84,7 @@ func TestMosquittoExportEmpty(t *testing.T) {
 		t.Fatalf("acl grants something with no identities:\n%s", got.ACL)
 	}
 }
+
+func TestMosquittoConf(t *testing.T) {
+	golden(t, "mosquitto/toolbus.conf", MosquittoConf("/etc/mosquitto/toolbus"))
+}

@@ -20,6 +20,10 @@ import (
 //     plain or as $share/L/ff/v1/mcp/X/X/X/X/X/req, publishes
 //     ff/v1/mcp/L/L/L/L/L/res, and publishes its presence on
 //     ff/v1/mcp/agents/<its own client ID>/status (the client ID must be L).
+//   - Every role publishes and subscribes to exactly
+//     ff/v1/mcp/probe/<its own username>/L (no wildcards): a gateway
+//     measures its round trip over an external broker there, between two
+//     of its own connections (requester.ProbeBroker).
 //   - Nothing else may touch the ff/v1/mcp/ tree: no publish there, no
 //     subscribe filter that could match a topic there ("#", "+/v1/#",
 //     "ff/+/mcp/..."). Nothing may touch a topic starting with '$' other than
@@ -99,7 +103,7 @@ func (p *Policy) Allow(id Identity, clientID string, action Action, topic string
 			return false
 		}
 		if reachesReserved(topic) {
-			return builtinPublish(id.Role, clientID, topic)
+			return builtinPublish(id, clientID, topic)
 		}
 		return p.load().allows(id.Username, AccessWrite, topic, topicMatches)
 	case Subscribe:
@@ -111,7 +115,7 @@ func (p *Policy) Allow(id Identity, clientID string, action Action, topic string
 			return false
 		}
 		if reachesReserved(topic) {
-			return builtinSubscribe(id.Role, topic)
+			return builtinSubscribe(id, topic)
 		}
 		return p.load().allows(id.Username, AccessRead, topic, filterCovers)
 	}
@@ -132,12 +136,15 @@ func (c *compiledRules) allows(username string, need Access, topic string, match
 	return false
 }
 
-func builtinPublish(role Role, clientID, topic string) bool {
+func builtinPublish(id Identity, clientID, topic string) bool {
 	rest, ok := strings.CutPrefix(topic, ReservedPrefix)
 	if !ok {
 		return false
 	}
-	switch role {
+	if ownProbeTopic(rest, id.Username) {
+		return true
+	}
+	switch id.Role {
 	case RolePlatform:
 		return contextTopic(rest, "req", false)
 	case RoleExpertAgent:
@@ -146,12 +153,15 @@ func builtinPublish(role Role, clientID, topic string) bool {
 	return false
 }
 
-func builtinSubscribe(role Role, filter string) bool {
+func builtinSubscribe(id Identity, filter string) bool {
 	rest, ok := strings.CutPrefix(filter, ReservedPrefix)
 	if !ok {
 		return false
 	}
-	switch role {
+	if ownProbeTopic(rest, id.Username) {
+		return true
+	}
+	switch id.Role {
 	case RolePlatform:
 		return contextTopic(rest, "res", false) || presenceFilter(rest)
 	case RoleExpertAgent:
@@ -192,6 +202,17 @@ func presenceFilter(rest string) bool {
 func ownPresenceTopic(rest, clientID string) bool {
 	mid, ok := presenceLevel(rest)
 	return ok && mid == clientID && ValidLevel(clientID)
+}
+
+// ownProbeTopic reports whether rest (what follows ff/v1/mcp/) is
+// probe/<username>/L. Three levels, so it never is a context topic (seven).
+func ownProbeTopic(rest, username string) bool {
+	rest, ok := strings.CutPrefix(rest, "probe/")
+	if !ok || !ValidLevel(username) {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest, username+"/")
+	return ok && ValidLevel(rest)
 }
 
 func presenceLevel(rest string) (string, bool) {

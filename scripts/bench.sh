@@ -19,7 +19,9 @@
 #   contexts  BENCH_CONTEXTS new contexts (RSS per context) and the eviction
 #             churn with --max-contexts BENCH_CHURN_MAX_CONTEXTS
 #   mosquitto the agent path and the MQTT floor through an external Mosquitto
-#             (only with BENCH_MOSQUITTO=1)
+#             configured from `toolbus acl export`, and one session's sequential
+#             calls through it (and through one with Nagle on) against the
+#             embedded broker (only with BENCH_MOSQUITTO=1)
 #
 # Each phase writes its table, JSON report and SVG chart under results/run-<time>/NN-<phase>/;
 # the end merges them into results/bench-all-<time>.json and .svg and prints
@@ -29,6 +31,7 @@
 #   BENCH_LONG=1 scripts/bench.sh         # longer phases, 5 rounds, 100 000 contexts
 #   BENCH_PHASES="main cold" scripts/bench.sh
 #   BENCH_MOSQUITTO=1 scripts/bench.sh    # adds the mosquitto phase
+#   BENCH_MOSQUITTO_CONF="max_inflight_messages 0;..."  # more lines for its main mosquitto.conf
 #   BENCH_DURATION=10s BENCH_ROUNDS=5     # the main phase's duration and rounds
 #   BENCH_SHORT_DURATION=5s               # the other phases' duration per scenario
 #   BENCH_COLD_DURATION=1s BENCH_COLD_ROUNDS=3   # the cold phase's (default: the short ones)
@@ -296,42 +299,76 @@ if has_phase mosquitto && [[ -n ${BENCH_MOSQUITTO:-} ]]; then
     echo "bench.sh: skipping the mosquitto phase: mosquitto is not installed (apt-get install mosquitto)" >&2
   else
     mkdir -p "$work/mosq"
-    ./bin/toolbus acl export --format mosquitto --data-dir "$work/data" --out "$work/mosq" > /dev/null
-    port=""
-    for _ in $(seq 1 20); do
-      p=$((20000 + RANDOM % 20000))
-      if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
-    done
-    [[ -n $port ]] || { echo "bench.sh: no free port for mosquitto" >&2; exit 1; }
-    {
-      echo "listener $port 127.0.0.1"
-      echo "allow_anonymous false"
-      echo "password_file $work/mosq/passwords"
-      echo "acl_file $work/mosq/acl"
-      echo "persistence false"
-      echo "log_dest stderr"
-      echo "log_type error"
-      echo "log_type warning"
-      [[ $(id -u) -eq 0 ]] && echo "user root"
-    } > "$work/mosq/mosquitto.conf"
-    "$mosq_bin" -c "$work/mosq/mosquitto.conf" 2> "$work/mosquitto.err" &
-    mosq=$!
-    pids+=("$mosq")
-    for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
-    export TOOLBUS_BROKER_PASSWORD
-    TOOLBUS_BROKER_PASSWORD=$(cat "$work/gw.pw")
-    start_gateway mosquitto --broker-url "tcp://127.0.0.1:$port" --broker-username bench-gw
-    unset TOOLBUS_BROKER_PASSWORD
-    gw=$GW_PID
-    start_agent mosquitto "tcp://127.0.0.1:$port"
-    agent=$AGENT_PID
-    wait_tools "$GW_URL" echo
+    # The export writes passwords, acl and toolbus.conf (set_tcp_nodelay
+    # and the rest); mosquitto.conf includes it, as docs/external-broker.md says.
+    ./bin/toolbus acl export --data-dir "$work/data" --out "$work/mosq" > /dev/null
+    # start_mosquitto NAME [LINE...]: a mosquitto on a free port with the
+    # exported settings, then LINEs (which override them); sets MOSQ_PID, MOSQ_URL.
+    start_mosquitto() {
+      local name=$1 port=""
+      shift
+      for _ in $(seq 1 20); do
+        local p=$((20000 + RANDOM % 20000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
+      done
+      [[ -n $port ]] || { echo "bench.sh: no free port for mosquitto" >&2; exit 1; }
+      {
+        echo "listener $port 127.0.0.1"
+        echo "include_dir $work/mosq"
+        echo "persistence false"
+        echo "log_dest stderr"
+        echo "log_type error"
+        echo "log_type warning"
+        [[ $(id -u) -eq 0 ]] && echo "user root"
+        for l in "$@"; do echo "$l"; done
+      } > "$work/mosquitto-$name.conf"
+      "$mosq_bin" -c "$work/mosquitto-$name.conf" 2> "$work/mosquitto-$name.err" &
+      MOSQ_PID=$!
+      pids+=("$MOSQ_PID")
+      for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+      MOSQ_URL="tcp://127.0.0.1:$port"
+    }
+    # start_mosquitto_gateway NAME: a gateway and an agent on $MOSQ_URL;
+    # sets GW_PID, GW_URL, AGENT_PID.
+    start_mosquitto_gateway() {
+      export TOOLBUS_BROKER_PASSWORD
+      TOOLBUS_BROKER_PASSWORD=$(cat "$work/gw.pw")
+      start_gateway "$1" --broker-url "$MOSQ_URL" --broker-username bench-gw
+      unset TOOLBUS_BROKER_PASSWORD
+      start_agent "$1" "$MOSQ_URL"
+      wait_tools "$GW_URL" echo
+    }
+    # BENCH_MOSQUITTO_CONF: more mosquitto.conf lines for the main one, ";" between them.
+    IFS=';' read -r -a mosq_extra <<< "${BENCH_MOSQUITTO_CONF:-}"
+    start_mosquitto main "${mosq_extra[@]}"
+    mosq=$MOSQ_PID mosq_url=$MOSQ_URL
+    start_mosquitto_gateway mosquitto
+    gw=$GW_PID url=$GW_URL agent=$AGENT_PID
     bench mosquitto --title "tools/call through an external Mosquitto" \
-      --scenario mcp-go,target --target "$GW_URL" --target-pid "$gw,$agent,$mosq" --tool echo --label "agent echo via mosquitto" \
-      --mqtt-floor "tcp://127.0.0.1:$port" --mqtt-username bench-floor --mqtt-floor-pid "$mosq,$agent" \
+      --scenario mcp-go,target --target "$url" --target-pid "$gw,$agent,$mosq" --tool echo --label "agent echo via mosquitto" \
+      --mqtt-floor "$mosq_url" --mqtt-username bench-floor --mqtt-floor-pid "$mosq,$agent" \
       --sessions "$SESSIONS" --duration "$DURATION" --rounds "$ROUNDS" \
-      --note "The gateway runs with --broker-url (no embedded broker); server CPU and RSS are the gateway, the agent and mosquitto; the floor's are mosquitto and the agent."
-    stop "$agent" "$gw" "$mosq"
+      --note "The gateway runs with --broker-url (no embedded broker); server CPU and RSS are the gateway, the agent and mosquitto; the floor's are mosquitto and the agent." \
+      --note "mosquitto.conf: a listener and include_dir of what toolbus acl export wrote (toolbus.conf: set_tcp_nodelay true, the password and ACL files)."
+
+    # One session, one call at a time: each call's latency shows whatever
+    # the broker holds back, which 32 sessions pipeline away.
+    start_mosquitto nagle "set_tcp_nodelay false"
+    mosq2=$MOSQ_PID
+    start_mosquitto_gateway mosquitto-nagle
+    gw2=$GW_PID url2=$GW_URL agent2=$AGENT_PID
+    start_gateway mosquitto-embedded
+    gw3=$GW_PID url3=$GW_URL
+    start_agent mosquitto-embedded "tcp://$GW_MQTT"
+    agent3=$AGENT_PID
+    wait_tools "$url3" echo
+    bench mosquitto-1 --title "one session, sequential calls: Mosquitto from the export vs the embedded broker" \
+      --scenario target --target "$url3" --target-pid "$gw3,$agent3" --tool echo --label "embedded broker" \
+      --extra-target "mosquitto (exported settings)=$url=$gw,$agent,$mosq" \
+      --extra-target "mosquitto, set_tcp_nodelay false=$url2=$gw2,$agent2,$mosq2" \
+      --baseline "embedded broker" --sessions 1 --duration "$SHORT" --rounds "$SHORT_ROUNDS" \
+      --note "One MCP session (2025-11-25) calls the reference agent's echo, one call at a time. mosquitto (exported settings): include_dir of toolbus acl export's output; set_tcp_nodelay false: the same with Mosquitto's default for that one setting, Nagle's algorithm on."
+    stop "$agent" "$gw" "$agent2" "$gw2" "$agent3" "$gw3" "$mosq" "$mosq2"
   fi
 elif has_phase mosquitto; then
   echo "bench.sh: the mosquitto phase runs with BENCH_MOSQUITTO=1" >&2

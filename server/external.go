@@ -5,7 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/requester"
 )
 
@@ -66,6 +71,79 @@ func (s *Server) dialExternal(ctx context.Context) error {
 	}
 	s.pahoBus = bus
 	return nil
+}
+
+// Bounds of the external broker's round-trip probe.
+const (
+	probeTrips   = 5
+	probeTimeout = 5 * time.Second
+)
+
+// probeRun is the one run of the round-trip probe; its starter stops it.
+type probeRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// stop ends the probe and waits for it. A nil probeRun is stopped already.
+func (p *probeRun) stop() {
+	if p == nil {
+		return
+	}
+	p.cancel()
+	<-p.done
+}
+
+// startProbe measures, once and in the background, a round trip over the
+// external broker the way a tool call makes it, between the gateway's link
+// and a second connection of the same identity, on that identity's own
+// probe topics. A broker that holds its small writes back (Mosquitto
+// without set_tcp_nodelay) makes every sequential call wait for a delayed
+// ACK: that is a warning naming the setting. A probe that cannot run (an
+// ACL exported before the probe topics existed, a connection limit) is
+// logged and changes nothing else.
+func (s *Server) startProbe() *probeRun {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	p := &probeRun{cancel: cancel, done: make(chan struct{})}
+	log := s.cfg.Logger.WithField("component", "broker-probe")
+	go func() {
+		defer close(p.done)
+		defer cancel()
+		r, err := s.probeExternal(ctx)
+		if err != nil {
+			log.WithError(err).Warn("could not measure the round trip over the external broker (toolbus acl export grants the probe topics)")
+			return
+		}
+		fields := logrus.Fields{"roundTrip": r.RoundTrip.String(), "ackRoundTrip": r.AckRoundTrip.String(), "trips": r.Trips}
+		if r.HoldsBackWrites() {
+			log.WithFields(fields).Warn("the external broker holds small writes back (Nagle's algorithm): each tool call waits for a delayed ACK; " +
+				"set set_tcp_nodelay true in mosquitto.conf (toolbus acl export writes it into toolbus.conf; docs/external-broker.md)")
+			return
+		}
+		log.WithFields(fields).Info("round trip over the external broker")
+	}()
+	return p
+}
+
+// probeExternal dials the probe's second connection and runs the probe.
+func (s *Server) probeExternal(ctx context.Context) (requester.ProbeResult, error) {
+	peer, err := requester.DialPahoBus(ctx, requester.PahoBusOptions{
+		BrokerURL:      s.cfg.BrokerURL,
+		Username:       s.cfg.BrokerUsername,
+		Password:       s.cfg.BrokerPassword,
+		TLSConfig:      s.cfg.BrokerTLS,
+		ClientID:       s.cfg.BrokerClientID + "-probe",
+		ConnectTimeout: probeTimeout,
+		Logger:         s.cfg.Logger,
+	})
+	if err != nil {
+		return requester.ProbeResult{}, err
+	}
+	defer peer.Close()
+	// The identity's own probe topics (acl.Policy); a random level keeps
+	// replicas that share the identity apart.
+	topic := acl.ReservedPrefix + "probe/" + s.cfg.BrokerUsername + "/" + contract.RandomID(8)
+	return requester.ProbeBroker(ctx, s.pahoBus, peer, topic+"-ping", topic+"-pong", probeTrips)
 }
 
 // bus is what the requester talks through: the embedded broker's inline

@@ -133,6 +133,7 @@ type Server struct {
 	policy    *acl.Policy
 	broker    *broker.Broker
 	pahoBus   *requester.PahoBus // the link to an external broker (external.go); nil with the embedded one
+	probe     *probeRun          // the round-trip probe of the external broker (external.go)
 	requester *requester.Requester
 	gateway   *gateway.Gateway
 	http      *http.Server
@@ -207,6 +208,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		if err := s.dialExternal(ctx); err != nil {
 			return err
 		}
+		s.probe = s.startProbe()
 	} else {
 		s.broker, err = broker.New(broker.Options{
 			Addr:          s.cfg.MQTTAddr,
@@ -314,6 +316,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		s.broker = nil
 	}
+	s.probe.stop()
 	if s.pahoBus != nil {
 		if err := s.pahoBus.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("external broker: %w", err))

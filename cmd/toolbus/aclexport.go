@@ -7,25 +7,30 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"unicode"
 
 	"github.com/toolbus/toolbus/acl"
 )
 
-const aclExportHelp = `usage: toolbus acl export --format mosquitto --data-dir DIR --out OUTDIR
+const aclExportHelp = `usage: toolbus acl export [--format mosquitto] --data-dir DIR --out OUTDIR
 
 Writes OUTDIR/passwords (Mosquitto 2 password_file: username:$7$... PBKDF2-SHA512
-hashes, the same the embedded broker verifies) and OUTDIR/acl (acl_file) from the
-store, so that an external Mosquitto knows the same identities and rules:
+hashes, the same the embedded broker verifies), OUTDIR/acl (acl_file) and
+OUTDIR/toolbus.conf (the settings toolbus needs: set_tcp_nodelay true, no
+anonymous logins, the two files) from the store, so that an external Mosquitto
+knows the same identities and rules. Add "include_dir OUTDIR" to mosquitto.conf.
+The rules:
 
   platform      write ff/v1/mcp/+/+/+/+/+/req, read ff/v1/mcp/+/+/+/+/+/res,
                 read ff/v1/mcp/agents/+/status
   expert-agent  read ff/v1/mcp/+/+/+/+/+/req, write ff/v1/mcp/+/+/+/+/+/res,
                 write ff/v1/mcp/agents/<its client ID>/status (a pattern)
-  every role    the operator rules that name it or everyone
+  every role    readwrite ff/v1/mcp/probe/<its username>/+ (a pattern), and
+                the operator rules that name it or everyone
 
-Disabled identities are left out (they cannot log in). Point mosquitto.conf at
-the files (password_file, acl_file, allow_anonymous false), export again after
-every change, and send Mosquitto SIGHUP to reload them.
+Disabled identities are left out (they cannot log in). Export again after every
+change, and send Mosquitto SIGHUP to reload the files.
 
 Mosquitto is wider than the embedded broker's policy: "+" matches any level (the
 embedded broker only [A-Za-z0-9_-]{1,128}); a platform identity may subscribe to
@@ -42,7 +47,7 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprint(stderr, aclExportHelp)
 		fs.PrintDefaults()
 	}
-	format := fs.String("format", "", "output format; only mosquitto")
+	format := fs.String("format", "mosquitto", "output format; only mosquitto")
 	dataDir := fs.String("data-dir", "./data", "directory of the store")
 	storeURL := fs.String("store-url", "", "a shared PostgreSQL store (postgres://...) instead of --data-dir")
 	out := fs.String("out", "", "directory to write acl and passwords into (created if missing)")
@@ -55,8 +60,15 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *out == "" {
 		return errors.New("acl export: --out is required")
 	}
+	dir, err := filepath.Abs(*out)
+	if err != nil {
+		return fmt.Errorf("acl export: --out: %w", err)
+	}
+	if strings.ContainsFunc(dir, unicode.IsSpace) {
+		// Mosquitto splits its configuration lines at spaces.
+		return fmt.Errorf("acl export: --out %q: Mosquitto cannot read a path with whitespace", dir)
+	}
 	var store *acl.Store
-	var err error
 	if *storeURL != "" {
 		store, err = acl.OpenURL(ctx, *storeURL, acl.StoreOptions{})
 	} else {
@@ -82,18 +94,26 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	for _, s := range files.Skipped {
 		fmt.Fprintln(stderr, "toolbus: acl export: left out:", s)
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("acl export: %w", err)
 	}
 	// The password file holds hashes: readable by its owner only (Mosquitto
 	// runs as that owner, or reads it before dropping privileges).
-	if err := writeFileAtomic(filepath.Join(*out, "passwords"), files.Passwords, 0o600); err != nil {
-		return err
+	written := []struct {
+		name string
+		data []byte
+		perm os.FileMode
+	}{
+		{"passwords", files.Passwords, 0o600},
+		{"acl", files.ACL, 0o644},
+		{acl.MosquittoConfName, acl.MosquittoConf(dir), 0o644},
 	}
-	if err := writeFileAtomic(filepath.Join(*out, "acl"), files.ACL, 0o644); err != nil {
-		return err
+	for _, f := range written {
+		if err := writeFileAtomic(filepath.Join(dir, f.name), f.data, f.perm); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*out, "passwords"), filepath.Join(*out, "acl"))
+	fmt.Fprintf(stdout, "wrote passwords, acl and %s in %s; mosquitto.conf needs: include_dir %s\n", acl.MosquittoConfName, dir, dir)
 	return nil
 }
 

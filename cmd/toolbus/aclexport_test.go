@@ -26,12 +26,23 @@ func TestACLExport(t *testing.T) {
 	}
 	store.Close()
 
-	stdout, stderr, err := runCLI(t, "acl", "export", "--format", "mosquitto", "--data-dir", dir, "--out", out)
+	// --format defaults to the only format there is.
+	stdout, stderr, err := runCLI(t, "acl", "export", "--data-dir", dir, "--out", out)
 	if err != nil {
 		t.Fatalf("acl export: %v\n%s", err, stderr)
 	}
-	if !strings.Contains(stdout, filepath.Join(out, "acl")) {
-		t.Errorf("stdout %q does not name the files", stdout)
+	if !strings.Contains(stdout, "include_dir "+out+"\n") {
+		t.Errorf("stdout %q does not say how to include the settings", stdout)
+	}
+	conf, err := os.ReadFile(filepath.Join(out, "toolbus.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nset_tcp_nodelay true\n", "\nallow_anonymous false\n",
+		"\npassword_file " + filepath.Join(out, "passwords") + "\n", "\nacl_file " + filepath.Join(out, "acl") + "\n"} {
+		if !strings.Contains(string(conf), want) {
+			t.Errorf("toolbus.conf lacks %q:\n%s", want, conf)
+		}
 	}
 	pw, err := os.ReadFile(filepath.Join(out, "passwords"))
 	if err != nil {
@@ -58,8 +69,8 @@ func TestACLExport(t *testing.T) {
 	}
 
 	for _, args := range [][]string{
-		{"acl", "export", "--data-dir", dir, "--out", out},
 		{"acl", "export", "--format", "emqx", "--data-dir", dir, "--out", out},
+		{"acl", "export", "--data-dir", dir, "--out", filepath.Join(t.TempDir(), "a b")},
 		{"acl", "export", "--format", "mosquitto", "--data-dir", dir},
 	} {
 		if _, _, err := runCLI(t, args...); err == nil {

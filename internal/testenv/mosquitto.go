@@ -30,14 +30,16 @@ const (
 // MosquittoOptions configures StartMosquitto.
 type MosquittoOptions struct {
 	// Dir holds the files `toolbus acl export --format mosquitto` writes:
-	// Dir/passwords and Dir/acl. Required.
+	// Dir/passwords, Dir/acl and Dir/toolbus.conf, which mosquitto reads
+	// through include_dir, as docs/external-broker.md says. Required.
 	Dir string
-	// Config are extra mosquitto.conf lines.
+	// Config are extra mosquitto.conf lines, after the include: a global
+	// setting here overrides the exported one.
 	Config []string
 }
 
 // Mosquitto is a mosquitto process started by StartMosquitto, listening on
-// 127.0.0.1 only, with anonymous logins off and no persistence.
+// 127.0.0.1 only, with the exported settings and no persistence.
 type Mosquitto struct {
 	// URL is tcp://127.0.0.1:port; Addr is 127.0.0.1:port. Both stay the
 	// same across Restart.
@@ -77,9 +79,9 @@ func lookMosquitto() string {
 	return ""
 }
 
-// StartMosquitto starts mosquitto on a free 127.0.0.1 port with
-// o.Dir/passwords as its password_file and o.Dir/acl as its acl_file,
-// and returns once the port accepts connections. Its log goes to t.Log.
+// StartMosquitto starts mosquitto on a free 127.0.0.1 port with the
+// exported settings of o.Dir (include_dir), and returns once the port
+// accepts connections. Its log goes to t.Log.
 // t.Cleanup stops it (by PID).
 func StartMosquitto(t testing.TB, o MosquittoOptions) *Mosquitto {
 	t.Helper()
@@ -112,18 +114,13 @@ func StartMosquitto(t testing.TB, o MosquittoOptions) *Mosquitto {
 }
 
 func mosquittoConf(port int, o MosquittoOptions) []byte {
-	abs := func(name string) string {
-		p, err := filepath.Abs(filepath.Join(o.Dir, name))
-		if err != nil {
-			return filepath.Join(o.Dir, name)
-		}
-		return p
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		dir = o.Dir
 	}
 	conf := fmt.Sprintf(`# written by internal/testenv
 listener %d 127.0.0.1
-allow_anonymous false
-password_file %s
-acl_file %s
+include_dir %s
 persistence false
 log_dest stderr
 log_type error
@@ -131,7 +128,7 @@ log_type warning
 log_type notice
 log_type information
 connection_messages true
-`, port, abs("passwords"), abs("acl"))
+`, port, dir)
 	if os.Geteuid() == 0 {
 		// As root, mosquitto would switch to the user "mosquitto", who
 		// cannot read the test's temporary files.
