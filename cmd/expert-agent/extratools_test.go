@@ -59,3 +59,49 @@ func TestParseFlagsExtraTools(t *testing.T) {
 		})
 	}
 }
+
+func TestParseFlagsTools(t *testing.T) {
+	for _, tc := range []struct {
+		arg     string
+		want    []string // the tools served
+		wantErr string
+	}{
+		{"", toolNames(), ""},
+		{"echo,sha256", []string{"echo", "sha256"}, ""},
+		{" sha256 , echo ", []string{"echo", "sha256"}, ""}, // served in the reference order
+		{"time_now", []string{"time_now"}, ""},
+		{"echo,nope", nil, `no tool "nope"; the tools are echo, word_count`},
+		{"echo,echo", nil, "listed twice"},
+		{"echo,", nil, `no tool ""`},
+	} {
+		t.Run(tc.arg, func(t *testing.T) {
+			c, err := parseFlags([]string{"--tools", tc.arg}, func(string) string { return "" }, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, tool := range selectTools(tools(time.Second, time.Now), c.only) {
+				got = append(got, tool.Name)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("served %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// The environment works as for every flag.
+	c, err := parseFlags(nil, func(k string) string {
+		if k == "TOOLBUS_AGENT_TOOLS" {
+			return "countdown"
+		}
+		return ""
+	}, io.Discard)
+	if err != nil || strings.Join(c.only, ",") != "countdown" {
+		t.Errorf("TOOLBUS_AGENT_TOOLS=countdown: only %v, err %v", c.only, err)
+	}
+}

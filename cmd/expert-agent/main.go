@@ -5,6 +5,9 @@
 //
 //	expert-agent --broker-url tcp://127.0.0.1:1883 --username NAME --password PASS
 //
+// --tools echo,sha256 serves only those of its tools (default: all), so that
+// one binary can play several distinct agents in demos and tests.
+//
 // --extra-tools N adds N trivial tools (tool_0001 ... ) beside the real ones,
 // for benchmarks of tools/list with many tools (scripts/bench.sh).
 //
@@ -22,6 +25,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 	_ "time/tzdata" // time_now must know IANA zones on hosts without a zoneinfo database
 
@@ -38,6 +43,8 @@ type config struct {
 	*agentcli.Common
 	pprofAddr string // "" = no profiles served
 	gcFloor   int64  // --gc-heap-floor-mib, in bytes
+	// only names the real tools to serve; nil = all of them.
+	only []string
 	// extraTools is how many trivial tools to serve beside the real ones.
 	extraTools int
 }
@@ -48,6 +55,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	var c config
 	fs := flag.NewFlagSet("expert-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	only := fs.String("tools", "", "serve only these of the reference tools, comma-separated ("+strings.Join(toolNames(), ",")+"); default all")
 	fs.IntVar(&c.extraTools, "extra-tools", 0, fmt.Sprintf("serve this many trivial extra tools (tool_0001 ...; at most %d) beside the real ones, for benchmarks", maxExtraTools))
 	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6061); off by default")
 	var gcFloorMiB int
@@ -58,6 +66,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	c.Common = common
 	if c.gcFloor, err = gctune.FloorFromMiB(gcFloorMiB); err != nil {
+		return config{}, err
+	}
+	if c.only, err = parseToolNames(*only); err != nil {
 		return config{}, err
 	}
 	if c.extraTools < 0 || c.extraTools > maxExtraTools {
@@ -85,10 +96,48 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer gc.Close()
 
 	agent := expertagent.NewAgent(c.Opts)
-	for _, t := range append(tools(time.Second, time.Now), extraTools(c.extraTools)...) {
+	for _, t := range append(selectTools(tools(time.Second, time.Now), c.only), extraTools(c.extraTools)...) {
 		if err := agent.AddTool(t); err != nil {
 			return err
 		}
 	}
 	return agent.Run(ctx)
+}
+
+// toolNames lists the reference tools' names, in serving order.
+func toolNames() []string {
+	var names []string
+	for _, t := range tools(time.Second, time.Now) {
+		names = append(names, t.Name)
+	}
+	return names
+}
+
+// parseToolNames reads --tools: names of reference tools, comma-separated,
+// each at most once. "" is nil (all tools).
+func parseToolNames(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	valid := toolNames()
+	var names []string
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case !slices.Contains(valid, n):
+			return nil, fmt.Errorf("--tools: no tool %q; the tools are %s", n, strings.Join(valid, ", "))
+		case slices.Contains(names, n):
+			return nil, fmt.Errorf("--tools: %q is listed twice", n)
+		}
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+// selectTools keeps the tools named in only (all of them for nil).
+func selectTools(all []expertagent.Tool, only []string) []expertagent.Tool {
+	if only == nil {
+		return all
+	}
+	return slices.DeleteFunc(all, func(t expertagent.Tool) bool { return !slices.Contains(only, t.Name) })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,7 +58,8 @@ func TestRunServesOverBroker(t *testing.T) {
 	done := make(chan error, 1)
 	env := map[string]string{"TOOLBUS_AGENT_PASSWORD": "pw"}
 	go func() {
-		done <- run(runCtx, []string{"--broker-url", "tcp://" + b.Addr().String(), "--username", "ref-agent", "--name", "reference", "--log-level", "error"},
+		done <- run(runCtx, []string{"--broker-url", "tcp://" + b.Addr().String(), "--username", "ref-agent", "--name", "reference", "--log-level", "error",
+			"--tools", "sha256,echo"},
 			func(k string) string { return env[k] }, io.Discard)
 	}()
 	select {
@@ -96,6 +98,33 @@ func TestRunServesOverBroker(t *testing.T) {
 			}
 		})
 	}
+	// --tools: the agent lists (and serves) only the tools it names.
+	req := contract.Envelope{CorrelationID: "list", Message: json.RawMessage(`{"jsonrpc":"2.0","id":"list","method":"tools/list"}`)}
+	payload, _ := req.Encode()
+	if err := b.Bus().Publish(ctx, c.RequestTopic(), payload); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-replies:
+		var m struct {
+			Result struct {
+				Tools []struct{ Name string }
+			}
+		}
+		if err := json.Unmarshal(got.Message, &m); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range m.Result.Tools {
+			names = append(names, tool.Name)
+		}
+		if strings.Join(names, ",") != "echo,sha256" {
+			t.Errorf("tools/list with --tools sha256,echo: %v", names)
+		}
+	case <-ctx.Done():
+		t.Fatal("no tools/list reply")
+	}
+
 	stop()
 	select {
 	case err := <-done:
