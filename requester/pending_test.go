@@ -165,6 +165,21 @@ func TestPahoMatch(t *testing.T) {
 	}
 }
 
+// Correlation IDs are random per call: two calls' IDs share the
+// requester's prefix and differ after it in more than their numbers.
+func TestRequesterIDsAreRandomPerCall(t *testing.T) {
+	r := New(nil, Options{})
+	seen := map[string]bool{}
+	for range 1000 {
+		id, seq := r.nextID()
+		nonce := id[len(r.idPrefix)+len(strconv.FormatUint(seq, 36))+1:]
+		if len(nonce) != 16 || seen[nonce] {
+			t.Fatalf("ID %q: random part %q is not 16 fresh hex digits", id, nonce)
+		}
+		seen[nonce] = true
+	}
+}
+
 func TestRequesterSeqOf(t *testing.T) {
 	r := New(nil, Options{})
 	for range 400 { // up to a number spelt with a letter
@@ -175,9 +190,11 @@ func TestRequesterSeqOf(t *testing.T) {
 		t.Fatalf("seqOf(%q) = %d %t, want %d", id, got, ok, seq)
 	}
 	digits := strconv.FormatUint(seq, 36)
+	nonce := id[len(id)-16:]
 	for _, bad := range []string{
-		"", "x" + id, r.idPrefix, r.idPrefix + "0" + digits, r.idPrefix + strings.ToUpper(digits),
-		r.idPrefix + digits + "-", r.idPrefix + "3w5e11264sgsg", r.idPrefix + "zzzzzzzzzzzzzz",
+		"", "x" + id, r.idPrefix, r.idPrefix + "0" + digits + "-" + nonce, r.idPrefix + strings.ToUpper(digits) + "-" + nonce,
+		r.idPrefix + digits, r.idPrefix + digits + "-", r.idPrefix + digits + "-" + nonce[1:], r.idPrefix + digits + "-" + strings.ToUpper(nonce),
+		r.idPrefix + digits + "-" + nonce + "0", r.idPrefix + "3w5e11264sgsg-" + nonce, r.idPrefix + "zzzzzzzzzzzzzz-" + nonce,
 	} {
 		if _, ok := r.seqOf(bad); ok {
 			t.Errorf("seqOf(%q) accepted", bad)

@@ -2,6 +2,8 @@ package requester
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,9 +181,8 @@ func New(bus Bus, opts Options) *Requester {
 		opts:     opts,
 		log:      requesterLogger(opts.Logger, "requester"),
 		presence: newPresenceWatch(),
-		// The prefix makes IDs unguessable to other callers on the bus, the
-		// counter makes them unique within this requester.
-		idPrefix: "c-" + contract.RandomID(9) + "-",
+		// The prefix tells this requester's IDs from other gateways'.
+		idPrefix: "c-" + contract.RandomID(6) + "-",
 		idle:     make(chan struct{}),
 	}
 	r.pending = newPendingTable(r.seqOf)
@@ -269,23 +270,42 @@ func (r *Requester) leave() {
 }
 
 // nextID returns a new correlation ID and the sequence number it is made
-// from: idPrefix, then the number in base 36.
+// from: idPrefix, the number in base 36, '-' and 16 hex digits drawn from
+// crypto/rand for this call alone. The random part makes an ID unguessable
+// from the ones before it (an agent sees the IDs of the calls it serves);
+// the number keeps IDs unique and indexes the table of recent calls.
 func (r *Requester) nextID() (string, uint64) {
 	seq := r.seq.Add(1)
-	var buf [48]byte
+	var nonce [idNonceBytes]byte
+	_, _ = rand.Read(nonce[:]) // never fails on supported platforms
+	var buf [64]byte
 	b := append(buf[:0], r.idPrefix...)
-	return string(strconv.AppendUint(b, seq, 36)), seq
+	b = strconv.AppendUint(b, seq, 36)
+	b = append(b, '-')
+	return string(hex.AppendEncode(b, nonce[:])), seq
 }
+
+// idNonceBytes is the random part of a correlation ID, in bytes.
+const idNonceBytes = 8
 
 // seqOf returns the sequence number of a correlation ID nextID made (and
 // false for any other string, including other spellings of the number).
 func (r *Requester) seqOf(id string) (uint64, bool) {
-	digits, ok := strings.CutPrefix(id, r.idPrefix)
-	if !ok || digits == "" || digits[0] == '0' || len(digits) > 13 {
+	rest, ok := strings.CutPrefix(id, r.idPrefix)
+	if !ok {
+		return 0, false
+	}
+	digits, nonce, ok := strings.Cut(rest, "-")
+	if !ok || digits == "" || digits[0] == '0' || len(digits) > 13 || len(nonce) != 2*idNonceBytes {
 		return 0, false
 	}
 	for i := 0; i < len(digits); i++ {
 		if c := digits[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'z') {
+			return 0, false
+		}
+	}
+	for i := 0; i < len(nonce); i++ {
+		if c := nonce[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 			return 0, false
 		}
 	}
