@@ -17,6 +17,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -141,7 +142,10 @@ type Gateway struct {
 	requestPrefix string
 	requestSeq    atomic.Uint64
 
-	done chan struct{} // closed by Close; stops the session sweeper
+	listeners *listeners // the open listening streams (listen.go)
+
+	done chan struct{}  // closed by Close; stops the session sweeper and the presence watch
+	wg   sync.WaitGroup // the presence watch
 }
 
 // ErrOptions is returned by New for options that cannot work.
@@ -197,6 +201,7 @@ func New(opts Options) (*Gateway, error) {
 		toolSets: newToolSets(),
 		done:     make(chan struct{}),
 	}
+	g.listeners = newListeners()
 	g.sessions.shareEnded(opts.EndedSessions, opts.EndedSessionsCacheTTL, g.log)
 	g.limits.Store(newRateLimiter(opts.RateLimits))
 	g.requestPrefix = randomHex(4)
@@ -206,6 +211,10 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.routes()
 	go g.sweepSessions()
+	if pn, ok := opts.Agents.(PresenceNotifier); ok {
+		g.wg.Add(1)
+		go g.watchPresence(pn)
+	}
 	return g, nil
 }
 
@@ -247,6 +256,7 @@ func (g *Gateway) Close() {
 	default:
 		close(g.done)
 	}
+	g.wg.Wait()
 }
 
 func (g *Gateway) sweepSessions() {

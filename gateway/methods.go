@@ -140,10 +140,12 @@ func methodNotFound(r *request) answer {
 }
 
 // Capabilities the endpoint declares. Resources, prompts and completion
-// come from the expert agents. The 2026 wire has resource subscriptions only
-// through subscriptions/listen, which the gateway does not serve yet.
+// come from the expert agents. Legacy sessions hear of tool list changes on
+// their GET stream (listen.go). The 2026 wire has list changes and resource
+// subscriptions only through subscriptions/listen, which the gateway does
+// not serve yet: it declares neither there.
 var (
-	capabilitiesJSON       = []byte(`{"tools":{},"resources":{"subscribe":true},"prompts":{},"completions":{},"logging":{}}`)
+	capabilitiesJSON       = []byte(`{"tools":{"listChanged":true},"resources":{"subscribe":true},"prompts":{},"completions":{},"logging":{}}`)
 	modernCapabilitiesJSON = []byte(`{"tools":{},"resources":{},"prompts":{},"completions":{}}`)
 )
 

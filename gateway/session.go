@@ -44,6 +44,32 @@ type session struct {
 	waiting map[string]chan clientResponse
 	// inflight: how to cancel the client's running requests, by raw id.
 	inflight map[string]func()
+	// streamOpen: the session's GET stream is open (listen.go); endedCh
+	// is closed when the session ends, which ends that stream.
+	streamOpen bool
+	endedCh    chan struct{}
+}
+
+// openStream marks the session's GET stream open and returns a channel
+// closed when the session ends; false if a stream is open already or the
+// session has ended.
+func (s *session) openStream() (<-chan struct{}, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streamOpen || s.ended {
+		return nil, false
+	}
+	s.streamOpen = true
+	if s.endedCh == nil {
+		s.endedCh = make(chan struct{})
+	}
+	return s.endedCh, true
+}
+
+func (s *session) closeStream() {
+	s.mu.Lock()
+	s.streamOpen = false
+	s.mu.Unlock()
 }
 
 // sessionClaims is what a session ID carries, signed, so that a replica that
@@ -200,6 +226,9 @@ func (ss *sessions) verify(id string) (sessionClaims, bool) {
 // end terminates a session; later lookups of it fail.
 func (ss *sessions) end(s *session) {
 	s.mu.Lock()
+	if !s.ended && s.endedCh != nil {
+		close(s.endedCh)
+	}
 	s.ended = true
 	s.mu.Unlock()
 	ss.mu.Lock()

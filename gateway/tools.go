@@ -326,6 +326,7 @@ func (g *Gateway) relay(r *request, m *jsonrpc.Message) {
 		}
 	case "notifications/tools/list_changed":
 		g.catalogs.invalidate(r.bus)
+		g.listeners.notify()
 		return
 	default:
 		g.logger(r.ctx).WithField("method", m.Method).Debug("agent message not relayed")

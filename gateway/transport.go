@@ -44,10 +44,10 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		g.post(w, r)
 	case http.MethodDelete:
 		g.deleteSession(w, r)
+	case http.MethodGet:
+		g.listen(w, r)
 	default:
-		// No standalone GET stream: both eras allow 405, and clients take
-		// it as "no stream". Notifications travel on each request's stream.
-		w.Header().Set("Allow", "POST, DELETE")
+		w.Header().Set("Allow", "GET, POST, DELETE")
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not served on the MCP endpoint; use POST")
 	}
 }

@@ -639,7 +639,7 @@ func TestHostileHTTP(t *testing.T) {
 			{"garbage", http.MethodPost, map[string]string{"Content-Type": ";;;="}, 415, "unsupported_media_type"},
 			{"Accept text/html", http.MethodPost, map[string]string{"Accept": "text/html"}, 406, "not_acceptable"},
 			{"Accept text/event-stream only", http.MethodPost, map[string]string{"Accept": "text/event-stream"}, 406, "not_acceptable"},
-			{"GET", http.MethodGet, nil, 405, "method_not_allowed"},
+			{"GET without text/event-stream", http.MethodGet, map[string]string{"Accept": "application/json"}, 406, "not_acceptable"},
 			{"PUT", http.MethodPut, nil, 405, "method_not_allowed"},
 			{"PATCH", http.MethodPatch, nil, 405, "method_not_allowed"},
 			{"charset utf-8", http.MethodPost, map[string]string{"Content-Type": "application/json; charset=utf-8"}, 200, ""},

@@ -697,6 +697,13 @@ func (r *Requester) Contexts(userID string) []ContextInfo {
 	return out
 }
 
+// PresenceChanged returns a channel closed at the next agent presence
+// change (an agent coming online, going offline or clearing its status).
+func (r *Requester) PresenceChanged() <-chan struct{} {
+	_, changed := r.presence.anyOnline()
+	return changed
+}
+
 // PresenceGeneration counts the agent presence changes seen so far: an agent
 // coming online, going offline or clearing its status. Data cached from
 // agents (tool lists) is stale once the generation moves.

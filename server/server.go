@@ -250,6 +250,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    maxHeaderBytes,
 	}
+	// Listening streams never end by themselves: Shutdown ends them.
+	s.http.RegisterOnShutdown(s.gateway.EndStreams)
 	s.httpDone = make(chan error, 1)
 	go func() { s.httpDone <- s.http.Serve(s.httpLn) }()
 	s.log.WithFields(logrus.Fields{
