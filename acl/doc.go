@@ -7,5 +7,8 @@
 //
 // The data lives in a Store (SQLite in the data directory by default). The
 // broker asks a Policy, built from the store, whether a client may touch a
-// topic; the Policy denies everything no rule allows.
+// topic; the Policy denies everything no rule allows. The topic tree of the
+// MQTT contract (v2, under ff/v2/) is granted by role only, so that the
+// broker itself vouches for which agent and instance a reply or presence
+// comes from; the retired v1 tree (ff/v1/mcp/) is refused to everyone.
 package acl

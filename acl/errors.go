@@ -24,7 +24,7 @@ var (
 	ErrInvalidHash = errors.New("invalid password hash")
 	// ErrInvalidRule is returned when a rule cannot be stored: unknown
 	// access, a malformed MQTT filter, a filter that starts with '$', or one
-	// that could reach the reserved ff/v1/mcp/ tree.
+	// that could reach the reserved ff/v2/ or ff/v1/mcp/ trees.
 	ErrInvalidRule = errors.New("invalid rule")
 	// ErrInvalidTokenSpec is returned by CreateToken when the TokenSpec
 	// cannot be stored: a user that is not a valid level, a bad or empty

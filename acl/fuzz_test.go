@@ -45,19 +45,40 @@ func FuzzPolicyAllow(f *testing.F) {
 		topic            string
 	}{
 		{0, false, "gw1", "gw1-x", false, req},
-		{0, false, "gw1", "gw1-x", true, res},
-		{0, false, "gw1", "gw1-x", true, "ff/v1/mcp/agents/+/status"},
-		{0, false, "gw1", "gw1-x", true, "$share/g/" + res},
-		{1, false, "agent1", "agent1-a", true, "$share/agent1/ff/v1/mcp/+/+/+/+/+/req"},
-		{1, false, "agent1", "agent1-a", false, "ff/v1/mcp/agents/agent1-a/status"},
-		{1, false, "agent1", "agent1-a", false, "ff/v1/mcp/agents/agent1-b/status"},
+		{0, false, "gw1", "gw1-x", false, reqInst},
+		{0, false, "gw1", "gw1-x", false, res},
+		{0, false, "gw1", "gw1-x", true, replies},
+		{0, false, "gw1", "gw1-x", true, "ff/v2/mcp/+/+/status"},
+		{0, false, "gw1", "gw1-x", true, "ff/v2/mcp/agent1/+/status"},
+		{0, false, "gw1", "gw1-x", true, "ff/v2/mcp/+/agent1-a/status"},
+		{0, false, "gw1", "gw1-x", true, "$share/gw1/" + replies},
+		{0, false, "gw1", "gw1-x", false, probe},
+		{0, false, "gw1", "gw1-x", true, "ff/v2/probe/gw1/+"},
+		{0, false, "gw1", "gw1-x", false, v1req},
+		{1, false, "agent1", "agent1-a", true, shared},
+		{1, false, "agent1", "agent1-a", true, "$share/agent2/" + requests},
+		{1, false, "agent1", "agent1-a", true, "ff/v2/mcp/agent1/agent1-a/+/+/+/+/+/req"},
+		{1, false, "agent1", "agent1-a", true, "ff/v2/mcp/agent1/agent1-b/+/+/+/+/+/req"},
+		{1, false, "agent1", "agent1-a", true, "ff/v2/mcp/agent2/_/+/+/+/+/+/req"},
+		{1, false, "agent1", "agent1-a", false, res},
+		{1, false, "agent1", "agent1-b", false, res},
+		{1, false, "agent2", "agent1-a", false, res},
+		{1, false, "agent1", "agent1-a", false, presence},
+		{1, false, "agent1", "agent1-b", false, presence},
+		{1, false, "agent1", "a/b", false, "ff/v2/mcp/agent1/a/b/status"},
 		{1, true, "agent1", "agent1-a", false, res},
+		{1, false, "agent1", "agent1-a", true, "ff/v1/mcp/+/+/+/+/+/req"},
+		{2, false, "c1", "c1", false, "ff/v2/probe/c1/x"},
+		{2, false, "c1", "c1", false, "ff/v2/mcp/c1/c1/status"},
 		{2, false, "c1", "c1", false, "sensors/x/temp"},
 		{2, false, "c1", "c1", true, "public/+/x"},
 		{2, false, "c1", "c1", true, "#"},
 		{2, false, "c1", "c1", true, "$SYS/#"},
 		{2, false, "c1", "c1", true, "+/v1/#"},
-		{0, false, "gw1", "gw1-x", false, "ff/v1/mcp/p1/u1/s1/e1/i1/req/"},
+		{2, false, "c1", "c1", true, "+/v2/#"},
+		{2, false, "c1", "c1", false, "ff/v2"},
+		{3, false, "x", "x", false, "ff/v2/probe/x/y"},
+		{0, false, "gw1", "gw1-x", false, req + "/"},
 	}
 	for _, s := range seeds {
 		f.Add(s.role, s.disabled, s.username, s.client, s.subscribe, s.topic)
@@ -75,8 +96,8 @@ func FuzzPolicyAllow(f *testing.F) {
 		if got != want {
 			t.Fatalf("Allow(%+v, %q, %s, %q) = %v, reference says %v", id, clientID, action, topic, got, want)
 		}
-		if got && refReachesReserved(stripShare(topic)) && !refBuiltin(id.Role, clientID, subscribe, topic) {
-			t.Fatalf("Allow granted %q under %s outside the built-in rules", topic, ReservedPrefix)
+		if got && refReachesReserved(stripShare(topic)) && !refBuiltin(id, clientID, subscribe, topic) {
+			t.Fatalf("Allow granted %q in a reserved tree outside the built-in rules", topic)
 		}
 	})
 }
@@ -87,13 +108,13 @@ func refAllow(rules []Rule, id Identity, clientID string, subscribe bool, topic 
 		return false
 	}
 	if strings.HasPrefix(topic, "$") {
-		return strings.HasPrefix(topic, "$share/") && refBuiltin(id.Role, clientID, subscribe, topic)
+		return strings.HasPrefix(topic, "$share/") && refBuiltin(id, clientID, subscribe, topic)
 	}
 	if !refWellFormed(topic, subscribe) {
 		return false
 	}
 	if refReachesReserved(topic) {
-		return refBuiltin(id.Role, clientID, subscribe, topic)
+		return refBuiltin(id, clientID, subscribe, topic)
 	}
 	for _, r := range rules {
 		if r.Validate() != nil || (r.Username != "" && r.Username != id.Username) {
@@ -132,57 +153,73 @@ func stripShare(topic string) string {
 	return topic
 }
 
+// refReachesReserved reports whether filter could match a topic under
+// ff/v2/ or ff/v1/mcp (itself included).
 func refReachesReserved(filter string) bool {
 	levels := strings.Split(filter, "/")
-	for i, want := range []string{"ff", "v1", "mcp"} {
-		if i >= len(levels) {
-			return false
-		}
-		if levels[i] == "#" {
-			return true
-		}
-		if levels[i] != "+" && levels[i] != want {
-			return false
-		}
-	}
-	return true
-}
-
-// refBuiltin is the contract's list of built-in rules.
-func refBuiltin(role Role, clientID string, subscribe bool, topic string) bool {
-	share := false
-	if strings.HasPrefix(topic, "$share/") {
-		parts := strings.SplitN(topic, "/", 3)
-		if len(parts) != 3 || !levelRE.MatchString(parts[1]) {
-			return false
-		}
-		share, topic = true, parts[2]
-	}
-	lv := strings.Split(topic, "/")
-	if len(lv) < 3 || lv[0] != "ff" || lv[1] != "v1" || lv[2] != "mcp" {
-		return false
-	}
-	context := func(kind string, wild bool) bool {
-		if len(lv) != 9 || lv[8] != kind {
-			return false
-		}
-		for _, l := range lv[3:8] {
-			if !levelRE.MatchString(l) && !(wild && l == "+") {
+	reaches := func(tree ...string) bool {
+		for i, want := range tree {
+			if i >= len(levels) {
+				return false
+			}
+			if levels[i] == "#" {
+				return true
+			}
+			if levels[i] != "+" && levels[i] != want {
 				return false
 			}
 		}
 		return true
 	}
-	presence := len(lv) == 6 && lv[3] == "agents" && lv[5] == "status"
+	return reaches("ff", "v2") && len(levels) > 2 || reaches("ff", "v1", "mcp")
+}
+
+// refBuiltin is the contract's list of built-in rules.
+func refBuiltin(id Identity, clientID string, subscribe bool, topic string) bool {
+	share := false
+	if strings.HasPrefix(topic, "$share/") {
+		parts := strings.SplitN(topic, "/", 3)
+		if len(parts) != 3 || parts[1] != id.Username {
+			return false
+		}
+		share, topic = true, parts[2]
+	}
+	valid := levelRE.MatchString
+	lv := strings.Split(topic, "/")
+	if len(lv) < 3 || lv[0] != "ff" || lv[1] != "v2" {
+		return false
+	}
+	if len(lv) == 5 && lv[2] == "probe" {
+		return !share && lv[3] == id.Username && valid(id.Username) && valid(lv[4])
+	}
+	if lv[2] != "mcp" || len(lv) < 6 {
+		return false
+	}
+	agent, instance := lv[3], lv[4]
+	own := agent == id.Username && valid(agent) // the agent level is the client's username
+	context := func(kind string, wild bool) bool {
+		if len(lv) != 11 || lv[10] != kind {
+			return false
+		}
+		for _, l := range lv[5:10] {
+			if !valid(l) && !(wild && l == "+") {
+				return false
+			}
+		}
+		return true
+	}
+	presence := len(lv) == 6 && lv[5] == "status"
 	switch {
-	case role == RolePlatform && !subscribe && !share:
-		return context("req", false)
-	case role == RolePlatform && subscribe && !share:
-		return context("res", false) || presence && (lv[4] == "+" || levelRE.MatchString(lv[4]))
-	case role == RoleExpertAgent && subscribe:
-		return context("req", true)
-	case role == RoleExpertAgent && !subscribe && !share:
-		return context("res", false) || presence && lv[4] == clientID && levelRE.MatchString(clientID)
+	case id.Role == RolePlatform && !subscribe && !share:
+		return valid(agent) && valid(instance) && context("req", false)
+	case id.Role == RolePlatform && subscribe && !share:
+		return agent == "+" && instance == "+" && presence ||
+			(agent == "+" || valid(agent)) && (instance == "+" || valid(instance)) && context("res", false) ||
+			presence && valid(agent) && (instance == "+" || valid(instance))
+	case id.Role == RoleExpertAgent && subscribe:
+		return own && (instance == "_" || instance == clientID && valid(clientID)) && context("req", true)
+	case id.Role == RoleExpertAgent && !subscribe && !share:
+		return own && instance == clientID && valid(clientID) && clientID != "_" && (context("res", false) || presence)
 	}
 	return false
 }

@@ -6,19 +6,22 @@ import (
 )
 
 // Role is what an MQTT identity is for. The built-in topic rules of the
-// ff/v1/mcp/ tree are granted by role.
+// ff/v2/ tree are granted by role (see Policy).
 type Role string
 
 const (
-	// RolePlatform is a gateway: it publishes requests on .../req and
-	// subscribes to exact .../res topics and to agent presence.
+	// RolePlatform is a gateway: it publishes requests on .../req to any
+	// agent, and subscribes to one context's replies at a time and to agent
+	// presence.
 	RolePlatform Role = "platform"
-	// RoleExpertAgent is an expert agent: it subscribes to every request
-	// (plain or through $share), publishes responses on .../res and its own
-	// presence topic.
+	// RoleExpertAgent is an expert agent: its username is the agent's name.
+	// It subscribes to the requests for that name (its pool's, plain or
+	// through $share, and its own instance's) and publishes replies and
+	// presence under that name and its own client ID.
 	RoleExpertAgent Role = "expert-agent"
-	// RoleClient is any other MQTT client. It has no access to ff/v1/mcp/ and
-	// only what operator rules grant elsewhere.
+	// RoleClient is any other MQTT client. It has no access to the contract
+	// topics (its own probe topic aside) and only what operator rules grant
+	// elsewhere.
 	RoleClient Role = "client"
 )
 

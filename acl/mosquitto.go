@@ -10,15 +10,12 @@ import (
 
 // The built-in rules in Mosquitto's acl_file syntax. Mosquitto's "+"
 // matches any level, so these are wider than the Policy's (see
-// MosquittoExport).
+// MosquittoExport). An agent's and every identity's own topics name the
+// username, so they are written in each user's section.
 const (
-	mosqRequests = ReservedPrefix + "+/+/+/+/+/req"
-	mosqReplies  = ReservedPrefix + "+/+/+/+/+/res"
-	mosqPresence = ReservedPrefix + "agents/+/status"
-	// mosqOwnPresence is a pattern: %c is the client's own client ID.
-	mosqOwnPresence = ReservedPrefix + "agents/%c/status"
-	// mosqOwnProbe is a pattern: %u is the client's own username.
-	mosqOwnProbe = ReservedPrefix + "probe/%u/+"
+	mosqRequests = mcpPrefix + "+/+/+/+/+/+/+/req"
+	mosqReplies  = mcpPrefix + "+/+/+/+/+/+/+/res"
+	mosqPresence = mcpPrefix + "+/+/status"
 )
 
 // MosquittoFiles are the files `toolbus acl export --format mosquitto`
@@ -48,15 +45,24 @@ type MosquittoFiles struct {
 //
 // Where Mosquitto is wider than the Policy (docs/external-broker.md):
 //   - "+" matches any level, not only ^[A-Za-z0-9_-]{1,128}$;
-//   - a platform may subscribe to ff/v1/mcp/+/+/+/+/+/res with wildcards,
-//     not only to exact response topics, and may use $share (Mosquitto
-//     checks the filter without its $share/<group>/ prefix);
-//   - the presence pattern ff/v1/mcp/agents/%c/status applies to every
-//     identity, as all acl_file patterns do, not to expert agents only.
+//   - a platform may subscribe to ff/v2/mcp/+/+/+/+/+/+/+/res and
+//     ff/v2/mcp/+/+/status with wildcards in any level, not only to one
+//     context's reply filter and the Policy's three presence filters, and
+//     may use $share (Mosquitto checks the filter without its
+//     $share/<group>/ prefix);
+//   - an expert agent may read its agent's requests for any instance, and
+//     reply or announce its presence as any instance of its own agent (never
+//     as another agent): tying the instance level to the client ID would
+//     take a %c pattern, and patterns apply to every user;
+//   - an expert agent may share its requests in any $share group, not only
+//     the one named after it.
 //
-// Operator rules for everyone are written into each identity's section
-// rather than as patterns, so that a '%' in a filter is never taken for a
-// pattern substitution.
+// No acl_file patterns are written at all: Mosquitto applies a pattern to
+// every user, so one with %u would let a client identity act as an agent
+// under its own name. Each identity's section names its username literally
+// instead (a valid level, so safe in a topic), and operator rules for
+// everyone are repeated in each section, so that a '%' in a filter is never
+// taken for a pattern substitution.
 func MosquittoExport(ids []Identity, hashes map[string]string, rules []Rule) MosquittoFiles {
 	var out MosquittoFiles
 	sorted := slices.Clone(ids)
@@ -118,13 +124,8 @@ func MosquittoExport(ids []Identity, hashes map[string]string, rules []Rule) Mos
 	var b bytes.Buffer
 	b.WriteString("# Mosquitto 2 acl_file written by `toolbus acl export --format mosquitto`.\n")
 	b.WriteString("# Export it again after changing identities or rules, then reload Mosquitto (SIGHUP).\n")
-	b.WriteString("# Mosquitto is wider than toolbus's own policy in places: see docs/external-broker.md.\n\n")
-	b.WriteString("# Expert agents publish their presence on their own client ID's topic (a pattern\n")
-	b.WriteString("# applies to every user: Mosquitto cannot tie it to a role).\n")
-	fmt.Fprintf(&b, "pattern write %s\n", mosqOwnPresence)
-	b.WriteString("# Each user's own probe topics: a gateway measures its round trip over the\n")
-	b.WriteString("# broker there, between two connections of its own.\n")
-	fmt.Fprintf(&b, "pattern readwrite %s\n", mosqOwnProbe)
+	b.WriteString("# Mosquitto is wider than toolbus's own policy in places: see docs/external-broker.md.\n")
+	b.WriteString("# No patterns: Mosquitto applies them to every user, whatever its role.\n")
 	for _, id := range users {
 		fmt.Fprintf(&b, "\nuser %s\n", id.Username)
 		switch id.Role {
@@ -134,12 +135,16 @@ func MosquittoExport(ids []Identity, hashes map[string]string, rules []Rule) Mos
 			fmt.Fprintf(&b, "topic read %s\n", mosqReplies)
 			fmt.Fprintf(&b, "topic read %s\n", mosqPresence)
 		case RoleExpertAgent:
-			b.WriteString("# role expert-agent: requests in, replies out\n")
-			fmt.Fprintf(&b, "topic read %s\n", mosqRequests)
-			fmt.Fprintf(&b, "topic write %s\n", mosqReplies)
+			b.WriteString("# role expert-agent: its own requests in, replies and presence out under its\n")
+			b.WriteString("# name (any instance of it: Mosquitto cannot tie that level to the client ID)\n")
+			fmt.Fprintf(&b, "topic read %s%s/+/+/+/+/+/+/req\n", mcpPrefix, id.Username)
+			fmt.Fprintf(&b, "topic write %s%s/+/+/+/+/+/+/res\n", mcpPrefix, id.Username)
+			fmt.Fprintf(&b, "topic write %s%s/+/status\n", mcpPrefix, id.Username)
 		default:
-			fmt.Fprintf(&b, "# role %s: operator rules only\n", id.Role)
+			fmt.Fprintf(&b, "# role %s: no requests, replies or presence\n", id.Role)
 		}
+		b.WriteString("# every role: its own probe topics (a gateway measures its round trip there)\n")
+		fmt.Fprintf(&b, "topic readwrite %s\n", ProbeTopic(id.Username, "+"))
 		for _, r := range byUser[id.Username] {
 			fmt.Fprintf(&b, "topic %s %s\n", r.Access, r.Filter)
 		}

@@ -7,27 +7,38 @@ import (
 )
 
 // Policy answers "may this client do this?" for the broker. It denies
-// whatever no rule allows. The built-in rules of the ff/v1/mcp/ tree are
+// whatever no rule allows. The built-in rules of the ff/v2/ tree are
 // granted by role and cannot be changed; operator rules (from the store)
-// only ever add access outside that tree.
+// only ever add access outside that tree and outside ff/v1/mcp/.
 //
-// Built-in rules (L is a level that passes ValidLevel):
+// Built-in rules (L is a level that passes ValidLevel; U is the client's
+// own username and C its own client ID, both of which must be L):
 //
-//   - RolePlatform publishes ff/v1/mcp/L/L/L/L/L/req, subscribes to exactly
-//     ff/v1/mcp/L/L/L/L/L/res (no wildcards, no $share) and to
-//     ff/v1/mcp/agents/+/status or ff/v1/mcp/agents/L/status.
-//   - RoleExpertAgent subscribes to ff/v1/mcp/X/X/X/X/X/req (X is "+" or L),
-//     plain or as $share/L/ff/v1/mcp/X/X/X/X/X/req, publishes
-//     ff/v1/mcp/L/L/L/L/L/res, and publishes its presence on
-//     ff/v1/mcp/agents/<its own client ID>/status (the client ID must be L).
-//   - Every role publishes and subscribes to exactly
-//     ff/v1/mcp/probe/<its own username>/L (no wildcards): a gateway
-//     measures its round trip over an external broker there, between two
-//     of its own connections (requester.ProbeBroker).
-//   - Nothing else may touch the ff/v1/mcp/ tree: no publish there, no
-//     subscribe filter that could match a topic there ("#", "+/v1/#",
-//     "ff/+/mcp/..."). Nothing may touch a topic starting with '$' other than
-//     the agents' $share form above. A disabled identity may do nothing.
+//   - RolePlatform publishes requests on ff/v2/mcp/L/L/L/L/L/L/L/req (any
+//     agent, any instance, five context levels), subscribes to the replies
+//     of one context, ff/v2/mcp/A/I/L/L/L/L/L/res where A and I are "+"
+//     or L (the reply filter ff/v2/mcp/+/+/... is what gateways use; the
+//     broker checks each delivery against the topic name, with real
+//     levels there), no other wildcard, no $share, and to presence:
+//     ff/v2/mcp/+/+/status, ff/v2/mcp/L/+/status or ff/v2/mcp/L/L/status.
+//   - RoleExpertAgent subscribes to the requests for its own name only:
+//     ff/v2/mcp/U/X/Y/Y/Y/Y/Y/req, where X is "_" (its pool's requests) or
+//     C (those for this instance) and Y is "+" or L, plain or as
+//     $share/U/<that filter> (its pool shares under its username). It
+//     publishes replies on ff/v2/mcp/U/C/L/L/L/L/L/res and its presence on
+//     ff/v2/mcp/U/C/status: the broker vouches for the agent and instance
+//     levels, so a gateway can trust who answered. It cannot read another
+//     agent's or another instance's requests, nor replies or presence.
+//   - Every role publishes and subscribes to exactly ff/v2/probe/U/L (no
+//     wildcards): a gateway measures its round trip over an external
+//     broker there, between two of its own connections
+//     (requester.ProbeBroker).
+//   - Nothing else may touch ff/v2/, nor the retired ff/v1/mcp/ tree (so
+//     that a v1 agent or gateway fails at the broker): no publish there, no
+//     subscribe filter that could match a topic there ("#", "ff/#",
+//     "+/v2/#", "ff/+/mcp/#"). Nothing may touch a topic starting with '$'
+//     other than the agents' $share form above. A disabled identity may do
+//     nothing.
 //
 // A Policy is safe for concurrent use; SetRules swaps the operator rules
 // atomically while Allow runs.
@@ -108,14 +119,16 @@ func (p *Policy) Allow(id Identity, clientID string, action Action, topic string
 		return p.load().allows(id.Username, AccessWrite, topic, topicMatches)
 	case Subscribe:
 		if group, filter, ok := splitShare(topic); ok {
-			// The only '$' access there is: agents sharing the request stream.
-			return id.Role == RoleExpertAgent && ValidLevel(group) && agentRequestFilter(filter)
+			// The only '$' access there is: an agent's pool sharing its
+			// request stream. The group is the username, so that no other
+			// identity can join the pool's group and take its requests.
+			return id.Role == RoleExpertAgent && group == id.Username && agentRequestFilter(id.Username, clientID, filter)
 		}
 		if !validTopicFilter(topic) || topic[0] == '$' {
 			return false
 		}
 		if reachesReserved(topic) {
-			return builtinSubscribe(id, topic)
+			return builtinSubscribe(id, clientID, topic)
 		}
 		return p.load().allows(id.Username, AccessRead, topic, filterCovers)
 	}
@@ -136,49 +149,95 @@ func (c *compiledRules) allows(username string, need Access, topic string, match
 	return false
 }
 
+// builtinPublish decides a publish to a reserved topic. The rest of ff/v2/
+// and all of ff/v1/mcp/ fail both prefixes and are refused.
 func builtinPublish(id Identity, clientID, topic string) bool {
-	rest, ok := strings.CutPrefix(topic, ReservedPrefix)
+	if probe, ok := strings.CutPrefix(topic, probePrefix); ok {
+		return ownProbeTopic(probe, id.Username)
+	}
+	rest, ok := strings.CutPrefix(topic, mcpPrefix)
 	if !ok {
 		return false
 	}
-	if ownProbeTopic(rest, id.Username) {
-		return true
+	agent, instance, tail, ok := cutAddress(rest)
+	if !ok {
+		return false
 	}
 	switch id.Role {
 	case RolePlatform:
-		return contextTopic(rest, "req", false)
+		return ValidLevel(agent) && ValidLevel(instance) && contextTopic(tail, "req", false)
 	case RoleExpertAgent:
-		return contextTopic(rest, "res", false) || ownPresenceTopic(rest, clientID)
+		// Only under its own username and client ID: the topic names who
+		// replied or announced itself. "_" names the pool, never one
+		// instance.
+		return agent == id.Username && ValidLevel(agent) && instance == clientID && ValidLevel(instance) && instance != "_" &&
+			(tail == "status" || contextTopic(tail, "res", false))
 	}
 	return false
 }
 
-func builtinSubscribe(id Identity, filter string) bool {
-	rest, ok := strings.CutPrefix(filter, ReservedPrefix)
-	if !ok {
-		return false
-	}
-	if ownProbeTopic(rest, id.Username) {
-		return true
+// builtinSubscribe decides a plain (not $share) subscription to a filter
+// that reaches a reserved tree.
+func builtinSubscribe(id Identity, clientID, filter string) bool {
+	if probe, ok := strings.CutPrefix(filter, probePrefix); ok {
+		return ownProbeTopic(probe, id.Username)
 	}
 	switch id.Role {
 	case RolePlatform:
-		return contextTopic(rest, "res", false) || presenceFilter(rest)
+		rest, ok := strings.CutPrefix(filter, mcpPrefix)
+		if !ok {
+			return false
+		}
+		agent, instance, tail, ok := cutAddress(rest)
+		if !ok {
+			return false
+		}
+		if tail == "status" {
+			return agent == "+" && instance == "+" ||
+				ValidLevel(agent) && (instance == "+" || ValidLevel(instance))
+		}
+		// Replies of one context, from whichever agent answers it. The
+		// broker checks each delivery against the topic name too, where
+		// the agent and instance levels are real ones.
+		return (agent == "+" || ValidLevel(agent)) && (instance == "+" || ValidLevel(instance)) && contextTopic(tail, "res", false)
 	case RoleExpertAgent:
-		return contextTopic(rest, "req", true)
+		return agentRequestFilter(id.Username, clientID, filter)
 	}
 	return false
 }
 
-// agentRequestFilter reports whether f is ff/v1/mcp/X/X/X/X/X/req with X "+"
-// or a valid level.
-func agentRequestFilter(f string) bool {
-	rest, ok := strings.CutPrefix(f, ReservedPrefix)
-	return ok && contextTopic(rest, "req", true)
+// agentRequestFilter reports whether f is ff/v2/mcp/<username>/X/Y/Y/Y/Y/Y/req
+// with X "_" or clientID and each Y "+" or a valid level: the requests for
+// this agent's pool, or for this one instance.
+func agentRequestFilter(username, clientID, f string) bool {
+	rest, ok := strings.CutPrefix(f, mcpPrefix)
+	if !ok {
+		return false
+	}
+	agent, instance, tail, ok := cutAddress(rest)
+	return ok && agent == username && ValidLevel(agent) &&
+		(instance == "_" || instance == clientID && ValidLevel(instance)) &&
+		contextTopic(tail, "req", true)
 }
 
-// contextTopic reports whether rest (what follows ff/v1/mcp/) is five valid
-// levels and then exactly kind. With wild, a level may also be "+".
+// cutAddress splits rest (what follows ff/v2/mcp/) into its agent and
+// instance levels and what follows them. ok is false when rest has fewer
+// than three levels.
+func cutAddress(rest string) (agent, instance, tail string, ok bool) {
+	agent, rest, more := cutLevel(rest)
+	if !more {
+		return "", "", "", false
+	}
+	instance, tail, more = cutLevel(rest)
+	if !more {
+		return "", "", "", false
+	}
+	return agent, instance, tail, true
+}
+
+// contextTopic reports whether rest (what follows the agent and instance
+// levels) is five valid context levels and then exactly kind. With wild, a
+// level may also be "+".
 func contextTopic(rest, kind string, wild bool) bool {
 	for range 5 {
 		level, r, more := cutLevel(rest)
@@ -190,35 +249,9 @@ func contextTopic(rest, kind string, wild bool) bool {
 	return rest == kind
 }
 
-// presenceFilter reports whether rest (what follows ff/v1/mcp/) is
-// agents/+/status or agents/L/status.
-func presenceFilter(rest string) bool {
-	mid, ok := presenceLevel(rest)
-	return ok && (mid == "+" || ValidLevel(mid))
-}
-
-// ownPresenceTopic reports whether rest (what follows ff/v1/mcp/) is
-// agents/<clientID>/status for a clientID that is a valid level.
-func ownPresenceTopic(rest, clientID string) bool {
-	mid, ok := presenceLevel(rest)
-	return ok && mid == clientID && ValidLevel(clientID)
-}
-
-// ownProbeTopic reports whether rest (what follows ff/v1/mcp/) is
-// probe/<username>/L. Three levels, so it never is a context topic (seven).
+// ownProbeTopic reports whether rest (what follows ff/v2/probe/) is
+// <username>/L: exactly two levels, no wildcard.
 func ownProbeTopic(rest, username string) bool {
-	rest, ok := strings.CutPrefix(rest, "probe/")
-	if !ok || !ValidLevel(username) {
-		return false
-	}
-	rest, ok = strings.CutPrefix(rest, username+"/")
-	return ok && ValidLevel(rest)
-}
-
-func presenceLevel(rest string) (string, bool) {
-	rest, ok := strings.CutPrefix(rest, "agents/")
-	if !ok {
-		return "", false
-	}
-	return strings.CutSuffix(rest, "/status")
+	owner, level, more := cutLevel(rest)
+	return more && owner == username && ValidLevel(owner) && ValidLevel(level)
 }

@@ -46,7 +46,8 @@ func ParseAccess(s string) (Access, error) {
 // identity when Username is "", to publish to topics that Filter matches
 // (AccessWrite) and to subscribe to filters that Filter covers (AccessRead:
 // every topic the requested filter matches, Filter matches too, so "sensors/#"
-// covers "sensors/+/t"). Rules cannot reach the ff/v1/mcp/ tree or '$' topics.
+// covers "sensors/+/t"). Rules cannot reach the ff/v2/ or ff/v1/mcp/ trees
+// or '$' topics.
 type Rule struct {
 	ID       int64
 	Username string // "" = every identity

@@ -12,13 +12,30 @@ import (
 // never allocate.
 
 const (
-	// ReservedPrefix starts the topic tree of the MQTT contract. Only the
-	// built-in rules grant anything under it.
-	ReservedPrefix = "ff/v1/mcp/"
+	// ReservedPrefix starts the topic tree of the MQTT contract (v2): the
+	// requests, replies and presence under ff/v2/mcp/ and the probes under
+	// ff/v2/probe/. Only the built-in rules grant anything under it.
+	ReservedPrefix = "ff/v2/"
+
+	// v1Prefix is the tree of contract v1. It stays reserved but nothing
+	// grants anything there, so that a v1 agent or gateway left running is
+	// refused by the broker instead of talking past v2 unnoticed.
+	v1Prefix = "ff/v1/mcp/"
+
+	mcpPrefix   = ReservedPrefix + "mcp/"
+	probePrefix = ReservedPrefix + "probe/"
 
 	sharePrefix    = "$share/"
 	maxTopicLength = 65535 // an MQTT UTF-8 string holds at most this many bytes
 )
+
+// ProbeTopic is the topic on which username (an identity's MQTT username)
+// may publish and subscribe to measure a round trip between two of its own
+// connections; level tells its probes apart. Both must pass ValidLevel, or
+// the Policy refuses the topic.
+func ProbeTopic(username, level string) string {
+	return probePrefix + username + "/" + level
+}
 
 // cutLevel splits s at its first '/': the first level, the rest, and whether
 // there was a '/' at all (a topic "a/" has two levels, "a" and "").
@@ -136,24 +153,31 @@ func filterCovers(rule, req string) bool {
 }
 
 // reachesReserved reports whether the filter f (or topic name) could match a
-// topic in the reserved tree: a topic whose first three levels are ff, v1
-// and mcp (ff/v1/mcp itself included, to be safe).
+// topic in a reserved tree: one under ff/v2/ (at least three levels, the
+// first two ff and v2), or ff/v1/mcp and anything below it (ff/v1/mcp
+// itself included, to be safe, as before v2). The bare topic ff/v2 is no
+// part of either tree, so that operator rules such as "+/+" and "ff/+",
+// valid before v2, stay valid.
 func reachesReserved(f string) bool {
-	rest := f
-	for _, want := range [...]string{"ff", "v1", "mcp"} {
-		level, r, more := cutLevel(rest)
-		if level == "#" {
-			return true
-		}
-		if level != "+" && level != want {
-			return false
-		}
-		if !more {
-			return want == "mcp"
-		}
-		rest = r
+	level, rest, more := cutLevel(f)
+	if level == "#" {
+		return true
 	}
-	return true
+	if level != "+" && level != "ff" || !more {
+		return false
+	}
+	level, rest, more = cutLevel(rest)
+	switch level {
+	case "#":
+		return true
+	case "+", "v2":
+		// Any third level is under ff/v2/ ("+" also stands for v2).
+		return more
+	case "v1":
+		level, _, _ = cutLevel(rest)
+		return more && (level == "#" || level == "+" || level == "mcp")
+	}
+	return false
 }
 
 // splitShare splits "$share/<group>/<filter>" into its group and filter. ok
@@ -173,8 +197,8 @@ func splitShare(f string) (group, filter string, ok bool) {
 // ValidateRuleFilter reports why f cannot be the filter of an operator rule:
 // it must be a well-formed MQTT filter in valid UTF-8, must not start with
 // '$' (no $SYS, no $share) and must not be able to match any topic under
-// ReservedPrefix, which only the built-in rules govern. The error wraps
-// ErrInvalidRule.
+// ReservedPrefix or ff/v1/mcp/, which only the built-in rules govern. The
+// error wraps ErrInvalidRule.
 func ValidateRuleFilter(f string) error {
 	switch {
 	case !validTopicFilter(f):
@@ -184,7 +208,7 @@ func ValidateRuleFilter(f string) error {
 	case f[0] == '$':
 		return fmt.Errorf("%w: %q: filters starting with '$' are not allowed", ErrInvalidRule, f)
 	case reachesReserved(f):
-		return fmt.Errorf("%w: %q could match topics under %s, which only built-in rules govern", ErrInvalidRule, f, ReservedPrefix)
+		return fmt.Errorf("%w: %q could match topics under %s or %s, which only built-in rules govern", ErrInvalidRule, f, ReservedPrefix, v1Prefix)
 	}
 	return nil
 }

@@ -87,24 +87,50 @@ func TestReachesReserved(t *testing.T) {
 		f    string
 		want bool
 	}{
+		// Contract v2: everything under ff/v2/.
+		{"ff/v2/mcp/a/_/b/c/d/e/f/req", true},
+		{"ff/v2/mcp/a/b/status", true},
+		{"ff/v2/probe/gw1/x", true},
+		{"ff/v2/other", true},
+		{"ff/v2/", true},
+		{"ff/v2/#", true},
+		{"ff/v2/+", true},
+		{"ff/+/x", true},
+		{"+/v2/#", true},
+		{"+/v2/x", true},
+		{"+/+/+", true},
+		{"+/+/#", true},
+		{"+/#", true},
+		{"ff/#", true},
+		{"#", true},
+		{"ff/+/mcp/#", true},
+		{"+/+/+/+/+/+/+/+/+/+/req", true},
+		{"ff/v2", false},
+		{"ff/+", false},
+		{"+/v2", false},
+		{"+/+", false},
+		{"ff/v2x/mcp/#", false},
+		{"ff/V2/mcp/#", false},
+		{"/ff/v2/mcp/x", false},
+		{"fff/v2/x", false},
+		// Contract v1: ff/v1/mcp and below.
 		{"ff/v1/mcp/a/b/c/d/e/req", true},
 		{"ff/v1/mcp", true},
 		{"ff/v1/mcp/", true},
-		{"#", true},
 		{"+/v1/#", true},
-		{"ff/+/mcp/x", true},
-		{"+/+/+", true},
-		{"+/+/+/+/+/+/+/+/req", true},
-		{"ff/#", true},
 		{"ff/v1/#", true},
-		{"ff/v1", false},
+		{"ff/v1/+", true},
 		{"ff/v1/+/x", true},
+		{"ff/v1", false},
 		{"ff/v1/mcpx/#", false},
-		{"ff/v2/mcp/#", false},
-		{"+/+", false},
-		{"+", false},
+		{"ff/v1/other/#", false},
+		{"+/v1/x", false},
 		{"/ff/v1/mcp/x", false},
+		// Elsewhere.
+		{"+", false},
+		{"ff", false},
 		{"sensors/#", false},
+		{"sensors/+/x", false},
 	} {
 		if got := reachesReserved(tc.f); got != tc.want {
 			t.Errorf("reachesReserved(%q) = %v, want %v", tc.f, got, tc.want)
@@ -120,10 +146,17 @@ func TestValidateRuleFilter(t *testing.T) {
 		{"sensors/#", true},
 		{"sensors/+/temp", true},
 		{"ff/v1/other/#", true},
+		{"ff/v3/mcp/#", true},
+		{"ff/v2", true},
+		{"+/+", true},
 		{"+/status", true},
 		{"#", false},
+		{"ff/#", false},
 		{"+/v1/#", false},
+		{"+/v2/#", false},
 		{"ff/+/mcp/x", false},
+		{"ff/v2/mcp/+/+/status", false},
+		{"ff/v2/probe/gw1/+", false},
 		{"ff/v1/mcp/agents/+/status", false},
 		{"$SYS/#", false},
 		{"$share/g/sensors/#", false},
@@ -134,6 +167,25 @@ func TestValidateRuleFilter(t *testing.T) {
 		err := ValidateRuleFilter(tc.f)
 		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrInvalidRule)) {
 			t.Errorf("ValidateRuleFilter(%q) = %v, want ok=%v", tc.f, err, tc.ok)
+		}
+	}
+}
+
+func TestProbeTopic(t *testing.T) {
+	gw := Identity{Username: "gw1", Role: RolePlatform}
+	topic := ProbeTopic(gw.Username, "a1B2-_")
+	if topic != "ff/v2/probe/gw1/a1B2-_" {
+		t.Fatalf("ProbeTopic = %q", topic)
+	}
+	// The topic the gateway builds is the one its own policy grants it,
+	// both ways, and no one else.
+	var p Policy
+	for _, action := range []Action{Publish, Subscribe} {
+		if !p.Allow(gw, "gw1-x", action, topic) {
+			t.Errorf("Policy refuses %s on ProbeTopic to its owner", action)
+		}
+		if p.Allow(Identity{Username: "gw2", Role: RolePlatform}, "gw2-x", action, topic) {
+			t.Errorf("Policy grants %s on gw1's ProbeTopic to gw2", action)
 		}
 	}
 }

@@ -15,7 +15,7 @@ var (
 	// a password too short. (Errors of the store's own checks wrap their
 	// acl sentinel instead; both answer 400.)
 	ErrInvalidRequest = errors.New("invalid request")
-	// ErrBuiltinRule is returned when a built-in rule of the ff/v1/mcp/
+	// ErrBuiltinRule is returned when a built-in rule of the ff/v2/
 	// tree is to be removed: they are granted by role and cannot change.
 	ErrBuiltinRule = errors.New("built-in rule")
 	// ErrNoBroker is returned by Clients when the process has no embedded

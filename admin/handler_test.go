@@ -248,8 +248,8 @@ func TestRules(t *testing.T) {
 	}
 	builtin := 0
 	for _, r := range rules {
-		if !r.Builtin || !strings.HasPrefix(r.Filter, acl.ReservedPrefix) || r.Role == "" {
-			t.Errorf("rule %+v in a fresh store: want only built-in ff/v1/mcp rules", r)
+		if !r.Builtin || !strings.HasPrefix(r.Filter, "ff/v2/") || r.Role == "" {
+			t.Errorf("rule %+v in a fresh store: want only built-in ff/v2 rules", r)
 		}
 		builtin++
 	}
@@ -269,7 +269,8 @@ func TestRules(t *testing.T) {
 		want error
 	}{
 		{"duplicate", admin.RuleRequest{Username: "dev1", Access: "readwrite", Filter: "sensors/#"}, acl.ErrExists},
-		{"reserved tree", admin.RuleRequest{Access: "read", Filter: "ff/v1/mcp/#"}, admin.ErrInvalidRequest},
+		{"reserved tree", admin.RuleRequest{Access: "read", Filter: "ff/v2/mcp/#"}, admin.ErrInvalidRequest},
+		{"retired v1 tree", admin.RuleRequest{Access: "read", Filter: "ff/v1/mcp/#"}, admin.ErrInvalidRequest},
 		{"bad access", admin.RuleRequest{Access: "all", Filter: "x"}, admin.ErrInvalidRequest},
 		{"unknown identity", admin.RuleRequest{Username: "ghost", Access: "read", Filter: "x"}, acl.ErrNotFound},
 	} {
@@ -321,14 +322,14 @@ func TestAgentsAndContexts(t *testing.T) {
 	}
 	key := cs[0].Key()
 	c, err := admin.ParseContextKey(key)
-	if err != nil || !e.srv.Broker().InlineSubscribed(c.ResponseTopic()) {
+	if err != nil || !e.srv.Broker().InlineSubscribed(c.ReplyFilter()) {
 		t.Fatalf("%s: %v, or its response topic is not subscribed", key, err)
 	}
 	before := e.srv.Requester().Stats().Unsubscribes
 	if err := e.adm.EvictContext(ctx(t), key); err != nil {
 		t.Fatal(err)
 	}
-	if e.srv.Broker().InlineSubscribed(c.ResponseTopic()) || e.srv.Requester().Stats().Unsubscribes != before+1 {
+	if e.srv.Broker().InlineSubscribed(c.ReplyFilter()) || e.srv.Requester().Stats().Unsubscribes != before+1 {
 		t.Fatal("evict returned before the unsubscribe")
 	}
 	if cs, _ := e.adm.Contexts(ctx(t), ""); len(cs) != 0 {
@@ -341,10 +342,10 @@ func TestAgentsAndContexts(t *testing.T) {
 		t.Fatalf("evict a/b: %v, want ErrInvalidRequest", err)
 	}
 	// The next call in the context subscribes again.
-	if _, err := e.srv.Requester().ListTools(ctx(t), c, &contract.Caller{UserID: "root"}); err != nil {
+	if _, err := e.srv.Requester().ListTools(ctx(t), c, "agentx", &contract.Caller{UserID: "root"}); err != nil {
 		t.Fatal(err)
 	}
-	if !e.srv.Broker().InlineSubscribed(c.ResponseTopic()) {
+	if !e.srv.Broker().InlineSubscribed(c.ReplyFilter()) {
 		t.Fatal("not subscribed again after a call")
 	}
 }

@@ -113,7 +113,7 @@ type IdentityChange struct {
 }
 
 // Rule is a topic ACL rule: an operator rule (Builtin false, removable), or
-// one of the built-in rules of the ff/v1/mcp/ tree (read-only, granted by
+// one of the built-in rules of the ff/v2/ tree (read-only, granted by
 // role).
 type Rule struct {
 	// ID is the operator rule's number as a string, or "builtin-..." for a

@@ -52,7 +52,7 @@ func (s *Service) AddRule(ctx context.Context, req RuleRequest) (Rule, error) {
 func (s *Service) RemoveRule(ctx context.Context, id string) error {
 	return s.change(ctx, "rule.remove", "rule "+id, func() error {
 		if isBuiltinID(id) {
-			return fmt.Errorf("%w: %s is part of the ff/v1/mcp contract, granted by role; it cannot be removed", ErrBuiltinRule, id)
+			return fmt.Errorf("%w: %s is part of the ff/v2 contract, granted by role; it cannot be removed", ErrBuiltinRule, id)
 		}
 		n, err := strconv.ParseInt(id, 10, 64)
 		if err != nil {

@@ -30,8 +30,12 @@ type MQTTFloorOptions struct {
 	// Username and Password log in; the identity needs the platform role
 	// (publish .../req, subscribe to exact .../res topics).
 	Username, Password string
-	// PlatformID and UserID fill the first two levels of the topics; ""
-	// means "benchfloor" and "bench". The session level is unique per run.
+	// Agent is the expert agent's name on the bus (its MQTT username) the
+	// requests go to; "" means "bench-agent", scripts/bench.sh's agent.
+	Agent string
+	// PlatformID and UserID fill the first two context levels of the
+	// topics; "" means "benchfloor" and "bench". The session level is
+	// unique per run.
 	PlatformID, UserID string
 	// QoS0 publishes and subscribes at QoS 0; the default is QoS 1, what the
 	// gateway's bus and the expert agents use.
@@ -67,6 +71,9 @@ func CheckMQTTFloorClient(client string) error {
 func RunMQTTFloor(ctx context.Context, o MQTTFloorOptions) (*Result, error) {
 	if o.BrokerURL == "" {
 		return nil, errors.New("bench: MQTT floor without a broker URL")
+	}
+	if o.Agent == "" {
+		o.Agent = "bench-agent"
 	}
 	if o.PlatformID == "" {
 		o.PlatformID = "benchfloor"
@@ -104,13 +111,13 @@ func RunMQTTFloor(ctx context.Context, o MQTTFloorOptions) (*Result, error) {
 	for i := range ctxs {
 		ctxs[i] = contract.Context{PlatformID: o.PlatformID, UserID: o.UserID,
 			SessionID: "f" + f.run + "-" + strconv.Itoa(i), EntityType: contract.NoEntity, EntityID: contract.NoEntity}
-		if err := f.subscribe(ctx, ctxs[i].ResponseTopic()); err != nil {
-			return nil, fmt.Errorf("%w: subscribe %s: %w", ErrSetup, ctxs[i].ResponseTopic(), err)
+		if err := f.subscribe(ctx, ctxs[i].ReplyFilter()); err != nil {
+			return nil, fmt.Errorf("%w: subscribe %s: %w", ErrSetup, ctxs[i].ReplyFilter(), err)
 		}
 	}
 	workers := make([]*floorWorker, lo.Concurrency)
 	for i := range workers {
-		workers[i] = newFloorWorker(f, i, ctxs[i%len(ctxs)], text)
+		workers[i] = newFloorWorker(f, i, ctxs[i%len(ctxs)], o.Agent, text)
 	}
 	if lo.Warmup > 0 {
 		f.phase(ctx, workers, 0, lo.Warmup, nil)
@@ -272,12 +279,12 @@ type floorWorker struct {
 	due                     time.Time // when the current call was due (LoadOptions.Rate); zero: now
 }
 
-func newFloorWorker(f *floor, i int, c contract.Context, text string) *floorWorker {
+func newFloorWorker(f *floor, i int, c contract.Context, agent, text string) *floorWorker {
 	caller, _ := json.Marshal(contract.Caller{UserID: c.UserID, Scopes: []string{"tools:list", "tools:call"}})
 	params, _ := json.Marshal(map[string]any{"name": f.opts.Tool, "arguments": map[string]string{"text": text}})
 	return &floorWorker{
-		f: f, topic: c.RequestTopic(), prefix: "f" + f.run + "-" + strconv.Itoa(i) + "-", expect: text,
-		head:  []byte(`{"v":1,"correlationId":"`),
+		f: f, topic: c.RequestTopic(agent, contract.AnyInstance), prefix: "f" + f.run + "-" + strconv.Itoa(i) + "-", expect: text,
+		head:  []byte(`{"v":2,"correlationId":"`),
 		mid:   []byte(`","deadline":`),
 		tail1: []byte(`,"caller":` + string(caller) + `,"message":{"jsonrpc":"2.0","id":"`),
 		tail2: []byte(`","method":"tools/call","params":` + string(params) + `}}`),

@@ -1,16 +1,21 @@
 package broker_test
 
 import (
+	"strings"
 	"testing"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/broker"
 )
 
-// An agent may not widen its subscription beyond the request topics: each
-// refused filter gets SUBACK failure, and a message it would have matched
-// never arrives.
+// An agent may not widen its subscription beyond its own requests: not
+// another agent's, not another instance's, not replies or presence, not the
+// v1 tree. Each refused filter gets SUBACK failure, and a message it would
+// have matched never arrives.
 func TestAgentSubscribeRefused(t *testing.T) {
 	e := newEnv(t)
 	pw1 := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
@@ -20,16 +25,34 @@ func TestAgentSubscribeRefused(t *testing.T) {
 	in := newInbox()
 	agent := e.mustConnect(t, "agent1-a", "agent1", pw1, in)
 	refused := []string{
-		"ff/v1/mcp/#",
+		"ff/v2/mcp/#",
 		"#",
-		"+/v1/#",
-		"ff/+/mcp/+/+/+/+/+/res",
-		"ff/v1/mcp/+/+/+/+/+/res",
+		"+/v2/#",
+		"ff/+/mcp/+/+/+/+/+/+/+/res",
+		"ff/v2/mcp/+/+/+/+/+/+/+/res",
+		ctxReplies,
 		presenceFilter,
+		presence("agent1", "+"),
 		"$SYS/#",
-		"$share/agents/ff/v1/mcp/+/+/+/+/+/res",
-		"$share/agents/#",
-		"$SHARE/agents/ff/v1/mcp/+/+/+/+/+/req", // mochi reads the share prefix in any case
+		"$share/agent1/ff/v2/mcp/+/+/+/+/+/+/+/res",
+		"$share/agent1/#",
+		"$SHARE/agent1/" + requestFilter, // mochi reads the share prefix in any case
+		// Another agent's requests, plain or shared, or every agent's.
+		requestFilterOf("agent2"),
+		sharedRequestsOf("agent2"),
+		"$share/agent1/" + requestFilterOf("agent2"),
+		"ff/v2/mcp/+/_/+/+/+/+/+/req",
+		"ff/v2/mcp/+/+/+/+/+/+/+/req",
+		// Its own pool's requests under another group, every instance's,
+		// another instance's.
+		"$share/others/" + requestFilter,
+		"ff/v2/mcp/agent1/+/+/+/+/+/+/req",
+		"ff/v2/mcp/agent1/agent1-b/+/+/+/+/+/req",
+		"ff/v2/mcp/agent1/#",
+		// The v1 tree.
+		"ff/v1/mcp/#",
+		"ff/v1/mcp/+/+/+/+/+/req",
+		"$share/agent1/ff/v1/mcp/+/+/+/+/+/req",
 	}
 	codes := subscribe(t, agent, refused...)
 	for i, f := range refused {
@@ -39,19 +62,25 @@ func TestAgentSubscribeRefused(t *testing.T) {
 			}
 		})
 	}
-	mustSubscribe(t, agent, requestFilter)
+	// Its pool's requests and its own instance's.
+	mustSubscribe(t, agent, requestFilter, "ff/v2/mcp/agent1/agent1-a/+/+/+/+/+/req")
 
 	other := e.mustConnect(t, "agent2-a", "agent2", pw2, nil)
 	gw := e.mustConnect(t, "gw-1", "gw", pwp, nil)
-	mustPublish(t, other, ctxRes, 1, false, "a response agent1 must not see")
-	mustPublish(t, other, presence("agent2-a"), 1, false, `{"status":"online"}`)
+	mustPublish(t, other, ctxRes("agent2", "agent2-a"), 1, false, "a reply agent1 must not see")
+	mustPublish(t, other, presence("agent2", "agent2-a"), 1, false, `{"status":"online"}`)
+	mustPublish(t, gw, requestTopic("agent2", "_", ctxLevels), 1, false, "a request for agent2")
+	mustPublish(t, gw, requestTopic("agent1", "agent1-b", ctxLevels), 1, false, "a request for another instance")
+	mustPublish(t, gw, requestTopic("agent1", "agent1-a", ctxLevels), 1, false, "for this instance")
+	in.expectNext(t, requestTopic("agent1", "agent1-a", ctxLevels), "for this instance")
 	mustPublish(t, gw, ctxReq, 1, false, "sentinel")
 	in.expectNext(t, ctxReq, "sentinel")
 }
 
-// Only a platform publishes requests: an agent's /req is dropped (QoS 0) or
-// dropped with a disconnect (a v3 client at QoS 1, which has no other way
-// to hear the refusal). A legitimate subscriber never sees it.
+// Only a platform publishes requests: an agent's /req (here for another
+// agent's pool) is dropped (QoS 0) or dropped with a disconnect (a v3
+// client at QoS 1, which has no other way to hear the refusal). A
+// legitimate subscriber never sees it.
 func TestAgentPublishRequestRefused(t *testing.T) {
 	for _, qos := range []byte{0, 1} {
 		t.Run(map[byte]string{0: "qos0", 1: "qos1"}[qos], func(t *testing.T) {
@@ -59,21 +88,22 @@ func TestAgentPublishRequestRefused(t *testing.T) {
 			pw1 := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
 			pw2 := e.addIdentity(t, "agent2", acl.RoleExpertAgent)
 			pwp := e.addIdentity(t, "gw", acl.RolePlatform)
+			req2 := requestTopic("agent2", "_", ctxLevels)
 
 			in := newInbox()
 			listener := e.mustConnect(t, "agent2-a", "agent2", pw2, in)
-			mustSubscribe(t, listener, sharedRequests)
+			mustSubscribe(t, listener, sharedRequestsOf("agent2"))
 
 			lost := make(chan error, 1)
 			forger := e.mustConnect(t, "agent1-a", "agent1", pw1, nil, func(o *paho.ClientOptions) {
 				o.SetConnectionLostHandler(func(_ paho.Client, err error) { lost <- err })
 			})
-			tok := forger.Publish(ctxReq, qos, false, "forged request")
+			tok := forger.Publish(req2, qos, false, "forged request")
 			if qos == 0 {
 				_ = wait(t, tok) // a QoS 0 publish completes once written
 				// mochi handles one client's packets in order: once this is
 				// acknowledged, the forged request has been routed (or not).
-				mustPublish(t, forger, presence("agent1-a"), 1, false, "online")
+				mustPublish(t, forger, presence("agent1", "agent1-a"), 1, false, "online")
 			} else {
 				if err := wait(t, tok); err == nil {
 					t.Fatal("QoS 1 forged request acknowledged; want the connection closed")
@@ -86,33 +116,42 @@ func TestAgentPublishRequestRefused(t *testing.T) {
 			}
 
 			gw := e.mustConnect(t, "gw-1", "gw", pwp, nil)
-			mustPublish(t, gw, ctxReq, 1, false, "sentinel")
-			in.expectNext(t, ctxReq, "sentinel")
+			mustPublish(t, gw, req2, 1, false, "sentinel")
+			in.expectNext(t, req2, "sentinel")
 		})
 	}
 }
 
-// Nobody but an agent may publish a response, and an agent may publish
-// presence only for its own client ID.
+// Nobody but an agent instance may publish a reply, and only under its own
+// username and client ID; presence likewise. A gateway trusts the agent and
+// instance levels of what it hears because of this.
 func TestSpoofingRefused(t *testing.T) {
 	e := newEnv(t)
 	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	e.addIdentity(t, "agent2", acl.RoleExpertAgent)
 	pwp := e.addIdentity(t, "gw", acl.RolePlatform)
 	pwp2 := e.addIdentity(t, "gw2", acl.RolePlatform)
 	pwc := e.addIdentity(t, "device", acl.RoleClient)
 
 	in := newInbox()
 	gw := e.mustConnect(t, "gw-1", "gw", pwp, in)
-	mustSubscribe(t, gw, ctxRes, presenceFilter)
+	mustSubscribe(t, gw, ctxReplies, presenceFilter)
 
 	for _, tc := range []struct {
 		name, clientID, username, password, topic string
 	}{
-		{"platform publishing a response", "gw2-1", "gw2", pwp2, ctxRes},
-		{"client publishing a response", "device-1", "device", pwc, ctxRes},
+		{"platform publishing a reply as an agent", "gw2-1", "gw2", pwp2, ctxRes("agent1", "agent1-a")},
+		{"platform publishing a reply as itself", "gw2-3", "gw2", pwp2, ctxRes("gw2", "gw2-3")},
+		{"client publishing a reply", "device-1", "device", pwc, ctxRes("device", "device-1")},
 		{"client publishing a request", "device-2", "device", pwc, ctxReq},
-		{"agent forging another agent's presence", "agent1-a", "agent1", pwa, presence("agent1-b")},
-		{"platform publishing presence", "gw2-2", "gw2", pwp2, presence("gw2-2")},
+		{"agent replying under another username", "agent1-b", "agent1", pwa, ctxRes("agent2", "agent1-b")},
+		{"agent replying under another client ID", "agent1-c", "agent1", pwa, ctxRes("agent1", "agent1-x")},
+		{"agent replying for its pool", "agent1-d", "agent1", pwa, ctxRes("agent1", "_")},
+		{"agent replying on v1", "agent1-e", "agent1", pwa, "ff/v1/mcp/" + ctxLevels + "/res"},
+		{"agent forging another instance's presence", "agent1-f", "agent1", pwa, presence("agent1", "agent1-y")},
+		{"agent forging another agent's presence", "agent1-g", "agent1", pwa, presence("agent2", "agent1-g")},
+		{"agent announcing itself on v1", "agent1-h", "agent1", pwa, "ff/v1/mcp/agents/agent1-h/status"},
+		{"platform publishing presence", "gw2-2", "gw2", pwp2, presence("gw2", "gw2-2")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := e.mustConnect(t, tc.clientID, tc.username, tc.password, nil)
@@ -126,12 +165,13 @@ func TestSpoofingRefused(t *testing.T) {
 	}
 
 	agent := e.mustConnect(t, "agent1-z", "agent1", pwa, nil)
-	mustPublish(t, agent, ctxRes, 1, false, "sentinel")
-	in.expectNext(t, ctxRes, "sentinel")
+	mustPublish(t, agent, ctxRes("agent1", "agent1-z"), 1, false, "sentinel")
+	in.expectNext(t, ctxRes("agent1", "agent1-z"), "sentinel")
 }
 
-// A platform subscribes to its own exact response topics and to presence,
-// and publishes requests that reach the agents.
+// A platform subscribes to the reply filter of one context at a time and
+// to presence, and publishes requests, to an agent's pool or to one of its
+// instances, that reach the agent.
 func TestPlatformOwnTopics(t *testing.T) {
 	e := newEnv(t)
 	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
@@ -139,15 +179,20 @@ func TestPlatformOwnTopics(t *testing.T) {
 
 	agent := e.mustConnect(t, "agent1-a", "agent1", pwa, nil)
 	startResponder(t, agent, sharedRequests, 1)
+	startResponder(t, agent, "ff/v2/mcp/agent1/agent1-a/+/+/+/+/+/req", 1)
 
 	in := newInbox()
 	gw := e.mustConnect(t, "gw-1", "gw", pwp, in)
 	refused := []string{
-		"ff/v1/mcp/+/+/+/+/+/res",
-		"ff/v1/mcp/plat1/user1/+/_/_/res",
+		"ff/v2/mcp/+/+/+/+/+/+/+/res",
+		"ff/v2/mcp/+/+/plat1/user1/+/_/_/res",
+		"ff/v2/mcp/+/+/" + ctxLevels + "/#",
 		ctxReq,
-		"$share/gw/" + ctxRes,
-		"ff/v1/mcp/#",
+		requestFilter,
+		"$share/gw/" + ctxReplies,
+		"ff/v2/mcp/#",
+		"ff/v1/mcp/+/+/+/+/+/res",
+		"ff/v1/mcp/agents/+/status",
 	}
 	codes := subscribe(t, gw, refused...)
 	for i, f := range refused {
@@ -155,21 +200,24 @@ func TestPlatformOwnTopics(t *testing.T) {
 			t.Errorf("platform subscribe %q: code %#x, want 0x80", f, codes[i])
 		}
 	}
-	mustSubscribe(t, gw, ctxRes, presenceFilter, presence("agent1-a"))
+	mustSubscribe(t, gw, ctxReplies, presenceFilter, presence("agent1", "+"), presence("agent1", "agent1-a"))
 
 	mustPublish(t, gw, ctxReq, 1, false, "hello")
-	in.expectNext(t, ctxRes, "re:hello")
+	in.expectNext(t, ctxRes("agent1", "agent1-a"), "re:hello")
+	mustPublish(t, gw, requestTopic("agent1", "agent1-a", ctxLevels), 1, false, "you")
+	in.expectNext(t, ctxRes("agent1", "agent1-a"), "re:you")
 
-	mustPublish(t, agent, presence("agent1-a"), 1, false, "online")
+	mustPublish(t, agent, presence("agent1", "agent1-a"), 1, false, "online")
 	m := in.next(t)
-	if m.topic != presence("agent1-a") || m.payload != "online" {
+	if m.topic != presence("agent1", "agent1-a") || m.payload != "online" {
 		t.Fatalf("presence message = %+v", m)
 	}
 }
 
-// Operator rules open topics outside ff/v1/mcp/ to plain clients. The policy
-// can change while clients are connected, and deliveries are checked too: a
-// subscription granted under a rule since removed no longer receives.
+// Operator rules open topics outside ff/v2/ (and ff/v1/mcp/) to plain
+// clients. The policy can change while clients are connected, and
+// deliveries are checked too: a subscription granted under a rule since
+// removed no longer receives.
 func TestOperatorRules(t *testing.T) {
 	e := newEnv(t)
 	pwc := e.addIdentity(t, "device", acl.RoleClient)
@@ -199,4 +247,34 @@ func TestOperatorRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.expectNext(t, "other/x", "sentinel")
+}
+
+// A client of the retired contract v1 is refused, and the broker says so
+// once per connection, naming the client: an old agent would otherwise
+// fail with no word of why.
+func TestV1ClientWarnedOnce(t *testing.T) {
+	logger, hook := logtest.NewNullLogger()
+	e := newEnv(t, func(o *broker.Options) { o.Logger = logrus.NewEntry(logger) })
+	pw := e.addIdentity(t, "old-agent", acl.RoleExpertAgent)
+	c := e.mustConnect(t, "old-agent-1", "old-agent", pw, newInbox())
+	codes := subscribe(t, c, "$share/old/ff/v1/mcp/+/+/+/+/+/req", "ff/v1/mcp/agents/old-agent-1/status")
+	for i, code := range codes {
+		if code < 0x80 {
+			t.Errorf("v1 filter %d granted (SUBACK %#x)", i, code)
+		}
+	}
+	// QoS 0: a refused QoS 1 publish would end the connection.
+	_ = publish(t, c, "ff/v1/mcp/agents/old-agent-1/status", 0, false, `{"status":"online"}`)
+	// A marker after: once its SUBACK is in, the broker has handled the rest.
+	mustSubscribe(t, c, requestFilterOf("old-agent"))
+
+	var warned []*logrus.Entry
+	for _, en := range hook.AllEntries() {
+		if en.Level == logrus.WarnLevel && strings.Contains(en.Message, "contract v1") {
+			warned = append(warned, en)
+		}
+	}
+	if len(warned) != 1 || warned[0].Data["client"] != "old-agent-1" || warned[0].Data["username"] != "old-agent" {
+		t.Fatalf("v1 warnings: %d, first %v; want one naming old-agent-1", len(warned), warned)
+	}
 }

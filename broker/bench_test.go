@@ -55,16 +55,18 @@ func benchClient(o *paho.ClientOptions) {
 
 var benchSession atomic.Int64
 
-func benchTopics() (req, res string) {
-	base := fmt.Sprintf("ff/v1/mcp/bench/u1/s%d/_/_/", benchSession.Add(1))
-	return base + "req", base + "res"
+// benchTopics returns a new context's request topic (to agent1's pool)
+// and its reply filter.
+func benchTopics() (req, replies string) {
+	levels := fmt.Sprintf("bench/u1/s%d/_/_", benchSession.Add(1))
+	return requestTopic("agent1", "_", levels), mcpPrefix + "+/+/" + levels + "/res"
 }
 
 func benchInline(b *testing.B, qos byte) {
 	e, _ := benchEnv(b, qos)
 	bus := e.Broker.Bus()
 	ctx := testContext(b)
-	payload := []byte(`{"v":1,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}}`)
+	payload := []byte(`{"v":2,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}}`)
 
 	b.SetParallelism(benchParallelism)
 	b.ResetTimer()
@@ -98,7 +100,7 @@ func benchInline(b *testing.B, qos byte) {
 
 func benchPaho(b *testing.B, qos byte) {
 	e, pwp := benchEnv(b, qos)
-	payload := []byte(`{"v":1,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}}`)
+	payload := []byte(`{"v":2,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}}`)
 	gw := e.mustConnect(b, "gw-bench", "gw", pwp, nil, benchClient)
 
 	b.SetParallelism(benchParallelism)

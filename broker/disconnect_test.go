@@ -80,12 +80,12 @@ func TestServerDisconnectPublishesWill(t *testing.T) {
 			}
 
 			c := dialRaw(t, e.Broker.Addr().String())
-			if ack := c.connectWill("agent1-a", "agent1", pwa, presence("agent1-a"), "offline"); ack.ReasonCode != 0 {
+			if ack := c.connectWill("agent1-a", "agent1", pwa, presence("agent1", "agent1-a"), "offline"); ack.ReasonCode != 0 {
 				t.Fatalf("CONNACK %#x", ack.ReasonCode)
 			}
 			c.send(packets.Packet{
 				FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1, Retain: true},
-				TopicName:   presence("agent1-a"),
+				TopicName:   presence("agent1", "agent1-a"),
 				PacketID:    1,
 				Payload:     []byte("online"),
 			})
@@ -128,7 +128,7 @@ func TestDisconnectStalledClient(t *testing.T) {
 	c := dialRaw(t, e.Broker.Addr().String())
 	c.version = 4
 	if ack := c.connectWith("agent1-a", "agent1", pwa, 0, func(p *packets.ConnectParams) {
-		p.WillFlag, p.WillTopic, p.WillPayload, p.WillQos, p.WillRetain = true, presence("agent1-a"), []byte("offline"), 1, true
+		p.WillFlag, p.WillTopic, p.WillPayload, p.WillQos, p.WillRetain = true, presence("agent1", "agent1-a"), []byte("offline"), 1, true
 	}); ack.ReasonCode != 0 {
 		t.Fatalf("CONNACK %#x", ack.ReasonCode)
 	}

@@ -44,3 +44,10 @@ func (b *Broker) TreeMatches(clientID, topic string) bool {
 	_, ok := b.srv.Topics.Subscribers(topic).Subscriptions[clientID]
 	return ok
 }
+
+// InlineTreeMatches reports whether mochi's topic tree holds an inline
+// client's filter that matches topic (the InlineBus keeps direct filters
+// out of it).
+func (b *Broker) InlineTreeMatches(topic string) bool {
+	return len(b.srv.Topics.Subscribers(topic).InlineSubscriptions) > 0
+}

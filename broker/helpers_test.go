@@ -19,17 +19,57 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// Topics of one context of the MQTT contract, and the filters around it.
+// Topics of the MQTT contract (v2) around one context, and the filters
+// around them. The agent of most tests is the expert-agent identity
+// "agent1"; the broker lets an instance reply and announce itself only
+// under its own username and client ID.
 const (
-	ctxReq         = "ff/v1/mcp/plat1/user1/sess1/_/_/req"
-	ctxRes         = "ff/v1/mcp/plat1/user1/sess1/_/_/res"
-	otherRes       = "ff/v1/mcp/plat1/user2/sess9/_/_/res"
-	requestFilter  = "ff/v1/mcp/+/+/+/+/+/req"
-	sharedRequests = "$share/agents/" + requestFilter
-	presenceFilter = "ff/v1/mcp/agents/+/status"
+	mcpPrefix      = "ff/v2/mcp/"
+	ctxLevels      = "plat1/user1/sess1/_/_"
+	otherLevels    = "plat1/user2/sess9/_/_"
+	ctxReq         = mcpPrefix + "agent1/_/" + ctxLevels + "/req" // a request to agent1's pool
+	ctxReplies     = mcpPrefix + "+/+/" + ctxLevels + "/res"      // the context's reply filter
+	otherReplies   = mcpPrefix + "+/+/" + otherLevels + "/res"
+	requestFilter  = mcpPrefix + "agent1/_/+/+/+/+/+/req" // agent1's pool's requests
+	sharedRequests = "$share/agent1/" + requestFilter
+	presenceFilter = mcpPrefix + "+/+/status"
 )
 
-func presence(clientID string) string { return "ff/v1/mcp/agents/" + clientID + "/status" }
+// presence is the presence topic of the instance clientID of agent.
+func presence(agent, clientID string) string { return mcpPrefix + agent + "/" + clientID + "/status" }
+
+// requestTopic is the request topic of the context levels for instance
+// ("_": any) of agent.
+func requestTopic(agent, instance, levels string) string {
+	return mcpPrefix + agent + "/" + instance + "/" + levels + "/req"
+}
+
+// replyTopic is the reply topic of the context levels from the instance
+// clientID of agent.
+func replyTopic(agent, clientID, levels string) string {
+	return mcpPrefix + agent + "/" + clientID + "/" + levels + "/res"
+}
+
+// ctxRes and otherRes are the reply topics of the instance clientID of
+// agent in the test's context and in the other one.
+func ctxRes(agent, clientID string) string   { return replyTopic(agent, clientID, ctxLevels) }
+func otherRes(agent, clientID string) string { return replyTopic(agent, clientID, otherLevels) }
+
+// requestFilterOf is the filter of agent's pool's requests, and
+// sharedRequestsOf its shared form (the group is the agent's username).
+func requestFilterOf(agent string) string { return mcpPrefix + agent + "/_/+/+/+/+/+/req" }
+func sharedRequestsOf(agent string) string {
+	return "$share/" + agent + "/" + requestFilterOf(agent)
+}
+
+// replyTo is the reply topic of the request topic req from the instance
+// clientID of agent: its agent and instance levels become theirs.
+func replyTo(agent, clientID, req string) string {
+	rest := strings.TrimPrefix(req, mcpPrefix)
+	_, rest, _ = strings.Cut(rest, "/") // agent
+	_, rest, _ = strings.Cut(rest, "/") // instance
+	return mcpPrefix + agent + "/" + clientID + "/" + strings.TrimSuffix(rest, "req") + "res"
+}
 
 // waitFor bounds every single wait of a test.
 const waitFor = 10 * time.Second
@@ -225,11 +265,13 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	testenv.Poll(t, waitFor, what, cond)
 }
 
-// responder answers every request on the matching response topic with
+// responder answers every request on its reply topic (replyTo) with
 // "re:"+payload, from a goroutine of its own (never from inside the paho
 // handler). It stops when the test ends.
 func startResponder(t testing.TB, c paho.Client, filter string, qos byte) {
 	t.Helper()
+	o := c.OptionsReader()
+	agent, clientID := o.Username(), o.ClientID()
 	jobs := make(chan message, 1024)
 	done := make(chan struct{})
 	stopped := make(chan struct{})
@@ -250,7 +292,7 @@ func startResponder(t testing.TB, c paho.Client, filter string, qos byte) {
 		for {
 			select {
 			case m := <-jobs:
-				c.Publish(strings.TrimSuffix(m.topic, "req")+"res", qos, false, "re:"+m.payload)
+				c.Publish(replyTo(agent, clientID, m.topic), qos, false, "re:"+m.payload)
 			case <-done:
 				return
 			}

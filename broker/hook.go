@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -48,6 +49,7 @@ type aclHook struct {
 	logins         chan struct{} // bounds concurrent Authenticator calls (each may run a KDF)
 	ids            identities
 	log            *logrus.Entry
+	v1Warned       sync.Map // *mqtt.Client -> struct{}: told once that it speaks contract v1
 }
 
 func newACLHook(ctx context.Context, srv *mqtt.Server, o Options, maxLogins int) *aclHook {
@@ -156,16 +158,16 @@ func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool
 }
 
 // willRefused checks the Will at login, since mochi publishes it unchecked.
-// Under ff/v1/mcp/ the only Will there is, is an agent's own presence; other
-// Wills need the publish right on their topic. It returns the reason for a
+// Under the reserved trees the only Will there is, is an agent's own
+// presence; other Wills need the publish right on their topic. It returns the reason for a
 // refusal, or "".
 func (h *aclHook) willRefused(cl *mqtt.Client, id acl.Identity, pk packets.Packet) string {
 	topic := pk.Connect.WillTopic
 	switch {
 	case topic == "" || !mqtt.IsValidFilter(topic, true):
 		return "invalid will topic"
-	case strings.HasPrefix(topic, acl.ReservedPrefix) && topic != presenceTopic(cl.ID):
-		return "a will under " + acl.ReservedPrefix + " must be the client's own presence topic"
+	case strings.HasPrefix(topic, mcpPrefix) && topic != presenceTopic(string(cl.Properties.Username), cl.ID):
+		return "a will under " + mcpPrefix + " must be the client's own presence topic"
 	case pk.Connect.WillRetain && isContextTopic(topic):
 		return "retained will on a request/response topic"
 	case !h.authz.Allow(id, cl.ID, acl.Publish, topic):
@@ -225,6 +227,10 @@ func (h *aclHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	if h.authz.Allow(*id, cl.ID, action, topic) {
 		return true
 	}
+	if isV1(topic) {
+		h.warnV1(cl, id.Username, topic)
+		return false
+	}
 	// Refused subscriptions are logged by OnSubscribed; a refused delivery
 	// is routine (a filter that also matches topics the client may not
 	// read), so only refused publishes are worth Info.
@@ -240,12 +246,45 @@ func (h *aclHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	return false
 }
 
+// maxV1Warned bounds the clients remembered as told about contract v1.
+const maxV1Warned = 4096
+
+// isV1 reports whether a topic or filter is in the retired contract v1
+// tree (plain or through $share), which the ACL refuses to everyone.
+func isV1(topic string) bool {
+	if rest, ok := strings.CutPrefix(topic, "$share/"); ok {
+		_, topic, _ = strings.Cut(rest, "/")
+	}
+	return strings.HasPrefix(topic, "ff/v1/mcp/")
+}
+
+// warnV1 says once per connection that a client speaks the retired
+// contract v1, which the ACL refuses (mochi also ends the connection of a
+// client whose QoS 1 publish it refuses): an old agent or gateway would
+// otherwise fail with no word of why.
+func (h *aclHook) warnV1(cl *mqtt.Client, username, topic string) {
+	if _, told := h.v1Warned.LoadOrStore(cl, struct{}{}); told {
+		return
+	}
+	n := 0
+	h.v1Warned.Range(func(any, any) bool { n++; return n <= maxV1Warned })
+	if n > maxV1Warned {
+		h.v1Warned.Clear()
+	}
+	h.log.WithFields(logrus.Fields{"client": cl.ID, "username": username, "topic": topic}).
+		Warn("a client speaks MQTT contract v1 (ff/v1/mcp/): its subscriptions and publishes are refused; upgrade it to contract v2 (docs/protocol.md)")
+}
+
 // OnSubscribed logs the filters mochi refused.
 func (h *aclHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
 	if cl.Net.Inline {
 		return
 	}
 	for i, f := range pk.Filters {
+		if i < len(reasonCodes) && reasonCodes[i] >= packets.ErrUnspecifiedError.Code && isV1(f.Filter) {
+			h.warnV1(cl, string(cl.Properties.Username), f.Filter)
+			continue
+		}
 		if i < len(reasonCodes) && reasonCodes[i] >= packets.ErrUnspecifiedError.Code {
 			h.log.WithFields(logrus.Fields{
 				"client": cl.ID, "username": string(cl.Properties.Username), "filter": f.Filter, "code": reasonCodes[i],

@@ -28,20 +28,22 @@ type MessageHandler = func(topic string, payload []byte)
 // A handler may still run once right after Unsubscribe returns, for a
 // message that was being routed at the time.
 //
-// Subscriptions to one exact request or response topic (the Requester holds
-// one per context) are not given to mochi: they live in direct, and the
+// Subscriptions to a context's reply filter (the Requester holds one per
+// context: ff/v2/mcp/+/+/<context>/res) or to one exact request or reply
+// topic are not given to mochi: they live in replies and direct, and the
 // inline hook delivers to them from OnPublished, right after mochi has
 // routed the message to everyone else. That is the one way a message
 // reaches such a topic: Wills there are refused at login, retained messages
 // by the ACL hook's OnPublish. So a context's subscribe and unsubscribe are
 // a map operation, and mochi's topic tree, which every publish walks, holds
-// only the wildcard filters however many contexts are open.
+// only the other wildcard filters however many contexts are open.
 type InlineBus struct {
 	srv *mqtt.Server
 	qos byte
 
-	closed atomic.Bool
-	direct sync.Map // exact request/response topic -> MessageHandler
+	closed  atomic.Bool
+	direct  sync.Map // exact request/reply topic -> MessageHandler
+	replies sync.Map // replyKey of a reply filter -> MessageHandler
 
 	mu     sync.Mutex     // serialises Subscribe/Unsubscribe with subs
 	subs   map[string]int // filter -> mochi inline subscription ID (directID: in direct)
@@ -67,18 +69,33 @@ func (b *InlineBus) expired(cl *mqtt.Client) {
 // start at 1.
 const directID = 0
 
-// isDirectFilter reports whether filter is one exact request or response
-// topic: a filter the InlineBus keeps to itself.
+// isDirectFilter reports whether filter is one exact request or reply
+// topic, or a context's reply filter: a filter the InlineBus keeps to
+// itself.
 func isDirectFilter(filter string) bool {
-	return isContextTopic(filter) && !strings.ContainsAny(filter, "+#")
+	return isContextTopic(filter) && (!strings.ContainsAny(filter, "+#") || isReplyFilter(filter))
 }
 
 // deliverDirect hands a message on topic to the direct subscription of
-// topic, if there is one.
+// topic and to the reply filter that matches it, if there are any.
 func (b *InlineBus) deliverDirect(topic string, payload []byte) {
 	if h, ok := b.direct.Load(topic); ok {
 		h.(MessageHandler)(topic, bytes.Clone(payload))
 	}
+	if key, ok := replyKey(topic); ok {
+		if h, ok := b.replies.Load(key); ok {
+			h.(MessageHandler)(topic, bytes.Clone(payload))
+		}
+	}
+}
+
+// directMap is the map that holds a direct filter, and its key there.
+func (b *InlineBus) directMap(filter string) (*sync.Map, string) {
+	if isReplyFilter(filter) {
+		key, _ := replyKey(filter)
+		return &b.replies, key
+	}
+	return &b.direct, filter
 }
 
 // inlineHook delivers published messages to the InlineBus's direct
@@ -134,7 +151,8 @@ func (b *InlineBus) Subscribe(ctx context.Context, filter string, h MessageHandl
 		return fmt.Errorf("inline subscribe %q: %w", filter, ErrClosed)
 	}
 	if isDirectFilter(filter) {
-		b.direct.Store(filter, h)
+		m, key := b.directMap(filter)
+		m.Store(key, h)
 		b.subs[filter] = directID
 		// None are expected here (see InlineBus), but deliver any as mochi
 		// would.
@@ -173,7 +191,8 @@ func (b *InlineBus) Unsubscribe(ctx context.Context, filter string) error {
 		return nil
 	}
 	if id == directID {
-		b.direct.Delete(filter)
+		m, key := b.directMap(filter)
+		m.Delete(key)
 		delete(b.subs, filter)
 		return nil
 	}

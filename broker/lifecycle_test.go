@@ -136,10 +136,10 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	agent := e.mustConnect(t, "agent1-a", "agent1", pwa, nil, onLost)
 	startResponder(t, agent, sharedRequests, 1)
 	gw := e.mustConnect(t, "gw-1", "gw", pwp, nil, onLost)
-	mustSubscribe(t, gw, ctxRes)
+	mustSubscribe(t, gw, ctxReplies)
 	ctx := testContext(t)
 	res := make(chan inlineMsg, 1)
-	if err := e.Broker.Bus().Subscribe(ctx, ctxRes, chanHandler(res)); err != nil {
+	if err := e.Broker.Bus().Subscribe(ctx, ctxReplies, chanHandler(res)); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Broker.Bus().Publish(ctx, ctxReq, []byte("x")); err != nil {

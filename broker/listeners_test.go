@@ -43,8 +43,8 @@ func TestTLSAndWebSocketListeners(t *testing.T) {
 			startResponder(t, agent, requestFilter, 1)
 			res := make(chan inlineMsg, 4)
 			ctx := testContext(t)
-			topic := "ff/v1/mcp/plat1/user1/" + tc.name + "/_/_/"
-			if err := e.Broker.Bus().Subscribe(ctx, topic+"res", chanHandler(res)); err != nil {
+			levels := "plat1/user1/" + tc.name + "/_/_"
+			if err := e.Broker.Bus().Subscribe(ctx, mcpPrefix+"+/+/"+levels+"/res", chanHandler(res)); err != nil {
 				t.Fatal(err)
 			}
 			// A large payload spans several WebSocket frames and TLS records.
@@ -52,10 +52,10 @@ func TestTLSAndWebSocketListeners(t *testing.T) {
 			for i := range big {
 				big[i] = 'a' + byte(i%26)
 			}
-			if err := e.Broker.Bus().Publish(ctx, topic+"req", big); err != nil {
+			if err := e.Broker.Bus().Publish(ctx, requestTopic("agent1", "_", levels), big); err != nil {
 				t.Fatal(err)
 			}
-			if m := nextInline(t, res); m.payload != "re:"+string(big) {
+			if m := nextInline(t, res); m.topic != replyTopic("agent1", "agent1-"+tc.name, levels) || m.payload != "re:"+string(big) {
 				t.Fatalf("response of %d bytes, want %d", len(m.payload), len(big)+3)
 			}
 		})

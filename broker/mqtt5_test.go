@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -42,13 +43,16 @@ func TestMQTT5Client(t *testing.T) {
 		FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1},
 		PacketID:    1,
 		Filters: packets.Subscriptions{
-			{Filter: "ff/v1/mcp/#", Qos: 1},
+			{Filter: "ff/v2/mcp/#", Qos: 1},
 			{Filter: sharedRequests, Qos: 1},
+			{Filter: "ff/v1/mcp/+/+/+/+/+/req", Qos: 1},
+			{Filter: sharedRequestsOf("agent2"), Qos: 1},
 		},
 	})
 	sub := c.mustRecv(packets.Suback)
-	if len(sub.ReasonCodes) != 2 || sub.ReasonCodes[0] != packets.ErrNotAuthorized.Code || sub.ReasonCodes[1] != 1 {
-		t.Errorf("SUBACK codes %#x, want [0x87 0x01]", sub.ReasonCodes)
+	denied := packets.ErrNotAuthorized.Code
+	if want := []byte{denied, 1, denied, denied}; !bytes.Equal(sub.ReasonCodes, want) {
+		t.Errorf("SUBACK codes %#x, want %#x", sub.ReasonCodes, want)
 	}
 
 	c.send(packets.Packet{
@@ -65,7 +69,7 @@ func TestMQTT5Client(t *testing.T) {
 	// name of an aliased PUBLISH instead of the topic it stands for.
 	c.send(packets.Packet{
 		FixedHeader: packets.FixedHeader{Type: packets.Publish},
-		TopicName:   ctxRes,
+		TopicName:   ctxRes("agent1", "agent1-a"),
 		Properties:  packets.Properties{TopicAlias: 1, TopicAliasFlag: true},
 		Payload:     []byte("aliased"),
 	})

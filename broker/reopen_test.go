@@ -22,8 +22,8 @@ func TestCloseAndReopenTCP(t *testing.T) {
 	if err := bus.Subscribe(testContext(t), presenceFilter, func(_ string, p []byte) { got <- string(p) }); err != nil {
 		t.Fatal(err)
 	}
-	c := e.mustConnect(t, "agent1-a", "agent1", pwa, nil, withWill(presence("agent1-a"), "offline", true))
-	mustPublish(t, c, presence("agent1-a"), 1, true, "online")
+	c := e.mustConnect(t, "agent1-a", "agent1", pwa, nil, withWill(presence("agent1", "agent1-a"), "offline", true))
+	mustPublish(t, c, presence("agent1", "agent1-a"), 1, true, "online")
 	expectPresence(t, got, "online")
 	addr := e.Broker.Addr().String()
 
@@ -56,8 +56,8 @@ func TestCloseAndReopenTCP(t *testing.T) {
 	if err := e.Broker.Ready(testContext(t)); err != nil {
 		t.Errorf("Ready after reopen: %v", err)
 	}
-	c = e.mustConnect(t, "agent1-a", "agent1", pwa, nil, withWill(presence("agent1-a"), "offline", true))
-	mustPublish(t, c, presence("agent1-a"), 1, true, "online again")
+	c = e.mustConnect(t, "agent1-a", "agent1", pwa, nil, withWill(presence("agent1", "agent1-a"), "offline", true))
+	mustPublish(t, c, presence("agent1", "agent1-a"), 1, true, "online again")
 	expectPresence(t, got, "online again")
 }
 

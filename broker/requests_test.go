@@ -12,8 +12,21 @@ import (
 	"github.com/toolbus/toolbus/broker"
 )
 
-// otherReq is the request topic of another context than ctxReq.
-const otherReq = "ff/v1/mcp/plat1/user2/sess9/_/_/req"
+// otherReq is agent1's pool's request topic of another context than ctxReq.
+const otherReq = mcpPrefix + "agent1/_/" + otherLevels + "/req"
+
+// narrowRequests is agent1's pool's requests of the platform plat1 only.
+const narrowRequests = mcpPrefix + "agent1/_/plat1/+/+/+/+/req"
+
+// alsoAllow is an Authorizer that also grants the subscription to filter.
+type alsoAllow struct {
+	broker.Authorizer
+	filter string
+}
+
+func (a alsoAllow) Allow(id acl.Identity, clientID string, action acl.Action, topic string) bool {
+	return action == acl.Subscribe && topic == a.filter || a.Authorizer.Allow(id, clientID, action, topic)
+}
 
 // agentEnv starts a broker with the expert-agent identity agent1 and
 // returns it with agent1's password.
@@ -102,7 +115,9 @@ func TestRequestDelivery(t *testing.T) {
 	})
 
 	t.Run("two groups: each gets every request", func(t *testing.T) {
-		e, pw := agentEnv(t)
+		// The ACL lets an agent share only under its own username: a
+		// second group takes an Authorizer that allows it.
+		e, pw := agentEnv(t, func(o *broker.Options) { o.Authorizer = alsoAllow{o.Authorizer, "$share/others/" + requestFilter} })
 		in1, in2 := agentOn(t, e, pw, "agent1-a", sharedRequests), agentOn(t, e, pw, "agent1-b", "$share/others/"+requestFilter)
 		if got := counts(t, e, 20, 2, in1, in2); got[0] != 20 || got[1] != 20 {
 			t.Errorf("got %v, want 20 each", got)
@@ -114,7 +129,7 @@ func TestRequestDelivery(t *testing.T) {
 		in := agentOn(t, e, pw, "agent1-a", sharedRequests)
 		narrow := make(chan inlineMsg, 64)
 		ctx := testContext(t)
-		if err := e.Broker.Bus().Subscribe(ctx, "ff/v1/mcp/plat1/+/+/+/+/req", chanHandler(narrow)); err != nil {
+		if err := e.Broker.Bus().Subscribe(ctx, narrowRequests, chanHandler(narrow)); err != nil {
 			t.Fatal(err)
 		}
 		counts(t, e, 10, 1, in)
@@ -123,7 +138,7 @@ func TestRequestDelivery(t *testing.T) {
 				t.Fatalf("inline subscriber got %+v", m)
 			}
 		}
-		if err := e.Broker.Bus().Unsubscribe(ctx, "ff/v1/mcp/plat1/+/+/+/+/req"); err != nil {
+		if err := e.Broker.Bus().Unsubscribe(ctx, narrowRequests); err != nil {
 			t.Fatal(err)
 		}
 		counts(t, e, 5, 1, in)
@@ -184,15 +199,16 @@ func TestRequestDeliveryNetworkFilters(t *testing.T) {
 	in := newInbox()
 	a := e.mustConnect(t, "agent1-a", "agent1", pw, in)
 	mustSubscribe(t, a, sharedRequests)
-	if codes := subscribe(t, a, "ff/v1/mcp/plat1/#"); len(codes) != 1 || codes[0] < 0x80 {
-		t.Fatalf("ff/v1/mcp/plat1/# granted to an agent: %#x", codes)
+	for _, f := range []string{"ff/v2/mcp/agent1/_/plat1/#", "ff/v2/mcp/agent1/#", "ff/v1/mcp/plat1/#"} {
+		if codes := subscribe(t, a, f); len(codes) != 1 || codes[0] < 0x80 {
+			t.Fatalf("%s granted to an agent: %#x", f, codes)
+		}
 	}
 	counts(t, e, 5, 1, in)
 
-	const narrowFilter = "ff/v1/mcp/plat1/+/+/+/+/req"
 	narrowIn := newInbox()
 	b := e.mustConnect(t, "agent1-b", "agent1", pw, narrowIn)
-	mustSubscribe(t, b, narrowFilter)
+	mustSubscribe(t, b, narrowRequests)
 	if got := counts(t, e, 5, 2, in, narrowIn); got[0] != 5 || got[1] != 5 {
 		t.Errorf("got %v, want 5 each", got)
 	}
@@ -250,7 +266,7 @@ func TestExpiredSessionLeavesTree(t *testing.T) {
 
 	persistent := func(o *paho.ClientOptions) { o.SetCleanSession(false) }
 	c := e.mustConnect(t, "agent1-p", "agent1", pw, newInbox(), persistent)
-	mustSubscribe(t, c, "ff/v1/mcp/plat1/+/+/+/+/req")
+	mustSubscribe(t, c, narrowRequests)
 	c.Disconnect(50)
 	eventually(t, "the persistent session's connection gone", func() bool { return e.Broker.ClientCount() == 1 })
 	if !e.Broker.TreeMatches("agent1-p", ctxReq) {

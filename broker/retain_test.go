@@ -20,17 +20,17 @@ func TestRetainedContextTopicsRejected(t *testing.T) {
 	mustSubscribe(t, agent, requestFilter)
 	gwIn := newInbox()
 	gw := e.mustConnect(t, "gw-1", "gw", pwp, gwIn)
-	mustSubscribe(t, gw, ctxRes)
+	mustSubscribe(t, gw, ctxReplies)
 
 	// A v3 client gets its PUBACK (it could not hear a refusal), but
 	// nothing is delivered or kept.
 	mustPublish(t, gw, ctxReq, 1, true, "retained request")
-	mustPublish(t, agent, ctxRes, 0, true, "retained response")
-	mustPublish(t, agent, presence("agent1-a"), 1, true, "online")
+	mustPublish(t, agent, ctxRes("agent1", "agent1-a"), 0, true, "retained response")
+	mustPublish(t, agent, presence("agent1", "agent1-a"), 1, true, "online")
 	mustPublish(t, gw, ctxReq, 1, false, "sentinel")
 	live.expectNext(t, ctxReq, "sentinel")
-	mustPublish(t, agent, ctxRes, 1, false, "sentinel")
-	gwIn.expectNext(t, ctxRes, "sentinel")
+	mustPublish(t, agent, ctxRes("agent1", "agent1-a"), 1, false, "sentinel")
+	gwIn.expectNext(t, ctxRes("agent1", "agent1-a"), "sentinel")
 
 	t.Run("later subscriber", func(t *testing.T) {
 		in := newInbox()
@@ -44,14 +44,16 @@ func TestRetainedContextTopicsRejected(t *testing.T) {
 	})
 
 	t.Run("inline subscriber", func(t *testing.T) {
-		got := make(chan string, 4)
-		if err := e.Broker.Bus().Subscribe(testContext(t), ctxRes, func(topic string, payload []byte) { got <- string(payload) }); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case p := <-got:
-			t.Fatalf("inline subscription got a retained response %q", p)
-		default: // retained messages are delivered before Subscribe returns
+		for _, filter := range []string{ctxReplies, ctxRes("agent1", "agent1-a")} {
+			got := make(chan string, 4)
+			if err := e.Broker.Bus().Subscribe(testContext(t), filter, func(topic string, payload []byte) { got <- string(payload) }); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case p := <-got:
+				t.Fatalf("inline subscription to %s got a retained response %q", filter, p)
+			default: // retained messages are delivered before Subscribe returns
+			}
 		}
 	})
 
@@ -59,7 +61,7 @@ func TestRetainedContextTopicsRejected(t *testing.T) {
 		in := newInbox()
 		late := e.mustConnect(t, "gw-2", "gw", pwp, in)
 		mustSubscribe(t, late, presenceFilter)
-		if m := in.expectNext(t, presence("agent1-a"), "online"); !m.retained {
+		if m := in.expectNext(t, presence("agent1", "agent1-a"), "online"); !m.retained {
 			t.Error("presence not delivered as retained")
 		}
 	})

@@ -133,7 +133,7 @@ func (h *takeoverHook) Provides(b byte) bool { return b == mqtt.OnSessionEstabli
 // its flag only while the old connection is not ending: the connection
 // says so under h.mu before its goroutine can reach the Will.
 func (h *takeoverHook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
-	presence := atomic.LoadUint32(&cl.Properties.Will.Flag) == 1 && cl.Properties.Will.TopicName == presenceTopic(cl.ID)
+	presence := atomic.LoadUint32(&cl.Properties.Will.Flag) == 1 && cl.Properties.Will.TopicName == presenceTopic(string(cl.Properties.Username), cl.ID)
 	old, ok := h.srv.Clients.Get(cl.ID)
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -21,7 +21,7 @@ func TestTakeoverVoidsPresenceWill(t *testing.T) {
 	gw := e.mustConnect(t, "gw-1", "gw", pwp, in)
 	mustSubscribe(t, gw, presenceFilter)
 
-	agent := presence("agent1-a")
+	agent := presence("agent1", "agent1-a")
 	for round := range 10 {
 		clients := e.Broker.ClientCount()
 		c := e.mustConnect(t, "agent1-a", "agent1", pwa, nil, withWill(agent, "offline", true))
@@ -93,26 +93,27 @@ func TestTakeoverRaceRepaired(t *testing.T) {
 	}
 	in.expectNext(t, ctxReq, "inline")
 
-	// A platform identity's response subscription comes back too, and
+	// A platform identity's reply filter comes back too, and
 	// replies reach it.
 	e.mustConnect(t, "gw-2", "gw", pwp, nil)
 	replies := newInbox()
 	gw2 := e.mustConnect(t, "gw-2", "gw", pwp, replies)
-	mustSubscribe(t, gw2, ctxRes)
+	mustSubscribe(t, gw2, ctxReplies)
+	reply := ctxRes("agent1", "agent1-a")
 	repair = e.Broker.LoseTakeoverRace("gw-2")
 	repair()
-	if !e.Broker.Registered("gw-2") || !e.Broker.TreeMatches("gw-2", ctxRes) {
-		t.Fatalf("after the repair: registered %v, filter in the tree %v", e.Broker.Registered("gw-2"), e.Broker.TreeMatches("gw-2", ctxRes))
+	if !e.Broker.Registered("gw-2") || !e.Broker.TreeMatches("gw-2", reply) {
+		t.Fatalf("after the repair: registered %v, filter in the tree %v", e.Broker.Registered("gw-2"), e.Broker.TreeMatches("gw-2", reply))
 	}
-	mustPublish(t, agent, ctxRes, 1, false, "reply")
-	replies.expectNext(t, ctxRes, "reply")
+	mustPublish(t, agent, reply, 1, false, "reply")
+	replies.expectNext(t, reply, "reply")
 	// The PUBACK first: mochi refuses an UNSUBSCRIBE whose packet ID is
 	// that of a delivery in flight (docs/upstream.md).
 	eventually(t, "the delivery acknowledged", func() bool { return e.Broker.Stats().Inflight == 0 })
-	if err := wait(t, gw2.Unsubscribe(ctxRes)); err != nil {
+	if err := wait(t, gw2.Unsubscribe(ctxReplies)); err != nil {
 		t.Fatal(err)
 	}
-	if e.Broker.TreeMatches("gw-2", ctxRes) {
+	if e.Broker.TreeMatches("gw-2", reply) {
 		t.Error("the repaired client's filter still in the tree after it unsubscribed")
 	}
 
@@ -147,7 +148,7 @@ func TestTakeoverOfEndedSession(t *testing.T) {
 	persistent := func(o *paho.ClientOptions) { o.SetCleanSession(false) }
 	for range 3 {
 		c := e.mustConnect(t, "gw-p", "gw", pwp, nil, persistent)
-		mustSubscribe(t, c, ctxRes)
+		mustSubscribe(t, c, ctxReplies)
 		c.Disconnect(50)
 		eventually(t, "the connection gone", func() bool { return e.Broker.ClientCount() == 0 })
 	}

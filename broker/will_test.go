@@ -26,17 +26,17 @@ func TestWillOnPresenceDelivered(t *testing.T) {
 	mustPublish(t, gw, ctxReq, 1, false, "settle")
 
 	kill, cut := killable()
-	agent := e.mustConnect(t, "agent1-a", "agent1", pwa, nil, kill, withWill(presence("agent1-a"), "offline", true))
-	mustPublish(t, agent, presence("agent1-a"), 1, true, "online")
-	in.expectNext(t, presence("agent1-a"), "online")
+	agent := e.mustConnect(t, "agent1-a", "agent1", pwa, nil, kill, withWill(presence("agent1", "agent1-a"), "offline", true))
+	mustPublish(t, agent, presence("agent1", "agent1-a"), 1, true, "online")
+	in.expectNext(t, presence("agent1", "agent1-a"), "online")
 
 	cut()
-	in.expectNext(t, presence("agent1-a"), "offline")
+	in.expectNext(t, presence("agent1", "agent1-a"), "offline")
 
 	late := newInbox()
 	gw2 := e.mustConnect(t, "gw-2", "gw", pwp, late)
 	mustSubscribe(t, gw2, presenceFilter)
-	if m := late.expectNext(t, presence("agent1-a"), "offline"); !m.retained {
+	if m := late.expectNext(t, presence("agent1", "agent1-a"), "offline"); !m.retained {
 		t.Error("the Will was not retained")
 	}
 }
@@ -54,13 +54,15 @@ func TestWillRefused(t *testing.T) {
 		name, clientID, username, password, will string
 		retained, ok                             bool
 	}{
-		{"agent on own presence", "agent1-a", "agent1", pwa, presence("agent1-a"), true, true},
-		{"agent on another agent's presence", "agent1-b", "agent1", pwa, presence("agent1-c"), true, false},
-		{"agent on a response topic", "agent1-d", "agent1", pwa, ctxRes, false, false},
+		{"agent on own presence", "agent1-a", "agent1", pwa, presence("agent1", "agent1-a"), true, true},
+		{"agent on another instance's presence", "agent1-b", "agent1", pwa, presence("agent1", "agent1-c"), true, false},
+		{"agent on its client ID's presence under another username", "agent1-g", "agent1", pwa, presence("agent2", "agent1-g"), true, false},
+		{"agent on its own reply topic", "agent1-d", "agent1", pwa, ctxRes("agent1", "agent1-d"), false, false},
 		{"agent on a request topic", "agent1-e", "agent1", pwa, ctxReq, false, false},
-		{"agent elsewhere under ff/v1/mcp/", "agent1-f", "agent1", pwa, "ff/v1/mcp/agents/agent1-f", false, false},
+		{"agent elsewhere under ff/v2/mcp/", "agent1-f", "agent1", pwa, "ff/v2/mcp/agent1/agent1-f", false, false},
+		{"agent on its v1 presence", "agent1-h", "agent1", pwa, "ff/v1/mcp/agents/agent1-h/status", true, false},
 		{"platform on a request topic", "gw-a", "gw", pwp, ctxReq, false, false},
-		{"platform on its presence", "gw-b", "gw", pwp, presence("gw-b"), true, false},
+		{"platform on its presence", "gw-b", "gw", pwp, presence("gw", "gw-b"), true, false},
 		{"client without a rule", "device-a", "device", pwc, "alarms/device", false, false},
 		{"client under its rule", "device-b", "device", pwc, "devices/device/state", true, true},
 		{"client on $SYS", "device-c", "device", pwc, "$SYS/broker/x", false, false},

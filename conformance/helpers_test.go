@@ -30,8 +30,9 @@ const allCaps = `{"sampling":{},"elicitation":{},"roots":{"listChanged":true}}`
 // called the way the gateway calls it: a Requester over the broker's
 // inline bus.
 type fx struct {
-	req *requester.Requester
-	ctx contract.Context
+	req   *requester.Requester
+	ctx   contract.Context
+	agent string // the fixture agent's name on the bus
 }
 
 // startFixture runs an Agent with the fixture registered with opts, and a
@@ -84,7 +85,7 @@ func startFixture(t *testing.T, opts Options) *fx {
 			t.Errorf("close requester: %v", err)
 		}
 	})
-	return &fx{req: r, ctx: contract.Context{PlatformID: "gw1", UserID: "u1", SessionID: "s1",
+	return &fx{req: r, agent: env.AgentUser, ctx: contract.Context{PlatformID: "gw1", UserID: "u1", SessionID: "s1",
 		EntityType: contract.NoEntity, EntityID: contract.NoEntity}}
 }
 
@@ -109,7 +110,7 @@ func (f *fx) request(t *testing.T, user, method, params string) *reply {
 	if params != "" {
 		raw = json.RawMessage(params)
 	}
-	msg, err := f.req.Request(testenv.Context(t, testWait), f.ctx, caller, method, raw, func(_ string, m *jsonrpc.Message) {
+	msg, err := f.req.Request(testenv.Context(t, testWait), f.ctx, f.agent, caller, method, raw, func(_ string, m *jsonrpc.Message) {
 		mu.Lock()
 		out.interim = append(out.interim, m)
 		mu.Unlock()

@@ -7,19 +7,26 @@ import (
 	"github.com/toolbus/toolbus/acl"
 )
 
-// Topic tree of the MQTT contract v1.
+// Topic tree of the MQTT contract v2.
 const (
 	// TopicPrefix starts every topic of the contract.
-	TopicPrefix = "ff/v1/mcp/"
-	// RequestFilter matches every request topic; agents subscribe to it,
-	// usually through SharedRequestFilter.
-	RequestFilter = TopicPrefix + "+/+/+/+/+/req"
-	// PresenceFilter matches every agent's presence topic.
-	PresenceFilter = TopicPrefix + "agents/+/status"
+	TopicPrefix = "ff/v2/mcp/"
+	// PresenceFilter matches every agent instance's presence topic.
+	PresenceFilter = TopicPrefix + "+/+/status"
+	// AnyInstance is the instance level of a request any instance of the
+	// agent's pool may take (through the shared subscription).
+	AnyInstance = "_"
 	// NoEntity fills the entity levels of a context that is not bound to an
 	// entity (the plain /api/v1/mcp endpoint).
 	NoEntity = "_"
+	// Request and Reply are the last level of request and reply topics.
+	Request = "req"
+	Reply   = "res"
 )
+
+// V1Prefix is the topic tree of contract v1: brokers refuse it, so that an
+// agent or gateway of v1 fails loudly instead of talking past v2.
+const V1Prefix = "ff/v1/mcp/"
 
 // Context names one conversation between a caller and the expert agents:
 // which gateway (PlatformID), whose token (UserID), which MCP session, and
@@ -46,48 +53,111 @@ func (c Context) Validate() error {
 	return nil
 }
 
-// RequestTopic is where the gateway publishes requests of this context.
-// The context must be valid.
-func (c Context) RequestTopic() string { return c.topic("req") }
-
-// ResponseTopic is where agents publish replies for this context.
-// The context must be valid.
-func (c Context) ResponseTopic() string { return c.topic("res") }
-
-func (c Context) topic(kind string) string {
-	var b strings.Builder
-	b.Grow(len(TopicPrefix) + len(c.PlatformID) + len(c.UserID) + len(c.SessionID) + len(c.EntityType) + len(c.EntityID) + 8)
-	b.WriteString(TopicPrefix)
-	for _, l := range [...]string{c.PlatformID, c.UserID, c.SessionID, c.EntityType, c.EntityID} {
-		b.WriteString(l)
-		b.WriteByte('/')
-	}
-	b.WriteString(kind)
-	return b.String()
+// Levels is the context's five topic levels joined by '/'.
+func (c Context) Levels() string {
+	return c.PlatformID + "/" + c.UserID + "/" + c.SessionID + "/" + c.EntityType + "/" + c.EntityID
 }
 
-// ParseTopic splits a request or response topic into its context and its
-// last level ("req" or "res"). It fails on any other topic or on a level
-// that does not validate.
-func ParseTopic(topic string) (c Context, kind string, err error) {
+// RequestTopic is where the gateway publishes a request of this context
+// for agent (its MQTT username), to instance (a client ID) or AnyInstance.
+// All must be valid levels.
+func (c Context) RequestTopic(agent, instance string) string {
+	return TopicPrefix + agent + "/" + instance + "/" + c.Levels() + "/" + Request
+}
+
+// ReplyTopic is where instance of agent publishes its messages of this
+// context: the broker lets an agent publish only with its own username and
+// client ID there, so the topic says who answered.
+func (c Context) ReplyTopic(agent, instance string) string {
+	return TopicPrefix + agent + "/" + instance + "/" + c.Levels() + "/" + Reply
+}
+
+// ReplyFilter matches the replies of every agent in this context: the one
+// subscription a gateway holds per context.
+func (c Context) ReplyFilter() string {
+	return TopicPrefix + "+/+/" + c.Levels() + "/" + Reply
+}
+
+// Topic is a request or reply topic, parsed.
+type Topic struct {
+	Agent, Instance string
+	Context         Context
+	// Kind is Request or Reply.
+	Kind string
+}
+
+// ParseTopic splits a request or reply topic. It fails on any other topic
+// or on a level that does not validate (a reply filter's "+" included).
+func ParseTopic(topic string) (Topic, error) {
 	rest, ok := strings.CutPrefix(topic, TopicPrefix)
 	if !ok {
-		return Context{}, "", fmt.Errorf("topic %q: not under %s", topic, TopicPrefix)
+		return Topic{}, fmt.Errorf("topic %q: not under %s", topic, TopicPrefix)
 	}
 	parts := strings.Split(rest, "/")
-	if len(parts) != 6 || (parts[5] != "req" && parts[5] != "res") {
-		return Context{}, "", fmt.Errorf("topic %q: want %s<5 levels>/req|res", topic, TopicPrefix)
+	if len(parts) != 8 || (parts[7] != Request && parts[7] != Reply) {
+		return Topic{}, fmt.Errorf("topic %q: want %s<agent>/<instance>/<5 levels>/req|res", topic, TopicPrefix)
 	}
-	c = Context{parts[0], parts[1], parts[2], parts[3], parts[4]}
-	if err := c.Validate(); err != nil {
-		return Context{}, "", fmt.Errorf("topic %q: %w", topic, err)
+	t := Topic{Agent: parts[0], Instance: parts[1], Context: Context{parts[2], parts[3], parts[4], parts[5], parts[6]}, Kind: parts[7]}
+	if err := acl.ValidateLevel(t.Agent); err != nil {
+		return Topic{}, fmt.Errorf("topic %q: agent: %w", topic, err)
 	}
-	return c, parts[5], nil
+	if err := acl.ValidateLevel(t.Instance); err != nil {
+		return Topic{}, fmt.Errorf("topic %q: instance: %w", topic, err)
+	}
+	if err := t.Context.Validate(); err != nil {
+		return Topic{}, fmt.Errorf("topic %q: %w", topic, err)
+	}
+	return t, nil
 }
 
-// SharedRequestFilter is the request filter for agents that share the work
-// of one group: each request goes to one member of the group.
-func SharedRequestFilter(group string) string { return "$share/" + group + "/" + RequestFilter }
+// ParseReplyFilter returns the context of a ReplyFilter.
+func ParseReplyFilter(filter string) (Context, error) {
+	rest, ok := strings.CutPrefix(filter, TopicPrefix+"+/+/")
+	if !ok {
+		return Context{}, fmt.Errorf("filter %q: not a reply filter", filter)
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 6 || parts[5] != Reply {
+		return Context{}, fmt.Errorf("filter %q: not a reply filter", filter)
+	}
+	c := Context{parts[0], parts[1], parts[2], parts[3], parts[4]}
+	if err := c.Validate(); err != nil {
+		return Context{}, fmt.Errorf("filter %q: %w", filter, err)
+	}
+	return c, nil
+}
 
-// PresenceTopic is the retained status topic of the agent with this MQTT client ID.
-func PresenceTopic(clientID string) string { return TopicPrefix + "agents/" + clientID + "/status" }
+// RequestFilter matches the requests for agent addressed to instance
+// (a client ID, AnyInstance, or "+" for both).
+func RequestFilter(agent, instance string) string {
+	return TopicPrefix + agent + "/" + instance + "/+/+/+/+/+/" + Request
+}
+
+// SharedRequestFilter is the filter through which the instances of agent's
+// pool share its AnyInstance requests: each goes to one of them.
+func SharedRequestFilter(agent string) string {
+	return "$share/" + agent + "/" + RequestFilter(agent, AnyInstance)
+}
+
+// PresenceTopic is the retained status topic of instance (its client ID)
+// of agent.
+func PresenceTopic(agent, instance string) string {
+	return TopicPrefix + agent + "/" + instance + "/status"
+}
+
+// ParsePresenceTopic returns the agent and instance of a presence topic.
+func ParsePresenceTopic(topic string) (agent, instance string, ok bool) {
+	rest, ok := strings.CutPrefix(topic, TopicPrefix)
+	if !ok {
+		return "", "", false
+	}
+	rest, ok = strings.CutSuffix(rest, "/status")
+	if !ok {
+		return "", "", false
+	}
+	agent, instance, ok = strings.Cut(rest, "/")
+	if !ok || !acl.ValidLevel(agent) || !acl.ValidLevel(instance) {
+		return "", "", false
+	}
+	return agent, instance, true
+}

@@ -7,8 +7,8 @@ import (
 	"fmt"
 )
 
-// EnvelopeVersion is the "v" of every envelope of contract v1.
-const EnvelopeVersion = 1
+// EnvelopeVersion is the "v" of every envelope of contract v2.
+const EnvelopeVersion = 2
 
 // MaxEnvelopeSize bounds an envelope the decoder accepts. The broker's
 // maximum packet size is the real limit; this is the decoder's own guard.
@@ -33,12 +33,12 @@ type Caller struct {
 	ReadOnly bool     `json:"readOnly"`
 }
 
-// ClaimMethod is the notification an agent sends on the response topic,
-// with its client ID in the envelope's "agent", to claim a call that runs
-// for a while: when that agent goes offline (its Last Will) before its
-// answer, the gateway fails the call at once, even though other agents of
-// the pool are online, instead of letting it wait for its deadline. Any
-// response-topic message with "agent" set claims the call the same way.
+// ClaimMethod is the notification an agent instance sends on its reply
+// topic to claim a call that runs for a while: when that instance goes
+// offline (its Last Will) before its answer, the gateway fails the call at
+// once, even though other instances of the pool are online, instead of
+// letting it wait for its deadline. Any reply-topic message claims the call
+// for the instance its topic names the same way.
 const ClaimMethod = "notifications/toolbus/claimed"
 
 // Envelope is the payload of every message on a request or response topic:
@@ -50,9 +50,9 @@ type Envelope struct {
 	Deadline int64 `json:"deadline,omitempty"`
 	// Caller is set on requests from the gateway.
 	Caller *Caller `json:"caller,omitempty"`
-	// Agent is the client ID of the agent that sends a response-topic
-	// message. It claims the call for that agent (see ClaimMethod); on
-	// requests it is unused.
+	// Agent is the client ID of the instance that sends a reply-topic
+	// message, as contract v1 said it. Unused in v2, where the reply topic
+	// names the instance (and the broker checks it).
 	Agent   string          `json:"agent,omitempty"`
 	Message json.RawMessage `json:"message"`
 }

@@ -13,11 +13,11 @@ import (
 // envelope or one of the three documented errors; never a panic.
 func FuzzDecodeEnvelope(f *testing.F) {
 	for _, s := range []string{
-		`{"v":1,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","result":{}}}`,
+		`{"v":2,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","result":{}}}`,
 		`{"v":2,"correlationId":"c-1","message":{}}`,
-		`{"v":1,"correlationId":"","message":{}}`,
-		`{"v":1,"correlationId":"c","message":[]}`,
-		`{"v":1,"correlationId":"c","message":{"jsonrpc":"2.0","method":"notifications/progress"}}`,
+		`{"v":2,"correlationId":"","message":{}}`,
+		`{"v":2,"correlationId":"c","message":[]}`,
+		`{"v":2,"correlationId":"c","message":{"jsonrpc":"2.0","method":"notifications/progress"}}`,
 		`null`, `[]`, `{"v":1e400}`, "\xff",
 	} {
 		f.Add([]byte(s))
@@ -36,28 +36,30 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	})
 }
 
-// FuzzParseTopic: a topic parses only into a context whose levels are all
-// valid, and building its topics again gives back the same topic.
+// FuzzParseTopic: a topic parses only into levels that are all valid, and
+// building its topic again gives back the same topic.
 func FuzzParseTopic(f *testing.F) {
 	for _, s := range []string{
-		"ff/v1/mcp/gw/u1/s1/_/_/req", "ff/v1/mcp/gw/u1/s1/project/p1/res", "ff/v1/mcp/gw/u+/s1/_/_/req",
-		"ff/v1/mcp/gw/u1/s1/_/_/req/x", "ff/v1/mcp/agents/a/status", "$SYS/x", "ff/v1/mcp/a/b/c/d/#/res",
+		"ff/v2/mcp/search/_/gw/u1/s1/_/_/req", "ff/v2/mcp/search/search-1/gw/u1/s1/project/p1/res",
+		"ff/v2/mcp/search/_/gw/u+/s1/_/_/req", "ff/v2/mcp/search/_/gw/u1/s1/_/_/req/x", "ff/v2/mcp/a/b/status",
+		"$SYS/x", "ff/v2/mcp/+/+/a/b/c/d/e/res", "ff/v1/mcp/gw/u1/s1/_/_/req",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, topic string) {
-		c, kind, err := contract.ParseTopic(topic)
+		tp, err := contract.ParseTopic(topic)
 		if err != nil {
 			return
 		}
-		for _, l := range []string{c.PlatformID, c.UserID, c.SessionID, c.EntityType, c.EntityID} {
+		c := tp.Context
+		for _, l := range []string{tp.Agent, tp.Instance, c.PlatformID, c.UserID, c.SessionID, c.EntityType, c.EntityID} {
 			if !acl.ValidLevel(l) {
 				t.Fatalf("%q parsed with an invalid level %q", topic, l)
 			}
 		}
-		again := c.RequestTopic()
-		if kind == "res" {
-			again = c.ResponseTopic()
+		again := c.RequestTopic(tp.Agent, tp.Instance)
+		if tp.Kind == contract.Reply {
+			again = c.ReplyTopic(tp.Agent, tp.Instance)
 		}
 		if again != topic {
 			t.Fatalf("%q rebuilt as %q", topic, again)

@@ -27,10 +27,10 @@ func longStringCases() []string {
 // correlation ID (the agent).
 func longStringPayloads() (replies, requests []string) {
 	for _, s := range longStringCases() {
-		replies = append(replies, `{"v":1,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","result":{"content":[{"type":"text","text":`+s+`}]}}}`)
+		replies = append(replies, `{"v":2,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","result":{"content":[{"type":"text","text":`+s+`}]}}}`)
 		requests = append(requests,
-			`{"v":1,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"echo","arguments":{"text":`+s+`}}}}`,
-			`{"v":1,"correlationId":`+s+`,"message":{"jsonrpc":"2.0","id":1,"method":"ping"}}`)
+			`{"v":2,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"echo","arguments":{"text":`+s+`}}}}`,
+			`{"v":2,"correlationId":`+s+`,"message":{"jsonrpc":"2.0","id":1,"method":"ping"}}`)
 	}
 	return replies, requests
 }
@@ -49,8 +49,8 @@ func TestLongStringsDecodeAsEncodingJSON(t *testing.T) {
 // text, as the requester and the agent do for every such call.
 func BenchmarkDecodeMiB(b *testing.B) {
 	text := `"` + strings.Repeat("x", 1<<20) + `"`
-	reply := []byte(`{"v":1,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","result":{"content":[{"type":"text","text":` + text + `}]}}}`)
-	request := []byte(`{"v":1,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"echo","arguments":{"text":` + text + `}}}}`)
+	reply := []byte(`{"v":2,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","result":{"content":[{"type":"text","text":` + text + `}]}}}`)
+	request := []byte(`{"v":2,"correlationId":"c-1","message":{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"echo","arguments":{"text":` + text + `}}}}`)
 	b.Run("reply", func(b *testing.B) {
 		b.SetBytes(int64(len(reply)))
 		for b.Loop() {

@@ -49,13 +49,13 @@ var (
 	// broker fails (bad URL, refused login, timeout).
 	ErrAgentConnect = errors.New("cannot connect to the broker")
 	// ErrAgentSubscribe is returned by Run when the broker refuses or does
-	// not confirm the first request subscription (an identity without the
+	// not confirm the first request subscriptions (an identity without the
 	// expert-agent role, say).
 	ErrAgentSubscribe = errors.New("cannot subscribe to requests")
 )
 
-// AgentOptions configures an Agent. Every field but BrokerURL has a zero
-// value with a documented default.
+// AgentOptions configures an Agent. Every field but BrokerURL and Username
+// has a zero value with a documented default.
 type AgentOptions struct {
 	// BrokerURL is the MQTT broker: tcp://host:port, ssl://host:port,
 	// ws://host:port/path (also mqtt://, tls://, mqtts://, wss://,
@@ -63,21 +63,29 @@ type AgentOptions struct {
 	// honoured. Required.
 	BrokerURL string
 	// Username and Password log in to the broker (an identity with the
-	// expert-agent role).
+	// expert-agent role). Username is also the agent's name on the bus: the
+	// <agent> level of its request, reply and presence topics, which the
+	// broker lets it use for no other name. Every instance logged in with
+	// one Username belongs to one pool, which shares the requests for any
+	// instance. Required; it must pass acl.ValidateLevel.
 	Username, Password string
 	// TLSConfig is used for ssl:// and wss:// URLs; nil = system defaults.
 	TLSConfig *tls.Config
-	// ClientID is the MQTT client ID, also the level of the presence topic;
-	// "" = Name + "-" + 8 random hex digits. It must pass acl.ValidLevel.
+	// ClientID is the MQTT client ID, which names this instance on the bus:
+	// the <instance> level of its presence and reply topics, and of the
+	// requests addressed to it alone. "" = Name + "-" + 8 random hex
+	// digits. It must pass acl.ValidateLevel, and be unique in the pool (the
+	// broker takes a second connection with one ID over from the first).
 	ClientID string
 	// Name and Version are reported in presence and in initialize's
-	// serverInfo; "" = DefaultAgentName, DefaultAgentVersion.
+	// serverInfo, for people to read; the bus knows the agent by Username.
+	// "" = DefaultAgentName, DefaultAgentVersion.
 	Name, Version string
-	// Group is the shared-subscription group: instances of one group share
-	// the requests, each served once. "" = Name. It must pass acl.ValidLevel.
-	Group string
-	// Exclusive subscribes to the plain RequestFilter instead, so that every
-	// instance answers every request (the gateway keeps the first answer).
+	// Exclusive subscribes to the pool's requests without $share, for
+	// brokers without shared subscriptions: every instance then gets, and
+	// answers, every request for any instance (the gateway keeps the first
+	// answer). Requests addressed to this instance's ClientID come to it
+	// alone either way.
 	Exclusive bool
 	// Concurrency is how many requests run at once; as many more wait in a
 	// queue, and the rest are refused at once with a "busy" error.
@@ -91,10 +99,10 @@ type AgentOptions struct {
 	// again for them to return); 0 = DefaultAgentShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// ClaimAfter is how long a request runs before the Agent claims it
-	// (ClaimMethod, with its client ID), so that a gateway fails the call at
-	// once should this instance die, even while others of its group live.
-	// Quick requests are never claimed. 0 = DefaultAgentClaimAfter;
-	// negative = never claim.
+	// (ClaimMethod, on this instance's reply topic), so that a gateway fails
+	// the call at once should this instance die, even while others of its
+	// pool live. Quick requests are never claimed. 0 =
+	// DefaultAgentClaimAfter; negative = never claim.
 	ClaimAfter time.Duration
 	// Logger receives the agent's logs; nil = discard.
 	Logger *logrus.Entry
@@ -123,11 +131,12 @@ type Agent struct {
 	stats     agentCounters
 
 	// Set by Run before the client connects, read-only afterwards.
-	toolList  json.RawMessage
-	serveCtx  context.Context // parent of every request's context; cancelled when shutdown gives up waiting
-	link      agentLink
-	filter    string
-	connected chan struct{} // OnConnect signals (re)connections here; size 1, coalescing
+	toolList    json.RawMessage
+	serveCtx    context.Context // parent of every request's context; cancelled when shutdown gives up waiting
+	link        agentLink
+	filters     []string      // the pool's requests, then this instance's own
+	replyPrefix string        // ff/v2/mcp/<username>/<clientID>/: every reply topic up to its context
+	connected   chan struct{} // OnConnect signals (re)connections here; size 1, coalescing
 
 	// inMu guards the hand-off from the link's delivery goroutine to
 	// the workers: closing is set (and the channels closed) under the write
@@ -151,9 +160,6 @@ func NewAgent(opts AgentOptions) *Agent {
 	if opts.ClientID == "" {
 		opts.ClientID = opts.Name + "-" + contract.RandomID(4)
 	}
-	if opts.Group == "" {
-		opts.Group = opts.Name
-	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultAgentConcurrency
 	}
@@ -175,7 +181,7 @@ func NewAgent(opts AgentOptions) *Agent {
 	opts.Logger = nil
 	return &Agent{
 		opts:     opts,
-		log:      log.WithField("component", "expertagent.agent").WithField("clientId", opts.ClientID),
+		log:      log.WithFields(logrus.Fields{"component": "expertagent.agent", "agent": opts.Username, "clientId": opts.ClientID}),
 		byName:   make(map[string]int),
 		methods:  make(map[string]MethodHandler),
 		ready:    make(chan struct{}),
@@ -183,8 +189,8 @@ func NewAgent(opts AgentOptions) *Agent {
 	}
 }
 
-// ClientID is the MQTT client ID the agent connects with (and the level of
-// its presence topic).
+// ClientID is the MQTT client ID the agent connects with: the instance
+// level of its presence and reply topics.
 func (a *Agent) ClientID() string { return a.opts.ClientID }
 
 // AddTool adds a tool. It must be called before Run; a second tool with the
@@ -273,28 +279,38 @@ func (a *Agent) start() error {
 	if a.opts.BrokerURL == "" {
 		return fmt.Errorf("%w: BrokerURL is required", ErrAgentOptions)
 	}
+	if a.opts.Username == "" {
+		return fmt.Errorf("%w: Username is required: it is the agent's name on the bus", ErrAgentOptions)
+	}
+	if err := acl.ValidateLevel(a.opts.Username); err != nil {
+		return fmt.Errorf("%w: Username (the agent's name on the bus): %w", ErrAgentOptions, err)
+	}
 	if err := acl.ValidateLevel(a.opts.ClientID); err != nil {
 		return fmt.Errorf("%w: ClientID: %w", ErrAgentOptions, err)
 	}
-	if err := acl.ValidateLevel(a.opts.Group); err != nil {
-		return fmt.Errorf("%w: Group: %w", ErrAgentOptions, err)
+	if a.opts.ClientID == contract.AnyInstance {
+		return fmt.Errorf("%w: ClientID %q names the whole pool, not an instance", ErrAgentOptions, contract.AnyInstance)
 	}
 	list, err := agentEncodeToolList(a.tools)
 	if err != nil {
 		return err
 	}
 	a.toolList = list
-	a.filter = contract.SharedRequestFilter(a.opts.Group)
+	pool := contract.SharedRequestFilter(a.opts.Username)
 	if a.opts.Exclusive {
-		a.filter = contract.RequestFilter
+		pool = contract.RequestFilter(a.opts.Username, contract.AnyInstance)
 	}
+	a.filters = []string{pool, contract.RequestFilter(a.opts.Username, a.opts.ClientID)}
+	a.replyPrefix = contract.TopicPrefix + a.opts.Username + "/" + a.opts.ClientID + "/"
 	a.started = true
 	return nil
 }
 
 // Run connects to the broker and serves requests until ctx is done. It
-// connects with a Last Will that marks the agent offline (retained, on
-// PresenceTopic(ClientID)), subscribes to the request filter (QoS 1),
+// connects with a Last Will that marks the instance offline (retained, on
+// PresenceTopic(Username, ClientID)), subscribes at QoS 1 to the pool's
+// requests (SharedRequestFilter(Username), or RequestFilter(Username,
+// AnyInstance) if Exclusive) and to those addressed to its ClientID,
 // publishes a retained online presence, and closes Ready. After a lost
 // connection it reconnects and subscribes again. When ctx is done it
 // publishes offline presence, unsubscribes, waits for requests in flight
@@ -372,7 +388,7 @@ func (a *Agent) serve(ctx context.Context) error {
 		if first {
 			first = false
 			a.readyOnce.Do(func() { close(a.ready) })
-			a.log.WithFields(logrus.Fields{"filter": a.filter, "tools": len(a.tools)}).Info("expert agent serving")
+			a.log.WithFields(logrus.Fields{"filters": a.filters, "tools": len(a.tools)}).Info("expert agent serving")
 		}
 	}
 }

@@ -27,11 +27,11 @@ func (c *agentBenchLink) publish(_ context.Context, _ string, payload []byte, _ 
 	return nil
 }
 
-func (c *agentBenchLink) connect(context.Context) error             { panic("unused") }
-func (c *agentBenchLink) subscribe(context.Context, string) error   { panic("unused") }
-func (c *agentBenchLink) unsubscribe(context.Context, string) error { panic("unused") }
-func (c *agentBenchLink) isOpen() bool                              { return false } // no claims in the benchmark
-func (c *agentBenchLink) close()                                    {}
+func (c *agentBenchLink) connect(context.Context) error                { panic("unused") }
+func (c *agentBenchLink) subscribe(context.Context, ...string) error   { panic("unused") }
+func (c *agentBenchLink) unsubscribe(context.Context, ...string) error { panic("unused") }
+func (c *agentBenchLink) isOpen() bool                                 { return false } // no claims in the benchmark
+func (c *agentBenchLink) close()                                       {}
 
 // agentBenchMessage is a delivered MQTT message.
 type agentBenchMessage struct {
@@ -60,7 +60,7 @@ func BenchmarkAgentDispatch(b *testing.B) {
 		},
 	}
 	const batch = 64 // requests in flight at once, as with the bench's 32 sessions and more
-	a := NewAgent(AgentOptions{BrokerURL: "tcp://127.0.0.1:1", ClientID: "bench-agent", Concurrency: batch})
+	a := NewAgent(AgentOptions{BrokerURL: "tcp://127.0.0.1:1", Username: "bench", ClientID: "bench-agent", Concurrency: batch})
 	if err := a.AddTool(echo); err != nil {
 		b.Fatal(err)
 	}
@@ -68,11 +68,11 @@ func BenchmarkAgentDispatch(b *testing.B) {
 	stop := agentBenchStart(b, a, client)
 
 	c := contract.Context{PlatformID: "gw-1", UserID: "bench", SessionID: "s-0123456789abcdef", EntityType: contract.NoEntity, EntityID: contract.NoEntity}
-	topic := c.RequestTopic()
+	topic := c.RequestTopic("bench", contract.AnyInstance)
 	deadline := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
 	payload := func(i int) []byte {
 		id := `"k3j4h5g6f7d8s9a0-` + strconv.Itoa(i) + `"`
-		return []byte(`{"v":1,"correlationId":` + id + `,"deadline":` + deadline + `,"caller":{"userId":"bench","readOnly":false},` +
+		return []byte(`{"v":2,"correlationId":` + id + `,"deadline":` + deadline + `,"caller":{"userId":"bench","readOnly":false},` +
 			`"message":{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"xxxxxxxxxxxxxxxx"}}}}`)
 	}
 	msgs := make([]agentBenchMessage, batch)

@@ -68,13 +68,9 @@ func (c *agentCall) claim(ctx context.Context) error {
 		return nil
 	}
 	c.claimTries++
-	env := contract.Envelope{CorrelationID: c.corrID, Agent: c.agent.opts.ClientID, Message: claimMessage}
-	b, err := env.Encode()
-	if err != nil {
-		return fmt.Errorf("claim: %w", err)
-	}
-	if err := c.agent.reply(ctx, c.topic, b); err != nil {
-		return err // not claimed: the next tick tries again
+	// No Envelope.Agent: the reply topic names the instance that claims.
+	if err := c.agent.reply(ctx, c.topic, agentEnvelope(c.corrID, claimMessage)); err != nil {
+		return fmt.Errorf("claim: %w", err) // not claimed: the next tick tries again
 	}
 	c.claimed = true
 	return nil

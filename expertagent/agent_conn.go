@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,30 +31,30 @@ func (a *Agent) publishPresence(ctx context.Context, status string) error {
 	if err != nil {
 		return fmt.Errorf("presence: %w", err)
 	}
-	if err := a.publish(ctx, contract.PresenceTopic(a.opts.ClientID), p, true); err != nil {
+	if err := a.publish(ctx, contract.PresenceTopic(a.opts.Username, a.opts.ClientID), p, true); err != nil {
 		return fmt.Errorf("publish %s presence: %w", status, err)
 	}
 	return nil
 }
 
-// subscribe subscribes to the request filter; a refusal (SUBACK 0x80) is
-// an error.
+// subscribe subscribes to the request filters; a refusal of either
+// (SUBACK 0x80) is an error.
 func (a *Agent) subscribe(ctx context.Context) error {
-	if err := a.link.subscribe(ctx, a.filter); err != nil {
-		return fmt.Errorf("%w %s: %w", ErrAgentSubscribe, a.filter, err)
+	if err := a.link.subscribe(ctx, a.filters...); err != nil {
+		return fmt.Errorf("%w: %w", ErrAgentSubscribe, err)
 	}
 	return nil
 }
 
 func (a *Agent) unsubscribe(ctx context.Context) error {
-	if err := a.link.unsubscribe(ctx, a.filter); err != nil {
-		return fmt.Errorf("unsubscribe %s: %w", a.filter, err)
+	if err := a.link.unsubscribe(ctx, a.filters...); err != nil {
+		return fmt.Errorf("unsubscribe %s: %w", strings.Join(a.filters, ", "), err)
 	}
 	return nil
 }
 
 // reply publishes one envelope (agentEnvelope, agentResponseEnvelope) on a
-// response topic.
+// reply topic of this instance.
 func (a *Agent) reply(ctx context.Context, topic string, envelope []byte) error {
 	if err := a.publish(ctx, topic, envelope, false); err != nil {
 		a.stats.publishErrors.Add(1)

@@ -25,10 +25,12 @@ var errAgentCancelled = errors.New("cancelled by the caller")
 
 // agentInbound is one decoded message from a request topic.
 type agentInbound struct {
-	topic string // request topic
-	ctx   contract.Context
-	env   contract.Envelope
-	msg   jsonrpc.Message
+	// levels are the request topic's five context levels, as they stand in
+	// it: what the reply topic and the call's key take from the topic.
+	levels string
+	ctx    contract.Context
+	env    contract.Envelope
+	msg    jsonrpc.Message
 }
 
 // onMessage runs on the link's delivery goroutine (paho's router, which
@@ -69,16 +71,24 @@ func (a *Agent) onMessage(topic string, payload []byte) {
 // message its own payload slice, which nobody changes: in keeps pointing
 // into it.
 func (a *Agent) decode(topic string, payload []byte, in *agentInbound) error {
-	c, err := agentParseRequestTopic(topic)
+	t, err := agentParseRequestTopic(topic)
 	if err != nil {
 		return err
 	}
-	in.topic, in.ctx = topic, c
+	// The broker delivers nothing else to the agent's filters; a request for
+	// another agent or instance must not be answered as this one all the same.
+	if t.agent != a.opts.Username {
+		return fmt.Errorf("topic %q: a request for agent %q, not %q", topic, t.agent, a.opts.Username)
+	}
+	if t.instance != contract.AnyInstance && t.instance != a.opts.ClientID {
+		return fmt.Errorf("topic %q: a request for instance %q, not %q", topic, t.instance, a.opts.ClientID)
+	}
+	if err := t.ctx.Validate(); err != nil {
+		return fmt.Errorf("topic %q: %w", topic, err)
+	}
+	in.levels, in.ctx = t.levels, t.ctx
 	if err := contract.Decode(payload, &in.env, &in.msg); err != nil {
 		return err
-	}
-	if in.env.Agent != "" && in.env.Agent != a.opts.Name {
-		return fmt.Errorf("envelope for agent %q, not %q", in.env.Agent, a.opts.Name)
 	}
 	if in.msg.JSONRPC != jsonrpc.Version {
 		return fmt.Errorf("%w: jsonrpc %q", contract.ErrBadEnvelope, in.msg.JSONRPC)
@@ -86,32 +96,42 @@ func (a *Agent) decode(topic string, payload []byte, in *agentInbound) error {
 	return nil
 }
 
-// agentParseRequestTopic is ParseTopic for a request topic, without the
-// allocations of strings.Split: the context's levels are substrings of
-// topic.
-func agentParseRequestTopic(topic string) (contract.Context, error) {
+// agentRequestTopic is a request topic, split. Every string is a substring
+// of the topic.
+type agentRequestTopic struct {
+	agent, instance string
+	levels          string // the five context levels, joined by '/'
+	ctx             contract.Context
+}
+
+// agentParseRequestTopic splits a request topic as contract.ParseTopic
+// does, without the allocations of strings.Split, and leaves the levels
+// unchecked: decode compares agent and instance with its own, which are
+// valid, before it validates the context.
+func agentParseRequestTopic(topic string) (agentRequestTopic, error) {
 	rest, ok := strings.CutPrefix(topic, contract.TopicPrefix)
 	if !ok {
-		return contract.Context{}, fmt.Errorf("topic %q: not under %s", topic, contract.TopicPrefix)
+		return agentRequestTopic{}, fmt.Errorf("topic %q: not under %s", topic, contract.TopicPrefix)
 	}
-	var l [6]string
-	for i := range l {
-		if i == len(l)-1 {
-			l[i] = rest
-			break
-		}
-		if l[i], rest, ok = strings.Cut(rest, "/"); !ok {
-			return contract.Context{}, fmt.Errorf("topic %q: want %s<5 levels>/req", topic, contract.TopicPrefix)
-		}
+	var t agentRequestTopic
+	levels, ok := strings.CutSuffix(rest, "/"+contract.Request)
+	if ok {
+		t.agent, levels, ok = strings.Cut(levels, "/")
 	}
-	if l[5] != "req" {
-		return contract.Context{}, fmt.Errorf("topic %q: not a request topic", topic)
+	if ok {
+		t.instance, levels, ok = strings.Cut(levels, "/")
 	}
-	c := contract.Context{PlatformID: l[0], UserID: l[1], SessionID: l[2], EntityType: l[3], EntityID: l[4]}
-	if err := c.Validate(); err != nil {
-		return contract.Context{}, fmt.Errorf("topic %q: %w", topic, err)
+	t.levels = levels
+	var l [5]string
+	for i := 0; ok && i < len(l)-1; i++ {
+		l[i], levels, ok = strings.Cut(levels, "/")
 	}
-	return c, nil
+	l[4] = levels
+	if !ok || strings.IndexByte(levels, '/') >= 0 {
+		return agentRequestTopic{}, fmt.Errorf("topic %q: want %s<agent>/<instance>/<5 levels>/%s", topic, contract.TopicPrefix, contract.Request)
+	}
+	t.ctx = contract.Context{PlatformID: l[0], UserID: l[1], SessionID: l[2], EntityType: l[3], EntityID: l[4]}
+	return t, nil
 }
 
 // enqueue registers a request as in flight (so that it can be cancelled
@@ -173,20 +193,26 @@ func (a *Agent) newCall(call *agentCall) {
 		parent, call.stopDeadline = context.WithDeadline(parent, time.UnixMilli(in.env.Deadline))
 	}
 	call.ctx, call.cancelCause = context.WithCancelCause(parent)
-	call.key = agentCallKey{in.topic, in.env.CorrelationID}
-	call.topic = agentResponseTopic(in.topic)
+	call.key = agentCallKey{in.levels, in.env.CorrelationID}
+	call.topic = a.replyTopic(in.levels)
 	call.corrID = in.env.CorrelationID
 }
 
-// agentResponseTopic is the response topic of a request topic (which
-// agentParseRequestTopic accepted: it ends in "req").
-func agentResponseTopic(requestTopic string) string {
-	return requestTopic[:len(requestTopic)-len("req")] + "res"
+// replyTopic is this instance's reply topic of a context, ReplyTopic(
+// Username, ClientID), whichever instance level the request had: the broker
+// takes replies only under the instance's own names, and a gateway learns
+// from them who answered. levels are the context's, as in the request
+// topic; one allocation.
+func (a *Agent) replyTopic(levels string) string {
+	return a.replyPrefix + levels + "/" + contract.Reply
 }
 
-// agentCallKey names a call in flight: its request topic and correlation ID
-// (a struct key: no string to build per call).
-type agentCallKey struct{ topic, corrID string }
+// agentCallKey names a call in flight: its context levels and correlation
+// ID (a struct key: no string to build per call). Not the instance level:
+// a call requested from the pool ("_") is cancelled by a cancel addressed
+// to the instance that claimed it, and a request that came both ways is
+// one call.
+type agentCallKey struct{ levels, corrID string }
 
 // forget removes call from the in-flight table and releases its context.
 func (a *Agent) forget(call *agentCall) {
@@ -207,9 +233,9 @@ func (a *Agent) cancelCall(in *agentInbound) {
 		Reason    string          `json:"reason"`
 	}
 	_ = json.Unmarshal(in.msg.Params, &p) // no usable requestId: fall back to the correlation ID
-	keys := []agentCallKey{{in.topic, in.env.CorrelationID}}
+	keys := []agentCallKey{{in.levels, in.env.CorrelationID}}
 	if id := agentIDString(p.RequestID); id != "" && id != in.env.CorrelationID {
-		keys = append([]agentCallKey{{in.topic, id}}, keys...)
+		keys = append([]agentCallKey{{in.levels, id}}, keys...)
 	}
 	a.flightMu.Lock()
 	var call *agentCall

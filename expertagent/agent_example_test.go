@@ -22,11 +22,13 @@ import (
 func ExampleAgent() {
 	agent := expertagent.NewAgent(expertagent.AgentOptions{
 		BrokerURL: "tcp://127.0.0.1:1883",
-		Username:  "shouter",
-		Password:  os.Getenv("SHOUTER_PASSWORD"),
-		Name:      "shouter", // also the shared-subscription group: run as many instances as you like
-		Version:   "1.0.0",
-		Logger:    logrus.NewEntry(logrus.New()).WithField("app", "shouter"),
+		// The agent's name on the bus: every instance run with this identity
+		// shares its requests, so run as many as you like.
+		Username: "shouter",
+		Password: os.Getenv("SHOUTER_PASSWORD"),
+		Name:     "Shouter", // for people: presence and serverInfo
+		Version:  "1.0.0",
+		Logger:   logrus.NewEntry(logrus.New()).WithField("app", "shouter"),
 	})
 	err := agent.AddTool(expertagent.Tool{
 		Tool: mcp.Tool{

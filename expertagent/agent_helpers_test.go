@@ -43,7 +43,9 @@ func agStartBroker(t testing.TB) *agEnv {
 	return &agEnv{testenv.StartBroker(t, testenv.WithReadyCheck(), testenv.WithOptions(func(o *broker.Options) { o.InlineQoS = 1 }))}
 }
 
-// agentOptions fills in the broker and the agent identity.
+// agentOptions fills in the broker and the agent identity: every agent of
+// these tests logs in as e.AgentUser, the one name the broker lets it
+// subscribe to requests for, so that agents of one test are one pool.
 func (e *agEnv) agentOptions(t testing.TB, o expertagent.AgentOptions) expertagent.AgentOptions {
 	t.Helper()
 	if o.BrokerURL == "" {
@@ -119,16 +121,17 @@ func agRun(t testing.TB, a *expertagent.Agent) *agRunning {
 	return r
 }
 
-// agReply is one message an agent published on a response topic.
+// agReply is one message an agent published on a reply topic.
 type agReply struct {
-	env contract.Envelope
-	msg jsonrpc.Message
-	raw string
+	topic string // which instance sent it: ReplyTopic(username, clientID)
+	env   contract.Envelope
+	msg   jsonrpc.Message
+	raw   string
 }
 
 // agCaller plays the gateway over the broker's InlineBus: it publishes
-// envelopes on one context's request topic and collects what arrives on
-// its response topic, in order.
+// envelopes on one context's request topics for the agent e.AgentUser and
+// collects what arrives on the context's reply filter, in order.
 type agCaller struct {
 	env     *agEnv
 	ctx     contract.Context
@@ -139,7 +142,8 @@ type agCaller struct {
 
 var agContextSeq atomic.Int64
 
-// newCaller subscribes to a fresh context's response topic.
+// newCaller subscribes to a fresh context's replies, from every agent
+// instance.
 func (e *agEnv) newCaller(t testing.TB) *agCaller {
 	t.Helper()
 	c := &agCaller{env: e, replies: make(chan agReply, 1024), ctx: contract.Context{
@@ -147,9 +151,9 @@ func (e *agEnv) newCaller(t testing.TB) *agCaller {
 		SessionID: fmt.Sprintf("sess%d", agContextSeq.Add(1)), EntityType: contract.NoEntity, EntityID: contract.NoEntity,
 	}}
 	bus := e.Broker.Bus()
-	topic := c.ctx.ResponseTopic()
-	if err := bus.Subscribe(agContext(t), topic, func(_ string, payload []byte) {
-		r := agReply{raw: string(payload)}
+	topic := c.ctx.ReplyFilter()
+	if err := bus.Subscribe(agContext(t), topic, func(replyTopic string, payload []byte) {
+		r := agReply{topic: replyTopic, raw: string(payload)}
 		env, err := contract.DecodeEnvelope(payload)
 		if err == nil {
 			r.env = env
@@ -171,11 +175,13 @@ func (e *agEnv) newCaller(t testing.TB) *agCaller {
 	return c
 }
 
-// agSendOpts are the envelope fields a test may set.
+// agSendOpts are the envelope fields a test may set, and the instance a
+// request is addressed to.
 type agSendOpts struct {
 	deadline time.Time
 	caller   *contract.Caller
-	noID     bool // send a notification
+	noID     bool   // send a notification
+	to       string // the instance level: a client ID; "" = contract.AnyInstance
 }
 
 // send publishes one JSON-RPC message (id = correlation ID) and returns
@@ -215,7 +221,22 @@ func (c *agCaller) sendAs(t testing.TB, corrID, method string, params any, o agS
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.publishRaw(t, c.ctx.RequestTopic(), payload)
+	to := o.to
+	if to == "" {
+		to = contract.AnyInstance
+	}
+	c.publishRaw(t, c.requestTopic(to), payload)
+}
+
+// requestTopic is the context's request topic for instance (a client ID or
+// contract.AnyInstance) of the agent the tests log in as.
+func (c *agCaller) requestTopic(instance string) string {
+	return c.ctx.RequestTopic(c.env.AgentUser, instance)
+}
+
+// replyTopic is where the instance clientID answers in this context.
+func (c *agCaller) replyTopic(clientID string) string {
+	return c.ctx.ReplyTopic(c.env.AgentUser, clientID)
 }
 
 func (c *agCaller) publishRaw(t testing.TB, topic string, payload []byte) {
@@ -262,10 +283,24 @@ func (c *agCaller) call(t testing.TB, method string, params any) json.RawMessage
 
 // expectNoReply proves that nothing was published for this context so far:
 // it pings, and the ping's response must be the next reply (one publisher,
-// one subscriber: the broker keeps the order).
+// one subscriber: the broker keeps the order). With several instances it
+// proves it for the one that answers the ping only: addressing the ping to
+// each of them (expectNoReplyFrom) covers them all.
 func (c *agCaller) expectNoReply(t testing.TB) {
 	t.Helper()
 	c.call(t, "ping", nil)
+}
+
+// expectNoReplyFrom is expectNoReply for each instance named, by a ping
+// addressed to it.
+func (c *agCaller) expectNoReplyFrom(t testing.TB, clientIDs ...string) {
+	t.Helper()
+	for _, id := range clientIDs {
+		r := c.response(t, c.send(t, "ping", nil, agSendOpts{to: id}))
+		if r.topic != c.replyTopic(id) {
+			t.Fatalf("ping to %s answered on %s, want %s", id, r.topic, c.replyTopic(id))
+		}
+	}
 }
 
 // agToolResult is a decoded tools/call result.

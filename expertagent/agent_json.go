@@ -50,8 +50,9 @@ func agentAppendRaw(dst []byte, raw json.RawMessage) []byte {
 
 // agentEnvelopePrefix starts every envelope the Agent sends; Deadline,
 // Caller and Agent are never set on replies (omitted, as json.Marshal
-// omits them).
-const agentEnvelopePrefix = `{"v":1,"correlationId":`
+// omits them). Its version is contract.EnvelopeVersion (a constant cannot
+// format it; TestAgentEncodeMatchesEncodingJSON compares them).
+const agentEnvelopePrefix = `{"v":2,"correlationId":`
 
 // agentAppendEnvelope appends the envelope of msg, which must be compact
 // JSON as json.Marshal writes it (then the result is json.Marshal's

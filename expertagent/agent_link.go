@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
@@ -23,9 +24,10 @@ type agentLink interface {
 	// connect makes the first connection (not retried); later ones are
 	// automatic.
 	connect(ctx context.Context) error
-	// subscribe subscribes at QoS 1 and fails if the broker refuses.
-	subscribe(ctx context.Context, filter string) error
-	unsubscribe(ctx context.Context, filter string) error
+	// subscribe subscribes to filters at QoS 1, in one SUBSCRIBE, and
+	// fails if the broker refuses any of them.
+	subscribe(ctx context.Context, filters ...string) error
+	unsubscribe(ctx context.Context, filters ...string) error
 	// publish sends at QoS 1 and waits for the PUBACK, at most until ctx is
 	// done or agentOpTimeout.
 	publish(ctx context.Context, topic string, payload []byte, retained bool) error
@@ -88,7 +90,7 @@ func (a *Agent) pahoOptions(will []byte) *mqtt.ClientOptions {
 		o.SetTLSConfig(a.opts.TLSConfig)
 	}
 	pahoconn.Use(o, a.opts.BrokerURL)
-	o.SetBinaryWill(contract.PresenceTopic(a.opts.ClientID), will, 1, true)
+	o.SetBinaryWill(contract.PresenceTopic(a.opts.Username, a.opts.ClientID), will, 1, true)
 	return o
 }
 
@@ -130,27 +132,32 @@ func (l *agentPahoLink) connect(ctx context.Context) error {
 	}
 }
 
-// subscribe checks the SUBACK: a broker that refuses the filter answers
-// 0x80 rather than an error.
-func (l *agentPahoLink) subscribe(ctx context.Context, filter string) error {
-	tok := l.client.Subscribe(filter, 1, nil)
+// subscribe checks the SUBACK: a broker that refuses a filter answers
+// 0x80 for it rather than an error.
+func (l *agentPahoLink) subscribe(ctx context.Context, filters ...string) error {
+	qos := make(map[string]byte, len(filters))
+	for _, f := range filters {
+		qos[f] = 1
+	}
+	tok := l.client.SubscribeMultiple(qos, nil)
 	if err := agentWaitToken(ctx, tok); err != nil {
-		return err
+		return fmt.Errorf("subscribe %s: %w", strings.Join(filters, ", "), err)
 	}
 	st, ok := tok.(*mqtt.SubscribeToken)
 	if !ok {
 		return nil
 	}
-	for _, code := range st.Result() {
-		if code >= agentSubackFailure {
-			return fmt.Errorf("refused by the broker (SUBACK %#x)", code)
+	codes := st.Result()
+	for _, f := range filters { // in the caller's order: the error names the first refused
+		if code, ok := codes[f]; ok && code >= agentSubackFailure {
+			return fmt.Errorf("%s refused by the broker (SUBACK %#x)", f, code)
 		}
 	}
 	return nil
 }
 
-func (l *agentPahoLink) unsubscribe(ctx context.Context, filter string) error {
-	return agentWaitToken(ctx, l.client.Unsubscribe(filter))
+func (l *agentPahoLink) unsubscribe(ctx context.Context, filters ...string) error {
+	return agentWaitToken(ctx, l.client.Unsubscribe(filters...))
 }
 
 func (l *agentPahoLink) publish(ctx context.Context, topic string, payload []byte, retained bool) error {

@@ -62,20 +62,34 @@ func TestAgentLinks(t *testing.T) {
 	})
 }
 
-// TestAgentSubscribeRefused: a broker that refuses the request
-// subscription (any SUBACK code from 0x80 up) fails Run with
-// ErrAgentSubscribe, and Ready stays open.
+// TestAgentSubscribeRefused: a broker that refuses either request
+// subscription (any SUBACK code from 0x80 up), the pool's or the
+// instance's own, fails Run with ErrAgentSubscribe, and Ready stays open.
+// Both go in one SUBSCRIBE.
 func TestAgentSubscribeRefused(t *testing.T) {
-	for _, code := range []byte{0x80, 0x87} {
-		t.Run(fmt.Sprintf("%#x", code), func(t *testing.T) {
+	tests := []struct {
+		name  string
+		codes []byte // SUBACK codes, one per filter in the packet's order
+		want  byte
+	}{
+		{name: "first 0x80", codes: []byte{0x80, 0x01}, want: 0x80},
+		{name: "first 0x87", codes: []byte{0x87, 0x01}, want: 0x87},
+		{name: "second 0x80", codes: []byte{0x01, 0x80}, want: 0x80},
+		{name: "both 0x91", codes: []byte{0x91, 0x91}, want: 0x91},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := testenv.NewScriptedBroker(t, []byte{code})
+			b := testenv.NewScriptedBroker(t, tc.codes)
 			a := expertagent.NewAgent(expertagent.AgentOptions{
-				Name: "refused", BrokerURL: b.URL, ConnectTimeout: agWait, Logger: testenv.Logger(t, "agent"),
+				Username: "refused", BrokerURL: b.URL, ConnectTimeout: agWait, Logger: testenv.Logger(t, "agent"),
 			})
 			err := a.Run(agContext(t))
-			if !errors.Is(err, expertagent.ErrAgentSubscribe) || !strings.Contains(err.Error(), fmt.Sprintf("SUBACK %#x", code)) {
-				t.Fatalf("Run = %v, want ErrAgentSubscribe for SUBACK %#x", err, code)
+			if !errors.Is(err, expertagent.ErrAgentSubscribe) || !strings.Contains(err.Error(), fmt.Sprintf("SUBACK %#x", tc.want)) {
+				t.Fatalf("Run = %v, want ErrAgentSubscribe for SUBACK %#x", err, tc.want)
+			}
+			if n := b.Subscribes.Load(); n != 1 {
+				t.Errorf("%d SUBSCRIBE packets, want 1 for both filters", n)
 			}
 			select {
 			case <-a.Ready():

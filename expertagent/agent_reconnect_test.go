@@ -9,7 +9,8 @@ import (
 )
 
 // TestAgentResubscribesAfterReconnect: paho does not subscribe again after
-// a reconnect; the Agent does, and then announces itself online again.
+// a reconnect; the Agent does, to both its filters (the pool's requests and
+// its own), and then announces itself online again.
 func TestAgentResubscribesAfterReconnect(t *testing.T) {
 	e := agStartBroker(t)
 	a := e.startAgent(t, expertagent.AgentOptions{Name: "phoenix", ClientID: "phoenix-1"}, agEchoTool())
@@ -20,7 +21,7 @@ func TestAgentResubscribesAfterReconnect(t *testing.T) {
 	// both must come back through the agent's reconnect.
 	e.Restart(t)
 	online := make(chan contract.Presence, 16)
-	if err := e.Broker.Bus().Subscribe(agContext(t), contract.PresenceTopic(a.ClientID()), func(_ string, b []byte) {
+	if err := e.Broker.Bus().Subscribe(agContext(t), contract.PresenceTopic(e.AgentUser, a.ClientID()), func(_ string, b []byte) {
 		var p contract.Presence
 		if json.Unmarshal(b, &p) == nil && p.Status == contract.StatusOnline {
 			online <- p
@@ -31,7 +32,10 @@ func TestAgentResubscribesAfterReconnect(t *testing.T) {
 	// Subscribed before online, so the presence proves the subscription too.
 	agRecv(t, online, "online presence on the new broker")
 	c := e.newCaller(t)
-	if res := agDecodeResult(t, c.call(t, "tools/call", agCallParams("echo", map[string]any{"text": "back"}, nil))); res.Content[0]["text"] != "back" {
-		t.Fatalf("echo after reconnect = %+v", res)
+	for _, to := range []string{contract.AnyInstance, a.ClientID()} {
+		r := c.response(t, c.send(t, "tools/call", agCallParams("echo", map[string]any{"text": "back"}, nil), agSendOpts{to: to}))
+		if res := agDecodeResult(t, r.msg.Result); res.Content[0]["text"] != "back" {
+			t.Fatalf("echo to %s after reconnect = %+v", to, res)
+		}
 	}
 }

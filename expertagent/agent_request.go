@@ -161,7 +161,7 @@ type agentCall struct {
 	in           agentInbound
 	req          CallRequest // what the handler gets (set by dispatch)
 	key          agentCallKey
-	topic        string // response topic
+	topic        string // reply topic: this instance's, in the request's context
 	corrID       string
 	ctx          context.Context
 	cancelCause  context.CancelCauseFunc

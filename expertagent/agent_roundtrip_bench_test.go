@@ -37,7 +37,7 @@ func BenchmarkAgentRoundTrip(b *testing.B) {
 		c := contract.Context{PlatformID: "bench", UserID: "u", SessionID: fmt.Sprint("s", seq.Add(1)),
 			EntityType: contract.NoEntity, EntityID: contract.NoEntity}
 		for pb.Next() {
-			if _, err := r.CallTool(ctx, c, nil, "echo", args, nil); err != nil {
+			if _, err := r.CallTool(ctx, c, e.AgentUser, nil, "echo", args, nil); err != nil {
 				b.Error(err)
 				return
 			}

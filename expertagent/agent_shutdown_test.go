@@ -34,7 +34,7 @@ func (l *shutdownLink) publish(ctx context.Context, topic string, _ []byte, _ bo
 	return nil
 }
 
-func (l *shutdownLink) unsubscribe(ctx context.Context, _ string) error {
+func (l *shutdownLink) unsubscribe(ctx context.Context, _ ...string) error {
 	l.note("unsubscribe", ctx)
 	return nil
 }
@@ -43,13 +43,13 @@ func (l *shutdownLink) unsubscribe(ctx context.Context, _ string) error {
 // shutdown wait at most agentShutdownOpTimeout, not agentOpTimeout each: a
 // broker stopped with the agent would otherwise hold its exit for 20 s.
 func TestShutdownOpsBounded(t *testing.T) {
-	a := NewAgent(AgentOptions{BrokerURL: "tcp://127.0.0.1:1", ClientID: "quitter"})
+	a := NewAgent(AgentOptions{BrokerURL: "tcp://127.0.0.1:1", Username: "agent1", ClientID: "quitter"})
 	link := &shutdownLink{waits: map[string]time.Duration{}}
 	stop := agentBenchStart(t, a, link)
 	stop()
 	link.mu.Lock()
 	defer link.mu.Unlock()
-	for _, op := range []string{"publish " + contract.PresenceTopic("quitter"), "unsubscribe"} {
+	for _, op := range []string{"publish " + contract.PresenceTopic("agent1", "quitter"), "unsubscribe"} {
 		left, ok := link.waits[op]
 		if !ok {
 			t.Errorf("%s not tried at shutdown (waits %v)", op, link.waits)

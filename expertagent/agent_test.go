@@ -357,6 +357,18 @@ func TestAgentCancellation(t *testing.T) {
 			c.expectNoReply(t) // a cancelled call gets no response
 		})
 	}
+	// The gateway sends a cancel to the instance that claimed the call,
+	// although it asked the pool ("_").
+	t.Run("addressed to the instance that took it", func(t *testing.T) {
+		corrID := c.send(t, "tools/call", agCallParams("block", nil, nil), agSendOpts{})
+		agRecv(t, b.started, "handler start")
+		c.sendAs(t, corrID, "notifications/cancelled", map[string]any{"requestId": corrID}, agSendOpts{noID: true, to: a.ClientID()})
+		if cause := agRecv(t, b.ended, "handler end"); cause == nil || !strings.Contains(cause.Error(), "cancelled by the caller") {
+			t.Fatalf("handler context ended with %v, want the caller's cancellation", cause)
+		}
+		agPoll(t, "Stats().Cancelled", func() bool { return a.Stats().Cancelled == uint64(len(tests)+1) })
+		c.expectNoReply(t)
+	})
 	t.Run("cancel of another context is ignored", func(t *testing.T) {
 		corrID := c.send(t, "tools/call", agCallParams("block", nil, nil), agSendOpts{})
 		agRecv(t, b.started, "handler start")
@@ -408,7 +420,7 @@ func TestAgentIgnoresBadMessages(t *testing.T) {
 	e := agStartBroker(t)
 	a := e.startAgent(t, expertagent.AgentOptions{Name: "sturdy"}, agEchoTool())
 	c := e.newCaller(t)
-	req := c.ctx.RequestTopic()
+	req := c.requestTopic(contract.AnyInstance)
 
 	bad := []struct {
 		name, topic, payload string
@@ -416,21 +428,32 @@ func TestAgentIgnoresBadMessages(t *testing.T) {
 		{"not JSON", req, `hello`},
 		{"empty", req, ``},
 		{"JSON array", req, `[1,2]`},
-		{"wrong version", req, `{"v":2,"correlationId":"x","message":{"jsonrpc":"2.0","id":1,"method":"ping"}}`},
-		{"no correlationId", req, `{"v":1,"message":{"jsonrpc":"2.0","id":1,"method":"ping"}}`},
-		{"message not an object", req, `{"v":1,"correlationId":"x","message":"ping"}`},
-		{"message not JSON-RPC 2.0", req, `{"v":1,"correlationId":"x","message":{"jsonrpc":"1.0","id":1,"method":"ping"}}`},
-		{"message with bad field types", req, `{"v":1,"correlationId":"x","message":{"jsonrpc":"2.0","id":1,"method":7}}`},
-		{"a response", req, `{"v":1,"correlationId":"x","message":{"jsonrpc":"2.0","id":"x","result":{}}}`},
-		{"for another agent", req, `{"v":1,"correlationId":"x","agent":"other","message":{"jsonrpc":"2.0","id":"x","method":"ping"}}`},
+		{"contract v1 envelope", req, `{"v":1,"correlationId":"x","message":{"jsonrpc":"2.0","id":1,"method":"ping"}}`},
+		{"to this instance, bad envelope", c.requestTopic(a.ClientID()), `{"v":3,"correlationId":"x","message":{"jsonrpc":"2.0","id":1,"method":"ping"}}`},
+		{"no correlationId", req, `{"v":2,"message":{"jsonrpc":"2.0","id":1,"method":"ping"}}`},
+		{"message not an object", req, `{"v":2,"correlationId":"x","message":"ping"}`},
+		{"message not JSON-RPC 2.0", req, `{"v":2,"correlationId":"x","message":{"jsonrpc":"1.0","id":1,"method":"ping"}}`},
+		{"message with bad field types", req, `{"v":2,"correlationId":"x","message":{"jsonrpc":"2.0","id":1,"method":7}}`},
+		{"a response", req, `{"v":2,"correlationId":"x","message":{"jsonrpc":"2.0","id":"x","result":{}}}`},
 		{"deep JSON", req, strings.Repeat("[", 20000)},
 	}
 	for _, d := range bad {
 		c.publishRaw(t, d.topic, []byte(d.payload))
 	}
-	// The broker does not even deliver a topic with a level the contract
-	// forbids (its ACL checks every delivery); the agent would drop it too.
-	c.publishRaw(t, "ff/v1/mcp/pl.at/user1/s/_/_/req", []byte(`{"v":1,"correlationId":"x","message":{"jsonrpc":"2.0","id":"x","method":"ping"}}`))
+	// The broker does not even deliver these to the agent: a topic with a
+	// level the contract forbids (its ACL checks every delivery), one of
+	// contract v1, and requests for another agent or another instance (no
+	// filter of the agent's matches them). The agent would drop them too
+	// (TestAgentDecodeDropsForeignTopics).
+	ping := []byte(`{"v":2,"correlationId":"x","message":{"jsonrpc":"2.0","id":"x","method":"ping"}}`)
+	for _, topic := range []string{
+		contract.TopicPrefix + e.AgentUser + "/_/pl.at/user1/s/_/_/req",
+		contract.V1Prefix + "plat/user1/s/_/_/req",
+		c.ctx.RequestTopic("other-agent", contract.AnyInstance),
+		c.requestTopic("other-instance"),
+	} {
+		c.publishRaw(t, topic, ping)
+	}
 	// Ignored without counting: notifications nobody handles.
 	c.send(t, "notifications/initialized", nil, agSendOpts{noID: true})
 	c.send(t, "notifications/cancelled", map[string]any{"requestId": "nobody"}, agSendOpts{noID: true})
@@ -488,22 +511,30 @@ func TestAgentBusyRefusesBeyondQueue(t *testing.T) {
 	}
 }
 
-func TestAgentSharedGroupServesOnce(t *testing.T) {
-	e := agStartBroker(t)
-	var served [2]atomic.Int64
-	counting := func(i int) expertagent.Tool {
-		return expertagent.Tool{
-			Tool: mcp.Tool{
-				Name: "count",
-			},
-			Handler: func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) {
-				served[i].Add(1)
-				return mcp.TextResult(fmt.Sprint(i)), nil
-			},
-		}
+// agCountingTool answers with the index of its instance and counts its
+// calls in served[i].
+func agCountingTool(served []atomic.Int64, i int) expertagent.Tool {
+	return expertagent.Tool{
+		Tool: mcp.Tool{
+			Name: "count",
+		},
+		Handler: func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) {
+			served[i].Add(1)
+			return mcp.TextResult(fmt.Sprint(i)), nil
+		},
 	}
-	e.startAgent(t, expertagent.AgentOptions{Name: "twin", ClientID: "twin-a"}, counting(0))
-	e.startAgent(t, expertagent.AgentOptions{Name: "twin", ClientID: "twin-b"}, counting(1))
+}
+
+// TestAgentPoolServesOnce: two instances of one username share the
+// requests for any instance ("_"): each is answered once, by whichever
+// instance took it, on that instance's own reply topic.
+func TestAgentPoolServesOnce(t *testing.T) {
+	e := agStartBroker(t)
+	served := make([]atomic.Int64, 2)
+	ids := []string{"twin-a", "twin-b"}
+	for i, id := range ids {
+		e.startAgent(t, expertagent.AgentOptions{Name: "twin", ClientID: id}, agCountingTool(served, i))
+	}
 	c := e.newCaller(t)
 
 	const n = 40
@@ -521,22 +552,85 @@ func TestAgentSharedGroupServesOnce(t *testing.T) {
 		if got[r.env.CorrelationID] > 1 {
 			t.Fatalf("request %s answered twice", r.env.CorrelationID)
 		}
+		res := agDecodeResult(t, r.msg.Result)
+		var i int
+		if _, err := fmt.Sscan(fmt.Sprint(res.Content[0]["text"]), &i); err != nil || i < 0 || i >= len(ids) {
+			t.Fatalf("result %s names no instance", r.msg.Result)
+		}
+		if r.topic != c.replyTopic(ids[i]) {
+			t.Fatalf("instance %s answered on %s, want %s", ids[i], r.topic, c.replyTopic(ids[i]))
+		}
 	}
-	c.expectNoReply(t)
+	c.expectNoReplyFrom(t, ids...)
 	if total := served[0].Load() + served[1].Load(); total != n {
 		t.Fatalf("handlers ran %d times for %d requests", total, n)
 	}
 	t.Logf("instance a served %d, instance b %d", served[0].Load(), served[1].Load())
 }
 
+// TestAgentRequestToOneInstance: a request addressed to one instance's
+// client ID reaches that instance alone, whose reply names it; the
+// instance answers a request for any instance ("_") on the same topic.
+func TestAgentRequestToOneInstance(t *testing.T) {
+	e := agStartBroker(t)
+	served := make([]atomic.Int64, 2)
+	ids := []string{"solo-a", "solo-b"}
+	for i, id := range ids {
+		e.startAgent(t, expertagent.AgentOptions{Name: "solo", ClientID: id}, agCountingTool(served, i))
+	}
+	c := e.newCaller(t)
+
+	for i, id := range ids {
+		t.Run(id, func(t *testing.T) {
+			before := [2]int64{served[0].Load(), served[1].Load()}
+			const n = 10 // the shared subscription would have sent some to the other
+			for range n {
+				r := c.response(t, c.send(t, "tools/call", agCallParams("count", nil, nil), agSendOpts{to: id}))
+				if r.topic != c.replyTopic(id) {
+					t.Fatalf("reply on %s, want %s", r.topic, c.replyTopic(id))
+				}
+				if res := agDecodeResult(t, r.msg.Result); res.Content[0]["text"] != fmt.Sprint(i) {
+					t.Fatalf("answered by instance %v, want %d", res.Content[0]["text"], i)
+				}
+			}
+			if got := served[i].Load() - before[i]; got != n {
+				t.Errorf("instance %s served %d of its %d requests", id, got, n)
+			}
+			if other := 1 - i; served[other].Load() != before[other] {
+				t.Errorf("instance %s served requests addressed to %s", ids[other], id)
+			}
+		})
+	}
+	t.Run("any instance", func(t *testing.T) {
+		r := c.response(t, c.send(t, "ping", nil, agSendOpts{}))
+		if r.topic != c.replyTopic(ids[0]) && r.topic != c.replyTopic(ids[1]) {
+			t.Fatalf("reply to a request for any instance on %s, want one instance's reply topic", r.topic)
+		}
+	})
+}
+
+// TestAgentExclusiveEveryInstanceAnswers: without $share, every instance
+// of the username gets each request for any instance, and answers it on
+// its own reply topic.
 func TestAgentExclusiveEveryInstanceAnswers(t *testing.T) {
 	e := agStartBroker(t)
-	e.startAgent(t, expertagent.AgentOptions{Name: "solo", ClientID: "solo-a", Exclusive: true}, agEchoTool())
-	e.startAgent(t, expertagent.AgentOptions{Name: "solo", ClientID: "solo-b", Exclusive: true}, agEchoTool())
+	ids := []string{"excl-a", "excl-b"}
+	for _, id := range ids {
+		e.startAgent(t, expertagent.AgentOptions{Name: "excl", ClientID: id, Exclusive: true}, agEchoTool())
+	}
 	c := e.newCaller(t)
 	corrID := c.send(t, "ping", nil, agSendOpts{})
-	c.response(t, corrID)
-	c.response(t, corrID)
+	topics := map[string]bool{}
+	for range ids {
+		topics[c.response(t, corrID).topic] = true
+	}
+	for _, id := range ids {
+		if !topics[c.replyTopic(id)] {
+			t.Errorf("no answer from %s (replies on %v)", id, topics)
+		}
+	}
+	// A request addressed to one instance still reaches it alone.
+	c.expectNoReplyFrom(t, ids...)
 }
 
 // TestAgentOverTCPWithPlatformClient drives the agent with a paho client
@@ -561,29 +655,30 @@ func TestAgentOverTCPWithPlatformClient(t *testing.T) {
 	}
 	m := agRecv(t, replies, "retained presence")
 	var p contract.Presence
-	if err := json.Unmarshal(m.Payload(), &p); err != nil || m.Topic() != contract.PresenceTopic(a.ClientID()) || !m.Retained() ||
+	presenceTopic := contract.PresenceTopic(e.AgentUser, a.ClientID())
+	if err := json.Unmarshal(m.Payload(), &p); err != nil || m.Topic() != presenceTopic || !m.Retained() ||
 		p.Status != contract.StatusOnline || p.ClientID != a.ClientID() || p.Name != "tcp" || p.Version != "dev" || p.Since == 0 {
 		t.Fatalf("presence %s %s (retained %v), want retained online for %s", m.Topic(), m.Payload(), m.Retained(), a.ClientID())
 	}
 
 	ctx := contract.Context{PlatformID: "plat1gw", UserID: "u1", SessionID: "s1", EntityType: "project", EntityID: "p-7"}
-	if tok := cl.Subscribe(ctx.ResponseTopic(), 1, nil); !tok.WaitTimeout(agWait) || tok.Error() != nil {
-		t.Fatalf("subscribe response topic: %v", tok.Error())
+	if tok := cl.Subscribe(ctx.ReplyFilter(), 1, nil); !tok.WaitTimeout(agWait) || tok.Error() != nil {
+		t.Fatalf("subscribe reply filter: %v", tok.Error())
 	}
 	env := contract.Envelope{CorrelationID: "tcp-1", Deadline: time.Now().Add(agWait).UnixMilli(), Caller: &contract.Caller{UserID: "u1"},
 		Message: json.RawMessage(`{"jsonrpc":"2.0","id":"tcp-1","method":"tools/call","params":{"name":"echo","arguments":{"text":"over tcp"}}}`)}
 	payload, _ := env.Encode()
-	if tok := cl.Publish(ctx.RequestTopic(), 1, false, payload); !tok.WaitTimeout(agWait) || tok.Error() != nil {
+	if tok := cl.Publish(ctx.RequestTopic(e.AgentUser, contract.AnyInstance), 1, false, payload); !tok.WaitTimeout(agWait) || tok.Error() != nil {
 		t.Fatalf("publish request: %v", tok.Error())
 	}
 	m = agRecv(t, replies, "response")
-	if m.Topic() == contract.PresenceTopic(a.ClientID()) {
+	if m.Topic() == presenceTopic {
 		// The retained presence again, live this time: mochi acknowledges
 		// a publish before it routes it (docs/upstream.md, mochi 10).
 		m = agRecv(t, replies, "response")
 	}
 	got, err := contract.DecodeEnvelope(m.Payload())
-	if err != nil || m.Topic() != ctx.ResponseTopic() || got.CorrelationID != "tcp-1" {
+	if err != nil || m.Topic() != ctx.ReplyTopic(e.AgentUser, a.ClientID()) || got.CorrelationID != "tcp-1" {
 		t.Fatalf("reply %s %s: %v", m.Topic(), m.Payload(), err)
 	}
 	if want := `{"jsonrpc":"2.0","id":"tcp-1","result":{"content":[{"type":"text","text":"over tcp"}]}}`; string(got.Message) != want {
@@ -596,7 +691,7 @@ func TestAgentRunStopsCleanlyAndGoesOffline(t *testing.T) {
 	ignore := goleak.IgnoreCurrent() // the broker's goroutines: it outlives this check
 	presence := make(chan contract.Presence, 16)
 	const clientID = "stopper-1"
-	if err := e.Broker.Bus().Subscribe(agContext(t), contract.PresenceTopic(clientID), func(_ string, b []byte) {
+	if err := e.Broker.Bus().Subscribe(agContext(t), contract.PresenceTopic(e.AgentUser, clientID), func(_ string, b []byte) {
 		var p contract.Presence
 		if json.Unmarshal(b, &p) == nil {
 			presence <- p
@@ -681,9 +776,6 @@ func TestAgentRunErrors(t *testing.T) {
 		opts expertagent.AgentOptions
 		want error
 	}{
-		{name: "client ID not a topic level", opts: expertagent.AgentOptions{ClientID: "a/b"}, want: expertagent.ErrAgentOptions},
-		{name: "name makes a bad client ID", opts: expertagent.AgentOptions{Name: "my agent"}, want: expertagent.ErrAgentOptions},
-		{name: "group not a topic level", opts: expertagent.AgentOptions{Group: "+"}, want: expertagent.ErrAgentOptions},
 		{name: "wrong password", opts: expertagent.AgentOptions{Username: e.AgentUser, Password: "nope"}, want: expertagent.ErrAgentConnect},
 		{name: "nothing listening", opts: expertagent.AgentOptions{BrokerURL: "tcp://127.0.0.1:1"}, want: expertagent.ErrAgentConnect},
 		// The broker refuses a platform login whose Will is on a presence
@@ -711,10 +803,32 @@ func TestAgentRunErrors(t *testing.T) {
 	}
 }
 
-func TestAgentRunWithoutBrokerURL(t *testing.T) {
-	err := expertagent.NewAgent(expertagent.AgentOptions{}).Run(agContext(t))
-	if !errors.Is(err, expertagent.ErrAgentOptions) {
-		t.Fatalf("Run = %v, want ErrAgentOptions", err)
+// TestAgentRunBadOptions: Run refuses options it cannot run with before it
+// dials: nothing listens at the broker URL.
+func TestAgentRunBadOptions(t *testing.T) {
+	const url = "tcp://127.0.0.1:1"
+	tests := []struct {
+		name string
+		opts expertagent.AgentOptions
+		want string // in the error
+	}{
+		{name: "no broker URL", opts: expertagent.AgentOptions{Username: "agent1"}, want: "BrokerURL"},
+		{name: "no username", opts: expertagent.AgentOptions{BrokerURL: url}, want: "Username is required"},
+		{name: "username with a slash", opts: expertagent.AgentOptions{BrokerURL: url, Username: "a/b"}, want: "Username"},
+		{name: "username a wildcard", opts: expertagent.AgentOptions{BrokerURL: url, Username: "+"}, want: "Username"},
+		{name: "username with a space", opts: expertagent.AgentOptions{BrokerURL: url, Username: "my agent"}, want: "Username"},
+		{name: "username too long", opts: expertagent.AgentOptions{BrokerURL: url, Username: strings.Repeat("u", 129)}, want: "Username"},
+		{name: "client ID not a topic level", opts: expertagent.AgentOptions{BrokerURL: url, Username: "agent1", ClientID: "a/b"}, want: "ClientID"},
+		{name: "client ID is the pool's level", opts: expertagent.AgentOptions{BrokerURL: url, Username: "agent1", ClientID: "_"}, want: "ClientID"},
+		{name: "name makes a bad client ID", opts: expertagent.AgentOptions{BrokerURL: url, Username: "agent1", Name: "my agent"}, want: "ClientID"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := expertagent.NewAgent(tc.opts).Run(agContext(t))
+			if !errors.Is(err, expertagent.ErrAgentOptions) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run = %v, want ErrAgentOptions about %s", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -736,7 +850,7 @@ func TestAgentAddTool(t *testing.T) {
 		{name: "output schema null", tool: expertagent.Tool{Tool: mcp.Tool{Name: "s3", OutputSchema: json.RawMessage(`null`)}, Handler: ok}, want: expertagent.ErrInvalidTool},
 		{name: "schema without type", tool: expertagent.Tool{Tool: mcp.Tool{Name: "s4", InputSchema: json.RawMessage(`{"properties":{}}`)}, Handler: ok}},
 	}
-	a := expertagent.NewAgent(expertagent.AgentOptions{BrokerURL: "tcp://127.0.0.1:1"})
+	a := expertagent.NewAgent(expertagent.AgentOptions{BrokerURL: "tcp://127.0.0.1:1", Username: "agent1"})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := a.AddTool(tc.tool); !errors.Is(err, tc.want) {

@@ -38,7 +38,11 @@ type TokenAuthenticator interface {
 
 // AgentRequester reaches the expert agents (*requester.Requester).
 type AgentRequester interface {
-	Request(ctx context.Context, c contract.Context, caller *contract.Caller, method string, params json.RawMessage, interim requester.InterimFunc) (*jsonrpc.Message, error)
+	// Request sends a request in context c to agent (its name on the bus).
+	Request(ctx context.Context, c contract.Context, agent string, caller *contract.Caller, method string, params json.RawMessage, interim requester.InterimFunc) (*jsonrpc.Message, error)
+	// OnlineAgents names the agents with an instance online, sorted. Just
+	// after the requester starts it may wait a moment for their presence.
+	OnlineAgents(ctx context.Context) []string
 	PresenceGeneration() uint64
 }
 
@@ -132,6 +136,8 @@ type Gateway struct {
 	router   *mux.Router
 	sessions *sessions
 	catalogs *catalogs
+	owners   *ownerCache // who serves which resource and prompt (aggregate.go)
+	silent   sync.Map    // agent -> time.Time: its tool list timed out; left out until then
 	toolSets *toolSets
 	stats    gatewayStats
 	limits   atomic.Pointer[rateLimiter]
@@ -198,6 +204,7 @@ func New(opts Options) (*Gateway, error) {
 		router:   mux.NewRouter(),
 		sessions: newSessions(opts.SessionSecret, opts.SessionTTL),
 		catalogs: newCatalogs(opts.MaxContexts, opts.ToolListTTL),
+		owners:   newOwnerCache(opts.MaxContexts),
 		toolSets: newToolSets(),
 		done:     make(chan struct{}),
 	}

@@ -114,13 +114,13 @@ func TestBuildCatalog(t *testing.T) {
 			{"name":"echo","description":"Echo.","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},
 			{"name":"platform_whoami","inputSchema":{"type":"object"}},
 			{"name":"bad name!"},
-			{"name":"noschema","description":"x"}
+			{"name":"noschema","description":"x","_meta":{"x":1}}
 		],"nextCursor":"2"}`),
 		json.RawMessage(`{"tools":[{"name":"echo"},{"name":"last","description":"L","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"a":{"type":"string"}}}}]}`),
 	}
 	taken := func(n string) bool { return n == "platform_whoami" }
 	var warnings []string
-	c, err := buildCatalog(pages, taken, func(msg string, _ ...any) { warnings = append(warnings, msg) })
+	c, err := buildCatalog([]agentPages{{agent: "search", pages: pages}}, taken, func(msg string, _ ...any) { warnings = append(warnings, msg) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,24 +128,77 @@ func TestBuildCatalog(t *testing.T) {
 	for _, tl := range c.tools {
 		names = append(names, tl.exposed)
 	}
-	if got := strings.Join(names, ","); got != "agent_platform_whoami,echo,last,noschema" {
+	if got := strings.Join(names, ","); got != "echo,last,noschema,search.platform_whoami" {
 		t.Fatalf("tools = %s", got)
 	}
 	if len(warnings) != 2 { // "bad name!" and the second echo
 		t.Fatalf("warnings = %v", warnings)
 	}
-	renamed, _ := c.lookup("agent_platform_whoami")
-	if renamed.name != "platform_whoami" || !strings.Contains(string(renamed.raw), `"name":"agent_platform_whoami"`) ||
+	renamed, _ := c.lookup("search.platform_whoami")
+	if renamed.name != "platform_whoami" || renamed.agent != "search" || !strings.Contains(string(renamed.raw), `"name":"search.platform_whoami"`) ||
 		!strings.Contains(string(renamed.raw), `"description":`) {
 		t.Fatalf("renamed tool: %+v %s", renamed, renamed.raw)
 	}
-	if e, _ := c.lookup("echo"); !e.readOnly {
-		t.Fatal("echo lost its readOnlyHint")
+	if e, _ := c.lookup("echo"); !e.readOnly || !strings.Contains(string(e.raw), `"_meta":{"io.toolbus/agent":"search"}`) {
+		t.Fatalf("echo: %+v %s", e, e.raw)
 	}
-	if n, _ := c.lookup("noschema"); !strings.Contains(string(n.raw), `"inputSchema":{"type":"object"}`) {
+	if n, _ := c.lookup("noschema"); !strings.Contains(string(n.raw), `"inputSchema":{"type":"object"}`) ||
+		!strings.Contains(string(n.raw), `"_meta":{"io.toolbus/agent":"search","x":1}`) {
 		t.Fatalf("noschema: %s", n.raw)
 	}
 	if l, _ := c.lookup("last"); !strings.Contains(string(l.raw), `"$defs":{"a":{"type":"string"}}`) {
 		t.Fatalf("JSON Schema keywords not kept: %s", l.raw)
+	}
+}
+
+// The union of several agents: a name one agent holds alone keeps it; a
+// name two agents hold is <agent>.<name> for both, and so is an agent's
+// tool that a platform tool's name hides; the same answers in another
+// order give the same names.
+func TestBuildCatalogUnion(t *testing.T) {
+	page := func(names ...string) []json.RawMessage {
+		var b strings.Builder
+		b.WriteString(`{"tools":[`)
+		for i, n := range names {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`{"name":"` + n + `"}`)
+		}
+		b.WriteString(`]}`)
+		return []json.RawMessage{json.RawMessage(b.String())}
+	}
+	answers := []agentPages{
+		{agent: "files", pages: page("read", "search", "platform_whoami")},
+		{agent: "search", pages: page("search", "rank")},
+		{agent: "web", pages: page("fetch", "search", "files.read")},
+	}
+	taken := func(n string) bool { return n == "platform_whoami" }
+	var warnings []string
+	c, err := buildCatalog(answers, taken, func(msg string, _ ...any) { warnings = append(warnings, msg) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tl := range c.tools {
+		got = append(got, tl.exposed+"@"+tl.agent+":"+tl.name)
+	}
+	want := "fetch@web:fetch,files.platform_whoami@files:platform_whoami,files.read@web:files.read,files.search@files:search," +
+		"rank@search:rank,read@files:read,search.search@search:search,web.search@web:search"
+	if strings.Join(got, ",") != want {
+		t.Fatalf("union:\n got %s\nwant %s", strings.Join(got, ","), want)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings: %v", warnings)
+	}
+	// web's own "files.read" is unique, so it keeps its name; had files'
+	// read been qualified too, the second would be left out, not merged.
+	clash := []agentPages{{agent: "files", pages: page("read", "x")}, {agent: "web", pages: page("files.read", "x")}}
+	c, _ = buildCatalog(clash, taken, func(msg string, _ ...any) { warnings = append(warnings, msg) })
+	if t2, ok := c.lookup("files.read"); !ok || t2.agent != "web" {
+		t.Errorf("files.read: %+v", t2)
+	}
+	if _, ok := c.lookup("web.x"); !ok {
+		t.Error("web.x missing")
 	}
 }

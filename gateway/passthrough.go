@@ -51,7 +51,19 @@ func (g *Gateway) passThrough(r *request, m agentMethod) answer {
 	if !r.tok.HasScope(m.scope) {
 		return g.forbidden(r, "the token lacks the "+m.scope+" scope")
 	}
-	msg, err := g.agentRequest(r, r.method, r.params, m.mrtr)
+	agents := g.opts.Agents.OnlineAgents(r.ctx)
+	switch {
+	case len(agents) == 0:
+		if m.list != "" {
+			return passResult(r, m, []byte(`{"`+m.list+`":[]}`))
+		}
+		return g.agentError(r, requester.ErrNoAgent)
+	case len(agents) > 1 && m.list != "":
+		return g.mergeList(r, m, agents)
+	case len(agents) > 1:
+		return g.route(r, m, agents)
+	}
+	msg, err := g.agentRequest(r, agents[0], r.method, r.params, m.mrtr)
 	if err != nil {
 		if r.ctx.Err() != nil {
 			return answer{} // nobody to answer
@@ -65,6 +77,10 @@ func (g *Gateway) passThrough(r *request, m agentMethod) answer {
 		return g.agentError(r, err)
 	}
 	if msg.Error != nil {
+		if m.list != "" && msg.Error.Code == jsonrpc.CodeMethodNotFound {
+			// An agent with tools only need not serve the other lists.
+			return passResult(r, m, []byte(`{"`+m.list+`":[]}`))
+		}
 		return agentRPCError(msg.Error)
 	}
 	return passResult(r, m, msg.Result)
@@ -127,13 +143,13 @@ func withCacheFields(result []byte) []byte {
 	return append(out, rest...)
 }
 
-// agentRequest sends one request to the agents of the call's context,
+// agentRequest sends one request to agent in the call's context,
 // relaying their notifications to the client while it runs. On a legacy
 // session it also serves the agents' "input required" answers itself
 // (SEP-2322): it asks the client over the request's stream, as servers of
 // those versions do, and calls the agents again with the answers. On the
 // 2026 wire such answers go to the client as they are.
-func (g *Gateway) agentRequest(r *request, method string, params json.RawMessage, mrtr bool) (_ *jsonrpc.Message, err error) {
+func (g *Gateway) agentRequest(r *request, agent, method string, params json.RawMessage, mrtr bool) (_ *jsonrpc.Message, err error) {
 	ctx := r.ctx
 	if r.sess != nil {
 		// A notifications/cancelled from the client for this request ends it.
@@ -154,7 +170,7 @@ func (g *Gateway) agentRequest(r *request, method string, params json.RawMessage
 	}
 	relay := func(_ string, m *jsonrpc.Message) { g.relay(r, m) }
 	for round := 0; ; round++ {
-		msg, err := g.opts.Agents.Request(ctx, r.bus, callerOf(r.tok), method, params, relay)
+		msg, err := g.opts.Agents.Request(ctx, r.bus, agent, callerOf(r.tok), method, params, relay)
 		if err != nil || msg.Error != nil || !mrtr || r.modern || r.sess == nil {
 			return msg, err
 		}

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -52,12 +52,91 @@ func (g *Gateway) agentCatalog(r *request) (*agentCatalog, error) {
 	})
 }
 
-// fetchCatalog asks the agents of a context for all pages of their tool list.
+// fetchCatalog asks every online agent, concurrently, for all pages of its
+// tool list in a context, and builds their union. An agent that fails or
+// does not answer within ListTimeout is left out (logged and counted), and
+// the union is marked partial so that it is asked again soon; only when
+// every agent fails is it an error.
 func (g *Gateway) fetchCatalog(ctx context.Context, key contract.Context, tok acl.Token, log *logrus.Entry) (*agentCatalog, error) {
 	// Shared by concurrent requests of the context: one caller leaving must
 	// not cancel the fetch for the others.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ListTimeout)
 	defer cancel()
+	online := g.opts.Agents.OnlineAgents(ctx)
+	if len(online) == 0 {
+		return nil, requester.ErrNoAgent
+	}
+	// An agent that let its last list time out is not waited for again
+	// until silentRetry has passed: one silent agent costs the union one
+	// ListTimeout, not one per context.
+	var agents []string
+	skipped := false
+	for _, a := range online {
+		if until, ok := g.silent.Load(a); ok && time.Now().Before(until.(time.Time)) {
+			skipped = true
+			continue
+		}
+		agents = append(agents, a)
+	}
+	if len(agents) == 0 {
+		return nil, fmt.Errorf("%w: every online agent let its tool list time out lately", requester.ErrTimeout)
+	}
+	answers := make([]agentPages, len(agents))
+	errs := make([]error, len(agents))
+	var wg sync.WaitGroup
+	for i, agent := range agents {
+		wg.Go(func() {
+			answers[i].agent = agent
+			answers[i].pages, errs[i] = g.fetchAgentTools(ctx, key, agent, tok)
+		})
+	}
+	wg.Wait()
+	var ok []agentPages
+	var failed []error
+	for i, a := range answers {
+		if errs[i] != nil {
+			g.stats.agentListFailed()
+			if errors.Is(errs[i], requester.ErrTimeout) {
+				g.silent.Store(a.agent, time.Now().Add(silentRetry))
+			}
+			log.WithError(errs[i]).WithField("agent", a.agent).Warn("tools/list without this agent's tools")
+			failed = append(failed, fmt.Errorf("agent %s: %w", a.agent, errs[i]))
+			continue
+		}
+		g.silent.Delete(a.agent)
+		ok = append(ok, a)
+	}
+	if len(ok) == 0 {
+		return nil, errors.Join(failed...)
+	}
+	// The answers, agent by agent, are the key of the shared tool sets.
+	var pages []json.RawMessage
+	for _, a := range ok {
+		name, _ := json.Marshal(a.agent)
+		pages = append(pages, name)
+		pages = append(pages, a.pages...)
+	}
+	set, err := g.toolSets.get(pages, func() (*toolSet, error) {
+		return buildCatalog(ok, g.platformTaken, func(msg string, args ...any) {
+			f := logrus.Fields{}
+			for i := 0; i+1 < len(args); i += 2 {
+				f[fmt.Sprint(args[i])] = args[i+1]
+			}
+			log.WithFields(f).Warn(msg)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &agentCatalog{toolSet: set, partial: skipped || len(failed) > 0}, nil
+}
+
+// silentRetry is how long an agent whose tool list timed out is left out of
+// the union before it is asked again.
+const silentRetry = 5 * time.Second
+
+// fetchAgentTools asks one agent for all pages of its tool list.
+func (g *Gateway) fetchAgentTools(ctx context.Context, key contract.Context, agent string, tok acl.Token) ([]json.RawMessage, error) {
 	var pages []json.RawMessage
 	var cursor string
 	for range maxToolPages {
@@ -66,7 +145,7 @@ func (g *Gateway) fetchCatalog(ctx context.Context, key contract.Context, tok ac
 			params, _ = json.Marshal(map[string]string{"cursor": cursor})
 		}
 		start := time.Now()
-		m, err := g.opts.Agents.Request(ctx, key, callerOf(tok), "tools/list", params, nil)
+		m, err := g.opts.Agents.Request(ctx, key, agent, callerOf(tok), "tools/list", params, nil)
 		if g.opts.Observer != nil {
 			g.opts.Observer.AgentRequest("tools/list", time.Since(start), err)
 		}
@@ -85,19 +164,7 @@ func (g *Gateway) fetchCatalog(ctx context.Context, key contract.Context, tok ac
 			break
 		}
 	}
-	set, err := g.toolSets.get(pages, func() (*toolSet, error) {
-		return buildCatalog(pages, g.platformTaken, func(msg string, args ...any) {
-			f := logrus.Fields{}
-			for i := 0; i+1 < len(args); i += 2 {
-				f[fmt.Sprint(args[i])] = args[i+1]
-			}
-			log.WithFields(f).Warn(msg)
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &agentCatalog{toolSet: set}, nil
+	return pages, nil
 }
 
 func (g *Gateway) toolsList(r *request) answer {
@@ -266,7 +333,7 @@ func (g *Gateway) agentCall(r *request, name string, start time.Time) answer {
 		p["name"], _ = json.Marshal(t.name)
 		params, _ = json.Marshal(p)
 	}
-	msg, err := g.agentRequest(r, "tools/call", params, true)
+	msg, err := g.agentRequest(r, t.agent, "tools/call", params, true)
 	if err != nil {
 		if r.ctx.Err() != nil {
 			r.setOutcome(OutcomeCancelled, "client_gone")
@@ -290,12 +357,11 @@ func (g *Gateway) agentCall(r *request, name string, start time.Time) answer {
 // list, fetched from the agents (a round trip) when it is not cached. The
 // first call in a new context would cost two round trips; instead, when
 // the last tool list any context got has the tool, the call goes straight
-// to the agents, which refuse a tool they do not serve here (-32602). Only
+// to its agent, which refuses a tool it does not serve here (-32602). Only
 // names some agent listed ever leave the gateway. A read-only token, whose
-// check needs the context's own annotations, and a prefixed name, whose
-// agent-side name the context's list says, always wait for the list.
+// check needs the context's own annotations, always waits for the list.
 func (g *Gateway) agentToolOf(r *request, name string) (agentTool, bool, error) {
-	if !r.tok.ReadOnly && !strings.HasPrefix(name, AgentToolPrefix) {
+	if !r.tok.ReadOnly {
 		if cat := g.catalogs.peek(r.bus, g.opts.Agents.PresenceGeneration()); cat != nil {
 			t, ok := cat.lookup(name)
 			return t, ok, nil
@@ -394,7 +460,7 @@ func (g *Gateway) AgentTools(ctx context.Context, tok acl.Token) ([]platformtool
 			Description string `json:"description"`
 		}
 		_ = json.Unmarshal(t.raw, &d)
-		out = append(out, platformtools.AgentTool{Name: t.exposed, Title: d.Title, Description: d.Description})
+		out = append(out, platformtools.AgentTool{Name: t.exposed, Agent: t.agent, Title: d.Title, Description: d.Description})
 	}
 	return out, nil
 }

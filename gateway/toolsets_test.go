@@ -14,7 +14,7 @@ func TestToolSetsShareEqualAnswers(t *testing.T) {
 		t.Helper()
 		set, err := ts.get(pages, func() (*toolSet, error) {
 			builds++
-			return buildCatalog(pages, func(string) bool { return false }, func(string, ...any) {})
+			return buildCatalog([]agentPages{{agent: "a", pages: pages}}, func(string) bool { return false }, func(string, ...any) {})
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -49,7 +49,7 @@ func TestToolSetsLastListed(t *testing.T) {
 	for _, page := range []string{`{"tools":[{"name":"echo"}]}`, `{"tools":[{"name":"sha256"}]}`} {
 		pages := []json.RawMessage{json.RawMessage(page)}
 		if _, err := ts.get(pages, func() (*toolSet, error) {
-			return buildCatalog(pages, func(string) bool { return false }, func(string, ...any) {})
+			return buildCatalog([]agentPages{{agent: "a", pages: pages}}, func(string) bool { return false }, func(string, ...any) {})
 		}); err != nil {
 			t.Fatal(err)
 		}

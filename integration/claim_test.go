@@ -12,10 +12,10 @@ import (
 )
 
 // TestClaimedCallFailsWhenItsWorkerDies: two reference agents (real
-// processes) in one group. The one running a long call claims it; killed
-// with SIGKILL while the other stays online, its call fails at once with
-// ErrAgentGone instead of waiting for the 60 s deadline, and the survivor
-// serves the next call.
+// processes) logged in as one identity, worker: two instances of one
+// agent. The one running a long call claims it; killed with SIGKILL while
+// the other stays online, its call fails at once with ErrAgentGone instead
+// of waiting for the 60 s deadline, and the survivor serves the next call.
 func TestClaimedCallFailsWhenItsWorkerDies(t *testing.T) {
 	srv := startServer(t, server.Config{CallTimeout: time.Minute})
 	const password = "worker-password-123"
@@ -28,7 +28,7 @@ func TestClaimedCallFailsWhenItsWorkerDies(t *testing.T) {
 
 	errc := make(chan error, 1)
 	go func() {
-		_, err := r.CallTool(testCtx(t, 2*time.Minute), c, nil, "countdown", json.RawMessage(`{"seconds":50}`), nil)
+		_, err := r.CallTool(testCtx(t, 2*time.Minute), c, "worker", nil, "countdown", json.RawMessage(`{"seconds":50}`), nil)
 		errc <- err
 	}()
 	poll(t, 15*time.Second, "the call claimed by worker-a", func() bool { return r.Stats().Claims == 1 })
@@ -43,7 +43,7 @@ func TestClaimedCallFailsWhenItsWorkerDies(t *testing.T) {
 	case <-time.After(30 * time.Second): // the deadline is 60 s: this is "at once"
 		t.Fatal("the claimed call still waits 30 s after its worker died")
 	}
-	res, err := r.CallTool(testCtx(t, 20*time.Second), ctxFor(srv, "alice", "s2"), nil, "echo", json.RawMessage(`{"text":"still here"}`), nil)
+	res, err := r.CallTool(testCtx(t, 20*time.Second), ctxFor(srv, "alice", "s2"), "worker", nil, "echo", json.RawMessage(`{"text":"still here"}`), nil)
 	if err != nil || decodeResult(t, res).Content[0].Text != "still here" {
 		t.Fatalf("call after the death: %v %s", err, res)
 	}

@@ -113,7 +113,15 @@ func (e *extEnv) startGateway(t *testing.T, cfg server.Config) *gwEnv {
 // message it receives.
 func (e *extEnv) mqttClient(t *testing.T, username, password, clientID string, inbox chan<- paho.Message) (paho.Client, error) {
 	t.Helper()
-	o := paho.NewClientOptions().AddBroker(e.mosq.URL).SetClientID(clientID).
+	return dialMQTT(t, e.mosq.URL, username, password, clientID, inbox)
+}
+
+// dialMQTT connects a plain paho client (clean session, no reconnect) to
+// brokerURL; inbox, if not nil, gets every message it receives. A login the
+// broker refuses is the error; no CONNACK in time fails the test.
+func dialMQTT(t *testing.T, brokerURL, username, password, clientID string, inbox chan<- paho.Message) (paho.Client, error) {
+	t.Helper()
+	o := paho.NewClientOptions().AddBroker(brokerURL).SetClientID(clientID).
 		SetUsername(username).SetPassword(password).SetCleanSession(true).
 		SetAutoReconnect(false).SetConnectTimeout(5 * time.Second).SetWriteTimeout(5 * time.Second).
 		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
@@ -206,41 +214,49 @@ func TestExternalBrokerToolsListAndCall(t *testing.T) {
 }
 
 // Mosquitto enforces what the export says: an agent identity cannot read
-// responses nor publish requests, a disabled identity is not in the
+// replies nor publish requests, cannot read another agent's requests nor
+// reply under another agent's name, a disabled identity is not in the
 // password file, and unknown identities or wrong passwords cannot connect.
 func TestExternalBrokerACL(t *testing.T) {
 	e := startExternalBroker(t)
 	ctx := contract.Context{PlatformID: "gw1", UserID: "u1", SessionID: "s1", EntityType: contract.NoEntity, EntityID: contract.NoEntity}
 
 	t.Run("agent cannot publish requests", func(t *testing.T) {
-		// agent2 takes requests; tagent tries to forge one, then sends the
-		// sentinel: agent2 gets the sentinel first, so the forged request
-		// never arrived.
+		// agent2 takes its requests; tagent tries to forge some, then
+		// sends the sentinel: agent2 gets the sentinel first, so the forged
+		// requests never arrived.
 		in := make(chan paho.Message, 16)
 		observer, err := e.mqttClient(t, extSpareAgent, extPassword, "observer-req", in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustToken(t, observer.Subscribe(contract.RequestFilter, 1, nil))
+		mustToken(t, observer.Subscribe(contract.RequestFilter(extSpareAgent, contract.AnyInstance), 1, nil))
+		mustToken(t, observer.Subscribe(contract.RequestFilter(extSpareAgent, "observer-req"), 1, nil))
 		mustToken(t, observer.Subscribe("test/sentinel", 1, nil))
 		forger, err := e.mqttClient(t, extAgentUser, agentPassword, "forger-req", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustToken(t, forger.Publish(ctx.RequestTopic(), 1, false, []byte("forged request")))
+		mustToken(t, forger.Publish(ctx.RequestTopic(extSpareAgent, contract.AnyInstance), 1, false, []byte("forged request")))
+		mustToken(t, forger.Publish(ctx.RequestTopic(extSpareAgent, "observer-req"), 1, false, []byte("forged request")))
 		mustToken(t, forger.Publish("test/sentinel", 1, false, []byte("sentinel")))
 		expectSentinelFirst(t, in)
 	})
 
-	t.Run("agent cannot read responses", func(t *testing.T) {
+	t.Run("agent cannot read replies", func(t *testing.T) {
 		in := make(chan paho.Message, 16)
 		snoop, err := e.mqttClient(t, extAgentUser, agentPassword, "snoop-res", in)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Mosquitto may refuse the subscription (SUBACK 0x80) or grant it
-		// and then deliver nothing: either way nothing must arrive.
-		for _, f := range []string{ctx.ResponseTopic(), "ff/v1/mcp/+/+/+/+/+/res", "ff/v1/mcp/#", "#"} {
+		// and then deliver nothing: either way nothing must arrive. The
+		// retired v1 tree is refused too.
+		for _, f := range []string{
+			ctx.ReplyFilter(), ctx.ReplyTopic(extSpareAgent, "responder-res"), contract.TopicPrefix + "+/+/+/+/+/+/+/res",
+			contract.TopicPrefix + "#", "ff/v2/#", "#",
+			"ff/v1/mcp/+/+/+/+/+/res", "ff/v1/mcp/#",
+		} {
 			if tok := snoop.Subscribe(f, 1, nil); !tok.WaitTimeout(10 * time.Second) {
 				t.Fatalf("subscribe %s: no SUBACK", f)
 			}
@@ -250,30 +266,85 @@ func TestExternalBrokerACL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustToken(t, responder.Publish(ctx.ResponseTopic(), 1, false, []byte("a response")))
+		mustToken(t, responder.Publish(ctx.ReplyTopic(extSpareAgent, "responder-res"), 1, false, []byte("a reply")))
 		mustToken(t, responder.Publish("test/sentinel", 1, false, []byte("sentinel")))
 		expectSentinelFirst(t, in)
 	})
 
-	t.Run("platform can publish requests and read responses", func(t *testing.T) {
-		// The same exchange with the rights the export grants: the
+	t.Run("agent cannot read another agent's requests", func(t *testing.T) {
+		in := make(chan paho.Message, 16)
+		snoop, err := e.mqttClient(t, extAgentUser, agentPassword, "snoop-req", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{
+			contract.RequestFilter(extSpareAgent, contract.AnyInstance), contract.RequestFilter(extSpareAgent, "+"),
+			contract.SharedRequestFilter(extSpareAgent), "$share/" + extAgentUser + "/" + contract.RequestFilter(extSpareAgent, contract.AnyInstance),
+			allRequests,
+		} {
+			if tok := snoop.Subscribe(f, 1, nil); !tok.WaitTimeout(10 * time.Second) {
+				t.Fatalf("subscribe %s: no SUBACK", f)
+			}
+		}
+		mustToken(t, snoop.Subscribe("test/sentinel", 1, nil))
+		gw, err := e.mqttClient(t, extGatewayUser, extPassword, "gw-req", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustToken(t, gw.Publish(ctx.RequestTopic(extSpareAgent, contract.AnyInstance), 1, false, []byte("a request for agent2")))
+		mustToken(t, gw.Publish(ctx.RequestTopic(extSpareAgent, extSpareAgent+"-1"), 1, false, []byte("a request for agent2-1")))
+		mustToken(t, gw.Publish("test/sentinel", 1, false, []byte("sentinel")))
+		expectSentinelFirst(t, in)
+	})
+
+	t.Run("agent cannot reply as another agent", func(t *testing.T) {
+		// The reply topic names the agent that answered: tagent cannot
+		// answer in agent2's name.
+		in := make(chan paho.Message, 16)
+		gw, err := e.mqttClient(t, extGatewayUser, extPassword, "gw-res", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustToken(t, gw.Subscribe(ctx.ReplyFilter(), 1, nil))
+		mustToken(t, gw.Subscribe("test/sentinel", 1, nil))
+		forger, err := e.mqttClient(t, extAgentUser, agentPassword, "forger-res", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustToken(t, forger.Publish(ctx.ReplyTopic(extSpareAgent, "forger-res"), 1, false, []byte("a reply in agent2's name")))
+		mustToken(t, forger.Publish(ctx.ReplyTopic(extSpareAgent, extSpareAgent+"-1"), 1, false, []byte("a reply as agent2-1")))
+		mustToken(t, forger.Publish(contract.PresenceTopic(extSpareAgent, extSpareAgent+"-1"), 1, false, []byte(`{"status":"offline"}`)))
+		mustToken(t, forger.Publish("test/sentinel", 1, false, []byte("sentinel")))
+		expectSentinelFirst(t, in)
+	})
+
+	t.Run("platform can publish requests and read replies", func(t *testing.T) {
+		// The same exchanges with the rights the export grants: the
 		// negative cases above are not a broken setup.
 		in := make(chan paho.Message, 16)
 		gw, err := e.mqttClient(t, extGatewayUser, extPassword, "gw-acl", in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustToken(t, gw.Subscribe(ctx.ResponseTopic(), 1, nil))
+		mustToken(t, gw.Subscribe(ctx.ReplyFilter(), 1, nil))
+		mustToken(t, gw.Subscribe(contract.PresenceFilter, 1, nil))
 		agentIn := make(chan paho.Message, 16)
 		agent, err := e.mqttClient(t, extAgentUser, agentPassword, "agent-acl", agentIn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustToken(t, agent.Subscribe("$share/acl/"+contract.RequestFilter, 1, nil))
-		mustToken(t, gw.Publish(ctx.RequestTopic(), 1, false, []byte("request")))
-		expectMessage(t, agentIn, ctx.RequestTopic())
-		mustToken(t, agent.Publish(ctx.ResponseTopic(), 1, false, []byte("response")))
-		expectMessage(t, in, ctx.ResponseTopic())
+		mustToken(t, agent.Subscribe(contract.SharedRequestFilter(extAgentUser), 1, nil))
+		mustToken(t, agent.Subscribe(contract.RequestFilter(extAgentUser, "agent-acl"), 1, nil))
+		// Its presence, its pool's requests, its own instance's, its replies.
+		presence := contract.PresenceTopic(extAgentUser, "agent-acl")
+		mustToken(t, agent.Publish(presence, 1, false, []byte(`{"status":"online"}`)))
+		expectMessage(t, in, presence)
+		mustToken(t, gw.Publish(ctx.RequestTopic(extAgentUser, contract.AnyInstance), 1, false, []byte("request")))
+		expectMessage(t, agentIn, ctx.RequestTopic(extAgentUser, contract.AnyInstance))
+		mustToken(t, gw.Publish(ctx.RequestTopic(extAgentUser, "agent-acl"), 1, false, []byte("request to the instance")))
+		expectMessage(t, agentIn, ctx.RequestTopic(extAgentUser, "agent-acl"))
+		mustToken(t, agent.Publish(ctx.ReplyTopic(extAgentUser, "agent-acl"), 1, false, []byte("reply")))
+		expectMessage(t, in, ctx.ReplyTopic(extAgentUser, "agent-acl"))
 	})
 
 	t.Run("who cannot connect", func(t *testing.T) {

@@ -68,9 +68,8 @@ func (e *faultEnv) markBaseline() {
 
 // assertSettled waits (bounded) until the gateway is back at rest after a
 // fault: no call pending, every context the requester holds subscribed on
-// the broker with its exact response topic, no response topic subscribed
-// that the requester does not hold, and the goroutine count back near the
-// baseline.
+// the broker with its reply filter, no reply filter subscribed that the
+// requester does not hold, and the goroutine count back near the baseline.
 func assertSettled(t *testing.T, e *faultEnv) {
 	t.Helper()
 	rq, br := e.srv.Requester(), e.srv.Broker()
@@ -83,10 +82,10 @@ func assertSettled(t *testing.T, e *faultEnv) {
 		}
 		held := map[string]bool{}
 		for _, c := range rq.Contexts("") {
-			topic := c.Context.ResponseTopic()
-			held[topic] = true
-			if !br.InlineSubscribed(topic) {
-				why = "context held without its subscription: " + topic
+			filter := c.Context.ReplyFilter()
+			held[filter] = true
+			if !br.InlineSubscribed(filter) {
+				why = "context held without its subscription: " + filter
 				return false
 			}
 		}
@@ -94,9 +93,9 @@ func assertSettled(t *testing.T, e *faultEnv) {
 			why = fmt.Sprintf("Contexts lists %d, Stats counts %d", len(held), st.Contexts)
 			return false
 		}
-		for _, topic := range e.reqs.resTopics() {
-			if !held[topic] && br.InlineSubscribed(topic) {
-				why = "stale subscription: " + topic
+		for _, filter := range e.reqs.replyFilters() {
+			if !held[filter] && br.InlineSubscribed(filter) {
+				why = "stale subscription: " + filter
 				return false
 			}
 		}
@@ -116,21 +115,27 @@ func assertSettled(t *testing.T, e *faultEnv) {
 	}
 }
 
-// reqTopics records the request topics the gateway publishes on (an inline
-// subscription: it sees the gateway's own publishes before Publish returns),
-// as the response topics the gateway may have subscribed.
+// reqTopics records the contexts of the requests the gateway publishes (an
+// inline subscription to every agent's requests: it sees the gateway's own
+// publishes before Publish returns), as the reply filters the gateway may
+// have subscribed.
 type reqTopics struct {
 	mu     sync.Mutex
-	topics map[string]bool
+	topics map[string]bool // reply filters
 }
 
 func watchReqTopics(t *testing.T, srv *server.Server) *reqTopics {
 	t.Helper()
 	w := &reqTopics{topics: map[string]bool{}}
 	bus := srv.Broker().Bus()
-	if err := bus.Subscribe(testCtx(t, 5*time.Second), contract.RequestFilter, func(topic string, _ []byte) {
+	if err := bus.Subscribe(testCtx(t, 5*time.Second), allRequests, func(topic string, _ []byte) {
+		rt, err := contract.ParseTopic(topic)
+		if err != nil {
+			t.Errorf("request on %s: %v", topic, err)
+			return
+		}
 		w.mu.Lock()
-		w.topics[strings.TrimSuffix(topic, "req")+"res"] = true
+		w.topics[rt.Context.ReplyFilter()] = true
 		w.mu.Unlock()
 	}); err != nil {
 		t.Fatal(err)
@@ -138,12 +143,12 @@ func watchReqTopics(t *testing.T, srv *server.Server) *reqTopics {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = bus.Unsubscribe(ctx, contract.RequestFilter)
+		_ = bus.Unsubscribe(ctx, allRequests)
 	})
 	return w
 }
 
-func (w *reqTopics) resTopics() []string {
+func (w *reqTopics) replyFilters() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]string, 0, len(w.topics))
@@ -155,11 +160,14 @@ func (w *reqTopics) resTopics() []string {
 }
 
 // fakeAgent is a misbehaving expert agent: a plain paho client logged in
-// with an expert-agent identity. It keeps its presence like a real agent
-// (retained online status, Last Will offline) and answers tools/list with
-// one tool, "fault"; every tools/call goes to calls, and the test decides
-// what to do with it. It publishes from its own goroutine, never from
-// paho's handler.
+// with the expert-agent identity fakeAgentName (every fake agent is an
+// instance of that one agent, with its own client ID). It subscribes to
+// the agent's requests without $share (each instance gets every request
+// for any instance) and to its own instance's, keeps its presence like a
+// real agent (retained online status, Last Will offline) and answers
+// tools/list with one tool, "fault"; every tools/call goes to calls, and
+// the test decides what to do with it. It publishes from its own
+// goroutine, never from paho's handler.
 type fakeAgent struct {
 	t        *testing.T
 	clientID string
@@ -175,14 +183,18 @@ type fakeAgent struct {
 // fakeCall is one request the fake agent received.
 type fakeCall struct {
 	reqTopic string
+	replyTo  string // the reply topic of the request's context, as the instance that got it
 	env      contract.Envelope
 	msg      jsonrpc.Message
 	text     string // the "text" argument of a tools/call
 }
 
-func (c fakeCall) resTopic() string { return strings.TrimSuffix(c.reqTopic, "req") + "res" }
+func (c fakeCall) resTopic() string { return c.replyTo }
 
-const fakePassword = "fake-agent-password-1"
+const (
+	fakeAgentName = "fake"
+	fakePassword  = "fake-agent-password-1"
+)
 
 // fakeToolList is the fake agent's tools/list result.
 const fakeToolList = `{"tools":[{"name":"fault","description":"Misbehaves as the test says.",` +
@@ -194,8 +206,8 @@ const fakeToolList = `{"tools":[{"name":"fault","description":"Misbehaves as the
 func startFakeAgent(t *testing.T, e *faultEnv, clientID string) *fakeAgent {
 	t.Helper()
 	ctx := testCtx(t, 10*time.Second)
-	if _, err := e.srv.Store().Identity(ctx, "fake"); err != nil {
-		if _, err := e.srv.Store().AddIdentity(ctx, "fake", acl.RoleExpertAgent, []byte(fakePassword)); err != nil {
+	if _, err := e.srv.Store().Identity(ctx, fakeAgentName); err != nil {
+		if _, err := e.srv.Store().AddIdentity(ctx, fakeAgentName, acl.RoleExpertAgent, []byte(fakePassword)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -205,10 +217,10 @@ func startFakeAgent(t *testing.T, e *faultEnv, clientID string) *fakeAgent {
 	a.kill = kill
 	will, _ := json.Marshal(contract.Presence{Status: contract.StatusOffline, ClientID: clientID, Name: "fake"})
 	opts := paho.NewClientOptions().AddBroker("tcp://"+e.srv.MQTTAddr().String()).
-		SetClientID(clientID).SetUsername("fake").SetPassword(fakePassword).
+		SetClientID(clientID).SetUsername(fakeAgentName).SetPassword(fakePassword).
 		SetAutoReconnect(false).SetConnectRetry(false).SetConnectTimeout(5*time.Second).SetCleanSession(true).
 		SetCustomOpenConnectionFn(open).
-		SetBinaryWill(contract.PresenceTopic(clientID), will, 1, true)
+		SetBinaryWill(contract.PresenceTopic(fakeAgentName, clientID), will, 1, true)
 	a.client = paho.NewClient(opts)
 	if tok := a.client.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("fake agent connect: %v", tok.Error())
@@ -216,7 +228,10 @@ func startFakeAgent(t *testing.T, e *faultEnv, clientID string) *fakeAgent {
 	a.wg.Add(1)
 	go a.serve()
 	t.Cleanup(a.stop)
-	tok := a.client.Subscribe(contract.RequestFilter, 1, func(_ paho.Client, m paho.Message) {
+	tok := a.client.SubscribeMultiple(map[string]byte{
+		contract.RequestFilter(fakeAgentName, contract.AnyInstance): 1,
+		contract.RequestFilter(fakeAgentName, clientID):             1,
+	}, func(_ paho.Client, m paho.Message) {
 		select {
 		case a.in <- m:
 		case <-a.done:
@@ -225,8 +240,13 @@ func startFakeAgent(t *testing.T, e *faultEnv, clientID string) *fakeAgent {
 	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("fake agent subscribe: %v", tok.Error())
 	}
+	for f, code := range tok.(*paho.SubscribeToken).Result() {
+		if code == 0x80 {
+			t.Fatalf("fake agent subscribe %s: refused", f)
+		}
+	}
 	online, _ := json.Marshal(contract.Presence{Status: contract.StatusOnline, ClientID: clientID, Name: "fake"})
-	a.publish(contract.PresenceTopic(clientID), online, true)
+	a.publish(contract.PresenceTopic(fakeAgentName, clientID), online, true)
 	poll(t, 10*time.Second, "fake agent "+clientID+" online", func() bool { return agentOnline(e.srv, clientID) })
 	return a
 }
@@ -242,7 +262,12 @@ func (a *fakeAgent) serve() {
 			return
 		}
 		c := fakeCall{reqTopic: m.Topic()}
-		var err error
+		rt, err := contract.ParseTopic(m.Topic())
+		if err != nil || rt.Kind != contract.Request || rt.Agent != fakeAgentName {
+			a.t.Errorf("fake agent: a request on %s", m.Topic())
+			continue
+		}
+		c.replyTo = rt.Context.ReplyTopic(fakeAgentName, a.clientID)
 		if c.env, err = contract.DecodeEnvelope(m.Payload()); err != nil {
 			a.t.Errorf("fake agent: bad request envelope: %v", err)
 			continue
@@ -273,7 +298,7 @@ func (a *fakeAgent) serve() {
 func (a *fakeAgent) stop() {
 	if a.client.IsConnectionOpen() {
 		offline, _ := json.Marshal(contract.Presence{Status: contract.StatusOffline, ClientID: a.clientID, Name: "fake"})
-		a.client.Publish(contract.PresenceTopic(a.clientID), 1, true, offline).WaitTimeout(5 * time.Second)
+		a.client.Publish(contract.PresenceTopic(fakeAgentName, a.clientID), 1, true, offline).WaitTimeout(5 * time.Second)
 	}
 	a.client.Disconnect(100)
 	close(a.done)
@@ -508,16 +533,16 @@ func TestFaultAgent(t *testing.T) {
 		c := a.next(t)
 		id := c.env.CorrelationID
 		dropped := []string{
-			``, `not json`, `[1,2,3]`, `{"v":1}`, `{"v":2,"correlationId":"` + id + `","message":{}}`,
+			``, `not json`, `[1,2,3]`, `{"v":2}`, `{"v":2,"correlationId":"` + id + `","message":{}}`,
 			strings.Repeat("[", 10000),
-			`{"v":1,"correlationId":"` + id + `","message":{"jsonrpc":"1.0","id":"` + id + `","result":{}}}`,
-			`{"v":1,"correlationId":"` + id + `","message":{"jsonrpc":"2.0","id":"` + id + `"}}`,
-			`{"v":1,"correlationId":"` + id + `","message":{"jsonrpc":"2.0","id":"other","result":{}}}`,
-			`{"v":1,"correlationId":"` + id + `","message":"a string"}`,
+			`{"v":2,"correlationId":"` + id + `","message":{"jsonrpc":"1.0","id":"` + id + `","result":{}}}`,
+			`{"v":2,"correlationId":"` + id + `","message":{"jsonrpc":"2.0","id":"` + id + `"}}`,
+			`{"v":2,"correlationId":"` + id + `","message":{"jsonrpc":"2.0","id":"other","result":{}}}`,
+			`{"v":2,"correlationId":"` + id + `","message":"a string"}`,
 		}
 		late := []string{
-			`{"v":1,"correlationId":"c-nobody-1","message":{"jsonrpc":"2.0","id":"c-nobody-1","result":{}}}`,
-			`{"v":1,"correlationId":"` + id + `x","message":{"jsonrpc":"2.0","id":"` + id + `x","result":{}}}`,
+			`{"v":2,"correlationId":"c-nobody-1","message":{"jsonrpc":"2.0","id":"c-nobody-1","result":{}}}`,
+			`{"v":2,"correlationId":"` + id + `x","message":{"jsonrpc":"2.0","id":"` + id + `x","result":{}}}`,
 		}
 		const rounds = 50
 		for range rounds {
@@ -541,8 +566,18 @@ func TestFaultAgent(t *testing.T) {
 		assertSettled(t, e)
 	})
 
-	t.Run("answers on another context's topic", func(t *testing.T) {
+	t.Run("answers on another context's topic, or as another agent", func(t *testing.T) {
 		_, a := session(t)
+		// Another expert-agent identity, which may publish replies under
+		// its own name only. It never says it is online: the calls go to
+		// the fake agent alone.
+		if _, err := e.srv.Store().AddIdentity(testCtx(t, 5*time.Second), "intruder", acl.RoleExpertAgent, []byte(fakePassword)); err != nil {
+			t.Fatal(err)
+		}
+		intruder, err := mqttClient(t, e.srv, "intruder", fakePassword, "intruder-1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		cs1 := e.connect(t, e.mcpURL(), tok, protocolVersions[0], nil)
 		cs2 := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "gus"}), protocolVersions[1], nil)
 		e.markBaseline()
@@ -561,7 +596,22 @@ func TestFaultAgent(t *testing.T) {
 		// Each call's ID answered on the other's topic: neither completes.
 		a.replyOn(two.resTopic(), one.env.CorrelationID, textResult("forged one"))
 		a.replyOn(one.resTopic(), two.env.CorrelationID, textResult("forged two"))
-		poll(t, 10*time.Second, "both forged answers counted", func() bool { return rq.Stats().Mismatched == mism+2 })
+		// One's ID answered in one's context, under another agent's name:
+		// the call went to the fake agent, so that does not complete it
+		// either.
+		rt, err := contract.ParseTopic(one.reqTopic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := json.Marshal(one.env.CorrelationID)
+		msg, _ := json.Marshal(jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Result: textResult("intruder")})
+		env := contract.Envelope{CorrelationID: one.env.CorrelationID, Message: msg}
+		forged, err := env.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustToken(t, intruder.Publish(rt.Context.ReplyTopic("intruder", "intruder-1"), 1, false, forged))
+		poll(t, 10*time.Second, "the three forged answers counted", func() bool { return rq.Stats().Mismatched == mism+3 })
 		a.reply(two, textResult("two"))
 		a.reply(one, textResult("one"))
 		wantText(t, await(t, ch1), "one")
@@ -634,7 +684,7 @@ func TestFaultAgentLongDeadline(t *testing.T) {
 		ch := callAsync(t, cs, "fault", "big")
 		c := a.next(t)
 		dropped := rq.Stats().Dropped
-		a.publish(c.resTopic(), []byte(`{"v":1,"correlationId":"`+c.env.CorrelationID+`","junk":"`+big+`"`), false)
+		a.publish(c.resTopic(), []byte(`{"v":2,"correlationId":"`+c.env.CorrelationID+`","junk":"`+big+`"`), false)
 		poll(t, 10*time.Second, "10 MiB of garbage dropped", func() bool { return rq.Stats().Dropped == dropped+1 })
 		a.reply(c, textResult(big))
 		wantText(t, await(t, ch), big)

@@ -401,7 +401,7 @@ func TestServeSIGTERMPastShutdownTimeout(t *testing.T) {
 
 // TestShutdownCleansUp runs the same shutdown in process, where the
 // requester and the broker can be asked: after Shutdown under load, no
-// call is pending, every context's response subscription and the presence
+// call is pending, every context's reply subscription and the presence
 // subscription are gone from the broker.
 func TestShutdownCleansUp(t *testing.T) {
 	e := startGateway(t, server.Config{MaxContexts: 8})
@@ -418,7 +418,7 @@ func TestShutdownCleansUp(t *testing.T) {
 	req, b := e.srv.Requester(), e.srv.Broker()
 	var topics []string
 	for _, c := range req.AllContexts() {
-		topics = append(topics, c.Context.ResponseTopic())
+		topics = append(topics, c.Context.ReplyFilter())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

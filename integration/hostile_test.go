@@ -270,15 +270,26 @@ func (w *wiretap) quiet(t *testing.T, mark int) {
 }
 
 // noCalls fails if a tools/call was published since mark, or anything off
-// the caller's own request/response topics (a tools/list that fills the
-// gateway's tool catalog is fine).
-func (w *wiretap) noCalls(t *testing.T, mark int, own string) {
+// the caller's own context with the suite's agent (a tools/list that fills
+// the gateway's tool catalog, and its reply, are fine).
+func (w *wiretap) noCalls(t *testing.T, mark int, own contract.Context) {
 	t.Helper()
 	for _, m := range w.since(mark) {
-		if !strings.HasPrefix(m.topic, own) || m.method() == "tools/call" {
+		if _, ok := ownTopic(own, m.topic); !ok || m.method() == "tools/call" {
 			t.Errorf("published %q on %s", m.method(), m.topic)
 		}
 	}
+}
+
+// ownTopic reports whether topic is a request to the suite's agent or one
+// of its replies, in the context own, and which (contract.Request or
+// contract.Reply).
+func ownTopic(own contract.Context, topic string) (kind string, ok bool) {
+	rt, err := contract.ParseTopic(topic)
+	if err != nil || rt.Context != own || rt.Agent != hostileAgentName {
+		return "", false
+	}
+	return rt.Kind, true
 }
 
 // reply is one answer of the MCP endpoint, decoded loosely: a JSON-RPC
@@ -391,8 +402,8 @@ func (e *hostileEnv) session(t *testing.T, token string) string {
 	return sid
 }
 
-// ownTopics is the topic prefix of a session's context.
-func (e *hostileEnv) ownTopics(t *testing.T, sid string) string {
+// ownContext is the context of a session on the bus.
+func (e *hostileEnv) ownContext(t *testing.T, sid string) contract.Context {
 	t.Helper()
 	claims, _, _ := strings.Cut(sid, ".")
 	b, err := base64.RawURLEncoding.DecodeString(claims)
@@ -403,7 +414,8 @@ func (e *hostileEnv) ownTopics(t *testing.T, sid string) string {
 	if err != nil || json.Unmarshal(b, &c) != nil {
 		t.Fatalf("session ID %q does not carry its claims", sid)
 	}
-	return contract.TopicPrefix + e.srv.PlatformID() + "/" + c.U + "/" + c.K + "/_/_/"
+	return contract.Context{PlatformID: e.srv.PlatformID(), UserID: c.U, SessionID: c.K,
+		EntityType: contract.NoEntity, EntityID: contract.NoEntity}
 }
 
 func callBody(id int, name string, args any) string {
@@ -842,16 +854,20 @@ func TestHostileMCP(t *testing.T) {
 	e.healthy(t)
 	base := goroutines(e)
 	sid := e.session(t, e.tok)
-	own := e.ownTopics(t, sid)
+	own := e.ownContext(t, sid)
 	inSession := map[string]string{"Mcp-Session-Id": sid}
 	roSID := e.session(t, e.ro)
 
 	t.Run("tool names", func(t *testing.T) {
 		for _, name := range []string{
 			"+", "#", "ec/ho", "echo/+", "echo/#", "$SYS/broker/uptime", "$share/g/echo",
-			"ff/v1/mcp/+/+/+/+/+/req", "../../etc/passwd", "..", "echo/../delete_all", `..\..\echo`,
-			"echo\x00", "%2e%2e%2f", " echo", "echo\n", "ECHO", "agent_echo", strings.Repeat("a", 129),
+			allRequests, "ff/v1/mcp/+/+/+/+/+/req", "../../etc/passwd", "..", "echo/../delete_all", `..\..\echo`,
+			"echo\x00", "%2e%2e%2f", " echo", "echo\n", "ECHO", strings.Repeat("a", 129),
 			strings.Repeat("n", 1<<20),
+			// Agent-qualified names exist only for a name two sources hold,
+			// and the old prefix for a collision is gone.
+			hostileAgentName + ".echo", hostileAgentName + ".delete_all", "spy.echo", ".echo", hostileAgentName + ".",
+			"agent_echo",
 		} {
 			t.Run(clipName(name), func(t *testing.T) {
 				mark := e.tap.mark()
@@ -878,7 +894,8 @@ func TestHostileMCP(t *testing.T) {
 		// Arguments travel in the payload, never in a topic: the agent gets
 		// them as sent, on the caller's own topic, and nothing else moves.
 		for _, text := range []string{
-			"+", "#", "a/+/#", "$SYS/#", "$share/g/ff/v1/mcp/+/+/+/+/+/res", "ff/v1/mcp/x/y/z/_/_/res",
+			"+", "#", "a/+/#", "$SYS/#", "$share/g/" + contract.TopicPrefix + "+/+/+/+/+/+/+/res",
+			own.ReplyTopic(hostileAgentName, hostileAgentName+"-1"), contract.PresenceTopic(hostileAgentName, "x"), "ff/v1/mcp/x/y/z/_/_/res",
 			"../../../../etc/passwd", `..\..\windows\system32`, "\x00", "\u2028\u2029", strings.Repeat("x", 1<<20),
 		} {
 			t.Run(clipName(text), func(t *testing.T) {
@@ -892,10 +909,11 @@ func TestHostileMCP(t *testing.T) {
 				}
 				calls := 0
 				for _, m := range e.tap.since(mark) {
+					kind, ok := ownTopic(own, m.topic)
 					switch {
-					case m.topic == own+"req" && m.method() == "tools/call":
+					case kind == contract.Request && m.method() == "tools/call":
 						calls++
-					case m.topic == own+"req" || m.topic == own+"res":
+					case ok:
 					default:
 						t.Errorf("published on %s", m.topic)
 					}
@@ -1162,11 +1180,13 @@ func suback(t *testing.T, c paho.Client, filters []string, h paho.MessageHandler
 
 // barrier publishes a marker from c and waits until the wiretap has it: the
 // broker handles one client's packets in order, so whatever c published
-// before has been routed (or refused) by then.
+// before has been routed (or refused) by then. The marker goes to c's own
+// probe topic, which every identity may use, whatever its role.
 func barrier(t *testing.T, e *hostileEnv, c paho.Client) {
 	t.Helper()
 	marker := fmt.Sprintf("barrier-%d", e.seq.Add(1))
-	topic := contract.TopicPrefix + "barrier/x/x/_/_/res"
+	opts := c.OptionsReader()
+	topic := acl.ProbeTopic(opts.Username(), barrierLevel)
 	mark := e.tap.mark()
 	if tok := c.Publish(topic, 0, false, marker); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatalf("barrier publish: %v", tok.Error())
@@ -1179,6 +1199,14 @@ func barrier(t *testing.T, e *hostileEnv, c paho.Client) {
 		}
 		return false
 	})
+}
+
+// barrierLevel is the last level of the barriers' probe topics.
+const barrierLevel = "barrier"
+
+// isBarrier reports whether topic is a barrier's.
+func isBarrier(topic string) bool {
+	return strings.HasPrefix(topic, "ff/v2/probe/") && strings.HasSuffix(topic, "/"+barrierLevel)
 }
 
 // TestHostileMQTT: hostile MQTT clients against a running gateway: forged
@@ -1227,94 +1255,165 @@ func TestHostileMQTT(t *testing.T) {
 	})
 
 	t.Run("forged presence", func(t *testing.T) {
-		// A Will on another agent's presence topic is refused at login.
-		if _, err := mqttClient(t, e.srv, "mallory", pass, "mallory-w", func(o *paho.ClientOptions) {
-			o.SetWill(contract.TopicPrefix+"agents/"+agentID+"/status", `{"status":"offline"}`, 1, true)
-		}); err == nil {
-			t.Fatal("a Will on another agent's presence was accepted")
+		// A Will on any presence topic but the client's own is refused at
+		// login: the agent's, one under mallory's name with another client
+		// ID, one under the agent's name with mallory's client ID, or one
+		// in the retired v1 tree.
+		for _, will := range []string{
+			contract.PresenceTopic(hostileAgentName, agentID),
+			contract.PresenceTopic("mallory", agentID),
+			contract.PresenceTopic(hostileAgentName, "mallory-w"),
+			"ff/v1/mcp/agents/" + agentID + "/status",
+			"ff/v1/mcp/agents/mallory-w/status",
+		} {
+			if _, err := mqttClient(t, e.srv, "mallory", pass, "mallory-w", func(o *paho.ClientOptions) {
+				o.SetWill(will, `{"status":"offline"}`, 1, true)
+			}); err == nil {
+				t.Fatalf("a Will on %s was accepted", will)
+			}
 		}
 		c, err := mqttClient(t, e.srv, "mallory", pass, "mallory-1", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		own := contract.PresenceTopic("mallory", "mallory-1")
 		mark := e.tap.mark()
 		for _, p := range []struct {
 			topic, payload string
 			retain         bool
 		}{
-			{"ff/v1/mcp/agents/" + agentID + "/status", `{"status":"offline","clientId":"` + agentID + `"}`, true},
-			{"ff/v1/mcp/agents/" + agentID + "/status", ``, true}, // clearing the retained status
-			{"ff/v1/mcp/agents/mallory-2/status", `{"status":"online","clientId":"mallory-2"}`, true},
+			{contract.PresenceTopic(hostileAgentName, agentID), `{"status":"offline","clientId":"` + agentID + `"}`, true},
+			{contract.PresenceTopic(hostileAgentName, agentID), ``, true},                                          // clearing the retained status
+			{contract.PresenceTopic(hostileAgentName, "mallory-1"), `{"status":"offline"}`, true},                  // the agent's name, its own client ID
+			{contract.PresenceTopic("mallory", agentID), `{"status":"offline"}`, true},                             // its own name, the agent's client ID
+			{contract.PresenceTopic("mallory", "mallory-2"), `{"status":"online"}`, true},                          // another instance of its own name
+			{own + "/x", `{"status":"online"}`, true},                                                              // below its own
+			{"ff/v1/mcp/agents/" + agentID + "/status", `{"status":"offline","clientId":"` + agentID + `"}`, true}, // the retired tree
+			{"ff/v1/mcp/agents/mallory-1/status", `{"status":"online","clientId":"mallory-1"}`, true},
 		} {
 			c.Publish(p.topic, 0, p.retain, p.payload)
 		}
 		// Its own presence topic is allowed, but what it says is about itself
 		// only, whatever the payload claims.
-		c.Publish("ff/v1/mcp/agents/mallory-1/status", 0, true, `{"status":"offline","clientId":"`+agentID+`","name":"`+hostileAgentName+`"}`)
-		c.Publish("ff/v1/mcp/agents/mallory-1/status", 0, false, strings.Repeat("{", 100000))
+		c.Publish(own, 0, true, `{"status":"offline","clientId":"`+agentID+`","name":"`+hostileAgentName+`"}`)
+		c.Publish(own, 0, false, strings.Repeat("{", 100000))
 		barrier(t, e, c)
 		for _, m := range e.tap.since(mark) {
-			if !strings.HasPrefix(m.topic, "ff/v1/mcp/agents/mallory-1/") && !strings.HasPrefix(m.topic, "ff/v1/mcp/barrier/") {
+			if m.topic != own && !isBarrier(m.topic) {
 				t.Errorf("forged publish delivered on %s: %.100s", m.topic, m.payload)
 			}
 		}
 		if !agentOnline(e.srv, agentID) {
 			t.Fatal("the agent looks offline after forged presence")
 		}
+		for _, a := range e.srv.Requester().Agents() {
+			if a.ClientID == agentID && a.Agent != hostileAgentName || a.Agent == hostileAgentName && a.ClientID != agentID {
+				t.Errorf("the gateway knows an instance %s of %s", a.ClientID, a.Agent)
+			}
+		}
 		// Clear mallory's retained status again.
-		c.Publish("ff/v1/mcp/agents/mallory-1/status", 1, true, "").WaitTimeout(5 * time.Second)
+		c.Publish(own, 1, true, "").WaitTimeout(5 * time.Second)
 		e.healthy(t)
 	})
 
 	t.Run("subscription flood", func(t *testing.T) {
 		clients := e.srv.Broker().ClientCount()
-		c, err := mqttClient(t, e.srv, "mallory", pass, "mallory-flood", nil)
+		const flooder = "mallory-flood"
+		c, err := mqttClient(t, e.srv, "mallory", pass, flooder, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got atomic.Int64
 		var wrong atomic.Value
+		// paho hands a message to the handler of every filter it subscribed
+		// that matches the topic, refused ones included: one delivery may
+		// come here many times.
+		markers := make(chan string, 1024)
 		h := func(_ paho.Client, m paho.Message) {
-			got.Add(1)
-			if !strings.HasSuffix(m.Topic(), "/req") {
+			rt, err := contract.ParseTopic(m.Topic())
+			if err != nil || rt.Kind != contract.Request || rt.Agent != "mallory" {
 				wrong.Store(m.Topic())
+				return
+			}
+			if rt.Context.PlatformID == "flood" {
+				select {
+				case markers <- rt.Instance + " " + rt.Context.SessionID:
+				default:
+				}
 			}
 		}
 		granted, refused := 0, 0
 		for p := range 10 {
+			want := map[string]bool{}
 			var filters []string
 			for i := range 100 {
-				switch n := p*100 + i; n % 5 {
+				n := p*100 + i
+				var f string
+				switch n % 10 {
+				// Granted: its own requests, each filter another context.
 				case 0:
-					filters = append(filters, fmt.Sprintf("$share/flood%d/ff/v1/mcp/+/+/+/+/+/req", n))
+					f = fmt.Sprintf("$share/mallory/ff/v2/mcp/mallory/_/+/+/%d/+/+/req", n)
 				case 1:
-					filters = append(filters, fmt.Sprintf("ff/v1/mcp/%d/#", n))
+					f = fmt.Sprintf("ff/v2/mcp/mallory/_/+/+/%d/+/+/req", n)
 				case 2:
-					filters = append(filters, fmt.Sprintf("$SYS/%d/#", n))
+					f = fmt.Sprintf("ff/v2/mcp/mallory/%s/+/+/%d/+/+/req", flooder, n)
+				// Refused.
 				case 3:
-					filters = append(filters, fmt.Sprintf("ff/v1/mcp/+/+/+/+/%d/res", n))
+					f = fmt.Sprintf("$share/flood%d/ff/v2/mcp/mallory/_/+/+/+/+/+/req", n) // a group not its name
+				case 4:
+					f = fmt.Sprintf("$share/%s/ff/v2/mcp/%s/_/+/+/%d/+/+/req", hostileAgentName, hostileAgentName, n) // the agent's pool
+				case 5:
+					f = fmt.Sprintf("ff/v2/mcp/%s/_/+/+/%d/+/+/req", hostileAgentName, n) // the agent's requests
+				case 6:
+					f = fmt.Sprintf("ff/v2/mcp/+/+/+/+/%d/+/+/res", n) // replies
+				case 7:
+					f = fmt.Sprintf("ff/v1/mcp/%d/#", n) // the retired tree
+				case 8:
+					f = fmt.Sprintf("$SYS/%d/#", n)
 				default:
-					filters = append(filters, fmt.Sprintf("elsewhere/%d/#", n)) // no operator rule grants it
+					f = fmt.Sprintf("elsewhere/%d/#", n) // no operator rule grants it
 				}
+				want[f] = n%10 < 3
+				filters = append(filters, f)
 			}
 			for f, code := range suback(t, c, filters, h) {
 				if code == 0x80 {
 					refused++
-					continue
+				} else {
+					granted++
 				}
-				granted++
-				if !strings.HasPrefix(f, "$share/flood") {
-					t.Errorf("granted %s", f)
+				if (code != 0x80) != want[f] {
+					t.Errorf("subscribing to %s: code %#x", f, code)
 				}
 			}
 		}
-		if granted != 200 || refused != 800 {
-			t.Errorf("granted %d, refused %d; want 200 and 800", granted, refused)
+		if granted != 300 || refused != 700 {
+			t.Errorf("granted %d, refused %d; want 300 and 700", granted, refused)
 		}
 		e.healthy(t)
-		// Each share group of the flooder gets its copy of a request: the
-		// cost is the flooder's own, and it sees requests only.
-		poll(t, 10*time.Second, "the flooder's copies", func() bool { return got.Load() >= 200 })
+		// The flooder's filters cover its own requests only: the gateway's
+		// requests for the agent reached none of them. Requests for
+		// mallory, published after those as the gateway publishes, come
+		// through: by then anything else would have.
+		bus := e.srv.Broker().Bus()
+		for _, m := range []struct{ instance, session string }{{"_", "0"}, {"_", "1"}, {flooder, "2"}} {
+			c := contract.Context{PlatformID: "flood", UserID: "u", SessionID: m.session, EntityType: contract.NoEntity, EntityID: contract.NoEntity}
+			payload := `{"v":2,"correlationId":"c-flood","message":{"jsonrpc":"2.0","id":"c-flood","method":"ping"}}`
+			if err := bus.Publish(testCtx(t, 5*time.Second), c.RequestTopic("mallory", m.instance), []byte(payload)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen := map[string]bool{}
+		for len(seen) < 3 {
+			select {
+			case m := <-markers:
+				seen[m] = true
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the flooder got %v of its three requests", seen)
+			}
+		}
+		if !seen["_ 0"] || !seen["_ 1"] || !seen[flooder+" 2"] {
+			t.Errorf("the flooder got %v", seen)
+		}
 		if w := wrong.Load(); w != nil {
 			t.Errorf("the flooder received %s", w)
 		}
@@ -1328,40 +1427,57 @@ func TestHostileMQTT(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		p, err := mqttClient(t, e.srv, "pat", pass, "pat-r", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		sid := e.session(t, e.tok)
-		own := e.ownTopics(t, sid)
+		own := e.ownContext(t, sid)
 		mark := e.tap.mark()
-		// A retained reply waiting on the caller's /res topic before its
-		// first call, and a retained request for every agent that comes.
-		reply := `{"v":1,"correlationId":"c-forged","message":{"jsonrpc":"2.0","id":"c-forged","result":{"content":[{"type":"text","text":"forged"}]}}}`
-		c.Publish(own+"res", 0, true, reply)
-		c.Publish(own+"res", 1, true, reply).WaitTimeout(5 * time.Second)
-		c.Publish(own+"req", 0, true, `{"v":1,"correlationId":"c-x","message":{"jsonrpc":"2.0","id":"c-x","method":"tools/call","params":{"name":"delete_all"}}}`)
+		// Retained replies waiting in the caller's context before its first
+		// call (under mallory's own name, where it may publish but not
+		// retain, and under the agent's), and retained requests for every
+		// agent instance that comes: from mallory, and from a platform
+		// identity, which may publish requests but not retain them.
+		reply := `{"v":2,"correlationId":"c-forged","message":{"jsonrpc":"2.0","id":"c-forged","result":{"content":[{"type":"text","text":"forged"}]}}}`
+		request := `{"v":2,"correlationId":"c-x","message":{"jsonrpc":"2.0","id":"c-x","method":"tools/call","params":{"name":"delete_all"}}}`
+		c.Publish(own.ReplyTopic("mallory", "mallory-r"), 0, true, reply)
+		c.Publish(own.ReplyTopic("mallory", "mallory-r"), 1, true, reply).WaitTimeout(5 * time.Second)
+		c.Publish(own.ReplyTopic(hostileAgentName, agentID), 0, true, reply)
+		c.Publish(own.RequestTopic(hostileAgentName, contract.AnyInstance), 0, true, request)
+		p.Publish(own.RequestTopic(hostileAgentName, contract.AnyInstance), 0, true, request)
+		p.Publish(own.RequestTopic(hostileAgentName, contract.AnyInstance), 1, true, request).WaitTimeout(5 * time.Second)
+		p.Publish(own.RequestTopic(hostileAgentName, agentID), 1, true, request).WaitTimeout(5 * time.Second)
+		p.Publish(own.RequestTopic("mallory", contract.AnyInstance), 1, true, request).WaitTimeout(5 * time.Second)
 		barrier(t, e, c)
+		barrier(t, e, p)
 		for _, m := range e.tap.since(mark) {
-			if !strings.HasPrefix(m.topic, "ff/v1/mcp/barrier/") {
+			if !isBarrier(m.topic) {
 				t.Errorf("delivered on %s: %.100s", m.topic, m.payload)
 			}
 		}
-		// What a new subscriber of the whole tree is sent: presence only.
+		// What a new subscriber of the whole tree is sent: presence only;
+		// of the retired tree, nothing.
 		bus := e.srv.Broker().Bus()
-		var retained []string
-		var mu sync.Mutex
-		if err := bus.Subscribe(testCtx(t, 5*time.Second), "ff/v1/mcp/#", func(topic string, _ []byte) {
-			mu.Lock()
-			retained = append(retained, topic)
-			mu.Unlock()
-		}); err != nil {
-			t.Fatal(err)
-		}
-		_ = bus.Unsubscribe(testCtx(t, 5*time.Second), "ff/v1/mcp/#")
-		mu.Lock()
-		for _, topic := range retained {
-			if !strings.HasPrefix(topic, "ff/v1/mcp/agents/") {
-				t.Errorf("retained message on %s", topic)
+		for _, tree := range []string{contract.TopicPrefix + "#", "ff/v1/mcp/#"} {
+			var retained []string
+			var mu sync.Mutex
+			if err := bus.Subscribe(testCtx(t, 5*time.Second), tree, func(topic string, _ []byte) {
+				mu.Lock()
+				retained = append(retained, topic)
+				mu.Unlock()
+			}); err != nil {
+				t.Fatal(err)
 			}
+			_ = bus.Unsubscribe(testCtx(t, 5*time.Second), tree)
+			mu.Lock()
+			for _, topic := range retained {
+				if _, _, ok := contract.ParsePresenceTopic(topic); !ok {
+					t.Errorf("retained message on %s", topic)
+				}
+			}
+			mu.Unlock()
 		}
-		mu.Unlock()
 		// The caller's first call gets the agent's answer.
 		defer e.tap.replied(t, e.tap.mark())
 		r := e.post(t, "/api/v1/mcp", e.tok, callBody(1, "echo", map[string]string{"text": "genuine"}), map[string]string{"Mcp-Session-Id": sid})
@@ -1371,7 +1487,8 @@ func TestHostileMQTT(t *testing.T) {
 	})
 
 	t.Run("filters", func(t *testing.T) {
-		c, err := mqttClient(t, e.srv, "mallory", pass, "mallory-f", nil)
+		const malloryID = "mallory-f"
+		c, err := mqttClient(t, e.srv, "mallory", pass, malloryID, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1379,35 +1496,96 @@ func TestHostileMQTT(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		plat := e.srv.PlatformID()
+		// The context whose replies pat may read.
+		patCtx := contract.Context{PlatformID: plat, UserID: "pat-user", SessionID: "pat-session", EntityType: contract.NoEntity, EntityID: contract.NoEntity}
+		// What the granted filters may bring: requests for mallory to
+		// mallory; presence and patCtx's replies to pat. Anything else came
+		// through a filter that should have been refused.
 		var leaks sync.Map
-		h := func(_ paho.Client, m paho.Message) {
-			if !strings.HasSuffix(m.Topic(), "/req") {
-				leaks.Store(m.Topic(), true)
+		hAgent := func(_ paho.Client, m paho.Message) {
+			if rt, err := contract.ParseTopic(m.Topic()); err != nil || rt.Kind != contract.Request || rt.Agent != "mallory" {
+				leaks.Store("mallory: "+m.Topic(), true)
 			}
 		}
+		hPlatform := func(_ paho.Client, m paho.Message) {
+			if _, _, ok := contract.ParsePresenceTopic(m.Topic()); ok {
+				return
+			}
+			if rt, err := contract.ParseTopic(m.Topic()); err == nil && rt.Kind == contract.Reply && rt.Context == patCtx {
+				return
+			}
+			leaks.Store("pat: "+m.Topic(), true)
+		}
+		ownPool := contract.RequestFilter("mallory", contract.AnyInstance)
 		for _, tc := range []struct {
 			who     string
 			filters []string
 			granted bool
 		}{
 			{"agent", []string{
-				"#", "+", "+/#", "ff/#", "ff/v1/#", "ff/v1/mcp/#", "ff/+/mcp/#", "+/v1/mcp/+/+/+/+/+/req",
-				"ff/v1/mcp/+/+/+/+/+/res", "ff/v1/mcp/+/+/+/+/+/+", "ff/v1/mcp/+/+/+/+/+/#", "ff/v1/mcp/+/+/+/#",
-				"ff/v1/mcp/agents/+/status", "ff/v1/mcp/agents/#", "ff/v1/mcp/+/+/+/+/+/req/#",
-				"$SYS/#", "$SYS/broker/clients/connected", "$share/g/$SYS/#",
-				"$share/g/ff/v1/mcp/+/+/+/+/+/res", "$share/g/#", "$share/+/ff/v1/mcp/+/+/+/+/+/req",
-				"$share//ff/v1/mcp/+/+/+/+/+/req", "$share/g", "$share/g/", "$SHARE/g/ff/v1/mcp/+/+/+/+/+/req",
-				"$share/g/ff/v1/mcp/agents/+/status", "$share/g/ff/v1/mcp/+/+/+/+/+/req/#", "$share/g/+/v1/mcp/+/+/+/+/+/req",
+				// Whole trees.
+				"#", "+", "+/#", "ff/#", "ff/v2/#", "ff/v2/mcp/#", "ff/+/mcp/#", "ff/v2/+/#", "+/v2/mcp/+/+/+/+/+/+/+/req",
+				// Every agent's requests, replies and presence.
+				allRequests, "ff/v2/mcp/+/+/+/+/+/+/+/res", "ff/v2/mcp/+/+/+/+/+/+/+/+", "ff/v2/mcp/+/+/+/+/+/+/+/#", "ff/v2/mcp/+/+/+/#",
+				contract.PresenceFilter, "ff/v2/mcp/mallory/+/status", contract.PresenceTopic("mallory", malloryID),
+				// Another agent's requests, plain or by joining its pool.
+				contract.RequestFilter(hostileAgentName, contract.AnyInstance), contract.RequestFilter(hostileAgentName, agentID),
+				contract.RequestFilter(hostileAgentName, "+"), contract.SharedRequestFilter(hostileAgentName),
+				"$share/mallory/" + contract.RequestFilter(hostileAgentName, contract.AnyInstance),
+				"$share/" + hostileAgentName + "/" + ownPool,
+				"ff/v2/mcp/+/_/+/+/+/+/+/req", "ff/v2/mcp/+/" + malloryID + "/+/+/+/+/+/req",
+				// Its own requests, but for any instance or another
+				// instance, or with more than the requests.
+				contract.RequestFilter("mallory", "+"), contract.RequestFilter("mallory", "mallory-other"),
+				"ff/v2/mcp/mallory/#", "ff/v2/mcp/mallory/_/#", ownPool + "/#", "ff/v2/mcp/mallory/_/+/+/+/+/#",
+				"ff/v2/mcp/mallory/_/+/+/+/+/+/+", "ff/v2/mcp/mallory/_/+/+/+/+/+/res",
+				contract.TopicPrefix + "mallory/" + malloryID + "/+/+/+/+/+/res",
+				// Foreign or malformed $share.
+				"$share/g/" + ownPool, "$share/+/" + ownPool, "$share//" + ownPool, "$share/mallory", "$share/mallory/",
+				"$SHARE/mallory/" + ownPool, "$share/mallory/" + ownPool + "/#", "$share/mallory/#",
+				// $SYS.
+				"$SYS/#", "$SYS/broker/clients/connected", "$share/g/$SYS/#", "$share/mallory/$SYS/#",
+				// Probe topics other than its own, exact ones.
+				"ff/v2/probe/#", "ff/v2/probe/+/+", acl.ProbeTopic(hostileAgentName, "x"), acl.ProbeTopic("mallory", "+"), "ff/v2/probe/mallory/#",
+				// The retired v1 tree, the filters it granted agents included.
+				"ff/v1/#", "ff/v1/mcp/#", "ff/v1/mcp/+/+/+/+/+/req", "$share/mallory/ff/v1/mcp/+/+/+/+/+/req", "$share/g/ff/v1/mcp/+/+/+/+/+/req",
+				"ff/v1/mcp/+/+/+/+/+/res", "ff/v1/mcp/agents/+/status",
 			}, false},
-			{"agent", []string{"ff/v1/mcp/+/+/+/+/+/req", "$share/mallory/ff/v1/mcp/+/+/+/+/+/req"}, true},
+			{"agent", []string{
+				ownPool, contract.SharedRequestFilter("mallory"), contract.RequestFilter("mallory", malloryID),
+				"$share/mallory/" + contract.RequestFilter("mallory", malloryID),
+				"ff/v2/mcp/mallory/_/" + plat + "/+/+/_/_/req", acl.ProbeTopic("mallory", "x"),
+			}, true},
 			{"platform", []string{
-				"#", "ff/v1/mcp/+/+/+/+/+/res", "ff/v1/mcp/+/+/+/+/+/req", "$share/g/ff/v1/mcp/x/x/x/_/_/res",
-				"ff/v1/mcp/" + e.srv.PlatformID() + "/+/+/_/_/res", "$SYS/#",
+				"#", "ff/#", "ff/v2/mcp/#", allRequests, "ff/v2/mcp/+/+/+/+/+/+/+/res", "ff/v2/mcp/+/+/+/+/+/+/+/#",
+				// Replies of more than one context, or shared, or with more
+				// than the replies.
+				"ff/v2/mcp/+/+/" + plat + "/+/+/_/_/res", "ff/v2/mcp/+/+/" + plat + "/pat-user/+/_/_/res",
+				"ff/v2/mcp/" + hostileAgentName + "/+/" + plat + "/+/+/_/_/res",
+				"$share/pat/" + patCtx.ReplyFilter(), "$share/g/" + patCtx.ReplyFilter(), patCtx.ReplyFilter() + "/#",
+				"ff/v2/mcp/+/+/" + patCtx.Levels() + "/+",
+				// Requests.
+				contract.RequestFilter(hostileAgentName, contract.AnyInstance), contract.SharedRequestFilter(hostileAgentName),
+				patCtx.RequestTopic(hostileAgentName, contract.AnyInstance),
+				// Presence in other shapes.
+				"ff/v2/mcp/+/" + agentID + "/status", "ff/v2/mcp/+/+/status/#", "$share/pat/" + contract.PresenceFilter,
+				"$SYS/#", acl.ProbeTopic(hostileAgentName, "x"),
+				// The retired v1 tree.
+				"ff/v1/mcp/#", "ff/v1/mcp/+/+/+/+/+/res", "ff/v1/mcp/" + plat + "/pat-user/pat-session/_/_/res", "ff/v1/mcp/agents/+/status",
 			}, false},
+			{"platform", []string{
+				// One context's replies: from any agent (the filter
+				// gateways use), or narrowed to one agent or instance.
+				patCtx.ReplyFilter(), "ff/v2/mcp/" + hostileAgentName + "/+/" + patCtx.Levels() + "/res",
+				patCtx.ReplyTopic(hostileAgentName, agentID),
+				contract.PresenceFilter, "ff/v2/mcp/" + hostileAgentName + "/+/status",
+				contract.PresenceTopic(hostileAgentName, agentID), acl.ProbeTopic("pat", "x"),
+			}, true},
 		} {
-			cl := c
+			cl, h := c, paho.MessageHandler(hAgent)
 			if tc.who == "platform" {
-				cl = p
+				cl, h = p, hPlatform
 			}
 			for f, code := range suback(t, cl, tc.filters, h) {
 				if (code != 0x80) != tc.granted {
@@ -1415,22 +1593,46 @@ func TestHostileMQTT(t *testing.T) {
 				}
 			}
 		}
-		// Forged requests and wildcard publishes reach nobody.
+		// Forged requests, replies and presence, and wildcard publishes,
+		// reach nobody.
 		mark := e.tap.mark()
 		spyBefore := e.spy.n.Load()
 		sid := e.session(t, e.tok)
-		own := e.ownTopics(t, sid)
-		forged := `{"v":1,"correlationId":"c-x","message":{"jsonrpc":"2.0","id":"c-x","method":"tools/call","params":{"name":"delete_all"}}}`
-		for _, topic := range []string{own + "req", "$SYS/broker/uptime", "$share/g/" + own + "req", "ff/v1/mcp/agents/mallory-f/status/x"} {
+		own := e.ownContext(t, sid)
+		forged := `{"v":2,"correlationId":"c-x","message":{"jsonrpc":"2.0","id":"c-x","method":"tools/call","params":{"name":"delete_all"}}}`
+		for _, topic := range []string{
+			// An agent publishes no requests, not even its own.
+			own.RequestTopic(hostileAgentName, contract.AnyInstance), own.RequestTopic(hostileAgentName, agentID),
+			own.RequestTopic("mallory", contract.AnyInstance), own.RequestTopic("mallory", malloryID),
+			// Nor replies under another name or another client ID.
+			own.ReplyTopic(hostileAgentName, agentID), own.ReplyTopic(hostileAgentName, malloryID), own.ReplyTopic("mallory", agentID),
+			// Nor anything else under the tree.
+			contract.PresenceTopic("mallory", malloryID) + "/x", "ff/v2/mcp/mallory/" + malloryID + "/x", "ff/v2/other/x",
+			acl.ProbeTopic(hostileAgentName, "x"), "ff/v2/probe/mallory", "ff/v2/probe/mallory/x/y",
+			"$SYS/broker/uptime", "$share/g/" + own.RequestTopic(hostileAgentName, contract.AnyInstance),
+			"$share/mallory/" + own.ReplyTopic("mallory", malloryID),
+			// Nor in the retired tree.
+			"ff/v1/mcp/" + own.Levels() + "/req", "ff/v1/mcp/" + own.Levels() + "/res", "ff/v1/mcp/agents/" + malloryID + "/status",
+		} {
 			c.Publish(topic, 0, false, forged)
 		}
+		// A platform identity publishes requests, but neither replies nor
+		// presence, in nobody's name; nor v1 requests.
+		for _, topic := range []string{
+			own.ReplyTopic(hostileAgentName, agentID), own.ReplyTopic("pat", "pat-1"),
+			contract.PresenceTopic(hostileAgentName, agentID), contract.PresenceTopic("pat", "pat-1"),
+			"ff/v1/mcp/" + own.Levels() + "/req", acl.ProbeTopic("mallory", "x"),
+		} {
+			p.Publish(topic, 0, false, forged)
+		}
 		barrier(t, e, c)
+		barrier(t, e, p)
 		// A topic name with a wildcard is a protocol violation: the broker
 		// drops the connection.
-		c.Publish("ff/v1/mcp/+/+/+/+/+/req", 0, false, forged)
+		c.Publish(allRequests, 0, false, forged)
 		poll(t, 10*time.Second, "the broker to drop a client publishing to a wildcard", func() bool { return !c.IsConnected() })
 		for _, m := range e.tap.since(mark) {
-			if !strings.HasPrefix(m.topic, "ff/v1/mcp/barrier/") {
+			if !isBarrier(m.topic) {
 				t.Errorf("forged publish delivered on %s", m.topic)
 			}
 		}

@@ -214,10 +214,20 @@ func startTestAgentAt(t *testing.T, srv *server.Server, name, brokerURL string) 
 	return stop
 }
 
-// reqSpy is an MQTT client (expert-agent role, plain subscription) that
-// counts every tools/call request the gateway publishes: the broker-side
-// witness that a refused call never reached the agents. (A tools/list the
-// gateway sends to learn the agent's tools is not the refused request.)
+// allRequests matches every request topic of the contract, for any agent
+// and instance. No identity may subscribe to it over MQTT; the tests do on
+// the embedded broker's inline bus, which the ACL does not apply to.
+const allRequests = contract.TopicPrefix + "+/+/+/+/+/+/+/" + contract.Request
+
+// reqSpy counts every tools/call request the broker routes, to any agent:
+// the broker-side witness that a refused call never reached the agents. (A
+// tools/list the gateway sends to learn the agents' tools is not the
+// refused request.) It subscribes to allRequests on the inline bus of the
+// embedded broker, which sees what the broker routes to every subscriber.
+// It also keeps an MQTT connection as the expert-agent identity spy
+// (client ID spy-1), which serves nothing and is never online: another
+// agent identity on the broker, for the hostile tests that try to take
+// its client ID.
 //
 // A marker request, which the spy publishes itself after the requests it
 // watches for, shows that nothing more is on its way (barrier).
@@ -244,10 +254,11 @@ func startReqSpy(t *testing.T, srv *server.Server) *reqSpy {
 		t.Fatalf("spy connect: %v", tok.Error())
 	}
 	t.Cleanup(func() { s.client.Disconnect(100) })
-	tok := s.client.Subscribe(contract.RequestFilter, 0, func(_ paho.Client, m paho.Message) {
-		env, err := contract.DecodeEnvelope(m.Payload())
+	bus := srv.Broker().Bus()
+	if err := bus.Subscribe(ctx, allRequests, func(topic string, payload []byte) {
+		env, err := contract.DecodeEnvelope(payload)
 		if err != nil {
-			t.Errorf("spy: bad request envelope: %v", err)
+			t.Errorf("spy: bad request envelope on %s: %v", topic, err)
 			return
 		}
 		var msg struct {
@@ -262,15 +273,24 @@ func startReqSpy(t *testing.T, srv *server.Server) *reqSpy {
 		case spyMarkerMethod:
 			s.markers <- env.CorrelationID
 		}
-	})
-	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("spy subscribe: %v", tok.Error())
+	}); err != nil {
+		t.Fatalf("spy subscribe: %v", err)
 	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = bus.Unsubscribe(ctx, allRequests)
+	})
 	return s
 }
 
 // spyMarkerMethod is the method of the spy's marker requests.
 const spyMarkerMethod = "toolbus-test/marker"
+
+// spyMarkerTopic is where the spy's markers go: a request for an agent
+// nobody is.
+var spyMarkerTopic = contract.Context{PlatformID: "spy", UserID: "spy", SessionID: "marker",
+	EntityType: contract.NoEntity, EntityID: contract.NoEntity}.RequestTopic("spy-marker", contract.AnyInstance)
 
 // barrier publishes a marker request through the gateway's own bus, the
 // way the gateway publishes its requests, and waits until the spy sees it:
@@ -278,9 +298,9 @@ const spyMarkerMethod = "toolbus-test/marker"
 func (s *reqSpy) barrier(t *testing.T) {
 	t.Helper()
 	id := fmt.Sprintf("marker-%d", s.seq.Add(1))
-	payload := fmt.Sprintf(`{"v":1,"correlationId":%q,"message":{"jsonrpc":"2.0","id":%q,"method":%q}}`, id, id, spyMarkerMethod)
+	payload := fmt.Sprintf(`{"v":2,"correlationId":%q,"message":{"jsonrpc":"2.0","id":%q,"method":%q}}`, id, id, spyMarkerMethod)
 	ctx := testCtx(t, 10*time.Second)
-	if err := s.srv.Broker().Bus().Publish(ctx, contract.TopicPrefix+"spy-marker/_/_/_/_/req", []byte(payload)); err != nil {
+	if err := s.srv.Broker().Bus().Publish(ctx, spyMarkerTopic, []byte(payload)); err != nil {
 		t.Fatalf("spy marker: %v", err)
 	}
 	for {

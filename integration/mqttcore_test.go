@@ -81,16 +81,18 @@ func decodeResult(t *testing.T, raw json.RawMessage) callResult {
 // progress, many concurrent callers, and what callers see when it dies and
 // when it comes back.
 func TestReferenceAgentProcess(t *testing.T) {
+	// The agent's name on the bus is the username it logs in with.
+	const refAgent = "ref-agent"
 	dataDir := t.TempDir()
-	password := addAgentIdentity(t, dataDir, "ref-agent")
+	password := addAgentIdentity(t, dataDir, refAgent)
 	srv := startServer(t, server.Config{DataDir: dataDir, CallTimeout: 20 * time.Second})
-	agent := startAgentProc(t, srv, "ref-agent", password, "ref-agent-1")
+	agent := startAgentProc(t, srv, refAgent, password, "ref-agent-1")
 	rq := srv.Requester()
 	parent := t
 	caller := &contract.Caller{UserID: "alice", Scopes: []string{"tools:list", "tools:call"}}
 
 	t.Run("tools/list", func(t *testing.T) {
-		raw, err := rq.ListTools(testCtx(t, 10*time.Second), ctxFor(srv, "alice", "s1"), caller)
+		raw, err := rq.ListTools(testCtx(t, 10*time.Second), ctxFor(srv, "alice", "s1"), refAgent, caller)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +128,7 @@ func TestReferenceAgentProcess(t *testing.T) {
 			{"bad arguments", "echo", `{"txt":"x"}`, "", true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				raw, err := rq.CallTool(testCtx(t, 10*time.Second), ctxFor(srv, "alice", "s1"), caller, tc.tool, json.RawMessage(tc.args), nil)
+				raw, err := rq.CallTool(testCtx(t, 10*time.Second), ctxFor(srv, "alice", "s1"), refAgent, caller, tc.tool, json.RawMessage(tc.args), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -142,7 +144,7 @@ func TestReferenceAgentProcess(t *testing.T) {
 	})
 
 	t.Run("unknown tool is a JSON-RPC error", func(t *testing.T) {
-		_, err := rq.CallTool(testCtx(t, 10*time.Second), ctxFor(srv, "alice", "s1"), caller, "no_such_tool", json.RawMessage(`{}`), nil)
+		_, err := rq.CallTool(testCtx(t, 10*time.Second), ctxFor(srv, "alice", "s1"), refAgent, caller, "no_such_tool", json.RawMessage(`{}`), nil)
 		var rpcErr *jsonrpc.Error
 		if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
 			t.Fatalf("err = %v, want a -32602 *jsonrpc.Error", err)
@@ -153,7 +155,7 @@ func TestReferenceAgentProcess(t *testing.T) {
 		var mu sync.Mutex
 		var progress []float64
 		params := json.RawMessage(`{"name":"countdown","arguments":{"seconds":2},"_meta":{"progressToken":"p1"}}`)
-		msg, err := rq.Request(testCtx(t, 15*time.Second), ctxFor(srv, "alice", "s1"), caller, "tools/call", params,
+		msg, err := rq.Request(testCtx(t, 15*time.Second), ctxFor(srv, "alice", "s1"), refAgent, caller, "tools/call", params,
 			func(_ string, m *jsonrpc.Message) {
 				if m.Method != "notifications/progress" {
 					return
@@ -192,7 +194,7 @@ func TestReferenceAgentProcess(t *testing.T) {
 				c := ctxFor(srv, user, fmt.Sprintf("sess%d", u))
 				for i := range perUser {
 					text := fmt.Sprintf("%s-%d", user, i)
-					raw, err := rq.CallTool(ctx, c, &contract.Caller{UserID: user}, "echo", json.RawMessage(`{"text":"`+text+`"}`), nil)
+					raw, err := rq.CallTool(ctx, c, refAgent, &contract.Caller{UserID: user}, "echo", json.RawMessage(`{"text":"`+text+`"}`), nil)
 					if err != nil {
 						errs <- err
 						return
@@ -216,7 +218,7 @@ func TestReferenceAgentProcess(t *testing.T) {
 		done := make(chan error, 1)
 		started := time.Now()
 		go func() {
-			_, err := rq.CallTool(testCtx(t, 30*time.Second), c, caller, "countdown", json.RawMessage(`{"seconds":60}`), nil)
+			_, err := rq.CallTool(testCtx(t, 30*time.Second), c, refAgent, caller, "countdown", json.RawMessage(`{"seconds":60}`), nil)
 			done <- err
 		}()
 		poll(t, 10*time.Second, "the call to be pending", func() bool { return rq.Stats().Pending == 1 })
@@ -235,7 +237,7 @@ func TestReferenceAgentProcess(t *testing.T) {
 		if el := time.Since(started); el > 15*time.Second {
 			t.Fatalf("the call took %v: it waited for its deadline instead of failing on the Will", el)
 		}
-		_, err = rq.CallTool(testCtx(t, 5*time.Second), c, caller, "echo", json.RawMessage(`{"text":"x"}`), nil)
+		_, err = rq.CallTool(testCtx(t, 5*time.Second), c, refAgent, caller, "echo", json.RawMessage(`{"text":"x"}`), nil)
 		if !errors.Is(err, requester.ErrNoAgent) {
 			t.Fatalf("call with no agent: err = %v, want ErrNoAgent", err)
 		}
@@ -245,8 +247,8 @@ func TestReferenceAgentProcess(t *testing.T) {
 	})
 
 	t.Run("agent restarted: calls succeed again", func(t *testing.T) {
-		agent = startAgentProc(parent, srv, "ref-agent", password, "ref-agent-2") // lives beyond this subtest
-		raw, err := rq.CallTool(testCtx(t, 10*time.Second), ctxFor(srv, "alice", "s2"), caller, "echo", json.RawMessage(`{"text":"back"}`), nil)
+		agent = startAgentProc(parent, srv, refAgent, password, "ref-agent-2") // lives beyond this subtest
+		raw, err := rq.CallTool(testCtx(t, 10*time.Second), ctxFor(srv, "alice", "s2"), refAgent, caller, "echo", json.RawMessage(`{"text":"back"}`), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,19 +23,19 @@ import (
 )
 
 // The identities of the scale-out tests: every replica logs in as one
-// platform identity, every worker of the pool as one agent identity; each
+// platform identity, every worker of the pool as one agent identity (so
+// the workers are instances of one agent, which share its requests); each
 // has its own client ID.
 const (
 	soGatewayUser   = "gw-pool"
 	soWorkerUser    = "pool"
 	soPassword      = "scaleout-password-1"
 	soSessionSecret = "scale-out-session-secret-0123456789"
-	soGroup         = "pool"
 )
 
 // scaleOut is a shared PostgreSQL store, a Mosquitto configured from
 // `toolbus acl export` of that store, gateway replicas in external mode and
-// a pool of agent workers in one share group.
+// a pool of agent workers: instances of one agent, sharing its requests.
 type scaleOut struct {
 	storeURL   string
 	mosq       *testenv.Mosquitto
@@ -94,7 +94,7 @@ func (so *scaleOut) replica(t testing.TB, cfg server.Config) *gwEnv {
 	return g
 }
 
-// poolWorker is one expert-agent worker of the share group, in this process.
+// poolWorker is one instance of the pool's agent, in this process.
 type poolWorker struct {
 	clientID string
 	calls    atomic.Int64 // echo calls it served
@@ -118,7 +118,7 @@ func (so *scaleOut) worker(t testing.TB, holds bool) *poolWorker {
 	}
 	a := expertagent.NewAgent(expertagent.AgentOptions{
 		BrokerURL: brokerURL, Username: soWorkerUser, Password: soPassword,
-		ClientID: w.clientID, Name: "pool", Group: soGroup, Concurrency: 64,
+		ClientID: w.clientID, Name: "pool", Concurrency: 64,
 		ConnectTimeout: 5 * time.Second,
 		Logger:         testenv.LoggerAt(t, "agent", logrus.WarnLevel).WithField("worker", w.clientID),
 	})

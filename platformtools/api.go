@@ -22,6 +22,7 @@ const (
 
 // AgentInfo is one expert agent instance as GET /api/v1/agents shows it.
 type AgentInfo struct {
+	Agent    string    `json:"agent"` // the agent's name on the bus (its MQTT username)
 	ClientID string    `json:"clientId"`
 	Name     string    `json:"name"`
 	Version  string    `json:"version"`
@@ -36,7 +37,7 @@ func AgentsFromStatus(src func() []requester.AgentStatus) func() []AgentInfo {
 		st := src()
 		out := make([]AgentInfo, len(st))
 		for i, s := range st {
-			out[i] = AgentInfo{ClientID: s.ClientID, Name: s.Name, Version: s.Version, Online: s.Online, Since: s.Since}
+			out[i] = AgentInfo{Agent: s.Agent, ClientID: s.ClientID, Name: s.Name, Version: s.Version, Online: s.Online, Since: s.Since}
 		}
 		return out
 	}
@@ -46,6 +47,7 @@ func AgentsFromStatus(src func() []requester.AgentStatus) func() []AgentInfo {
 // lists it.
 type AgentTool struct {
 	Name        string `json:"name"`
+	Agent       string `json:"agent"` // the agent that serves it (its name on the bus)
 	Title       string `json:"title,omitempty"`
 	Description string `json:"description,omitempty"`
 }

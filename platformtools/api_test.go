@@ -26,12 +26,12 @@ func testAPIOptions() platformtools.APIOptions {
 	return platformtools.APIOptions{
 		Agents: platformtools.AgentsFromStatus(func() []requester.AgentStatus {
 			return []requester.AgentStatus{
-				{ClientID: "echo-b", Name: "echo", Version: "1.0", Online: false, Since: t1},
-				{ClientID: "echo-a", Name: "echo", Version: "1.0", Online: true, Since: t0},
+				{Agent: "echoer", ClientID: "echo-b", Name: "echo", Version: "1.0", Online: false, Since: t1},
+				{Agent: "echoer", ClientID: "echo-a", Name: "echo", Version: "1.0", Online: true, Since: t0},
 			}
 		}),
 		AgentTools: func(_ context.Context, tok acl.Token) ([]platformtools.AgentTool, error) {
-			return []platformtools.AgentTool{{Name: "word_count"}, {Name: "echo", Title: "Echo", Description: "Says it back."}}, nil
+			return []platformtools.AgentTool{{Name: "word_count", Agent: "counter"}, {Name: "echo", Agent: "echoer", Title: "Echo", Description: "Says it back."}}, nil
 		},
 		Contexts: func(user string) []platformtools.ContextInfo {
 			switch user {
@@ -84,9 +84,9 @@ func TestAPIOverHTTP(t *testing.T) {
 		{"whoami needs no scope", platformtools.PathWhoami, adminOnly, 200,
 			`{"user":"carol","tokenId":"` + adminTok.ID + `","scopes":["admin"],"readOnly":false,"entities":[],"expiresAt":null}`, ""},
 		{"agents", platformtools.PathAgents, full, 200,
-			`{"agents":[{"clientId":"echo-a","name":"echo","version":"1.0","online":true,"since":"2025-11-25T10:00:00Z"},` +
-				`{"clientId":"echo-b","name":"echo","version":"1.0","online":false,"since":"2025-11-25T10:01:00Z"}],` +
-				`"tools":[{"name":"echo","title":"Echo","description":"Says it back."},{"name":"word_count"}]}`, ""},
+			`{"agents":[{"agent":"echoer","clientId":"echo-a","name":"echo","version":"1.0","online":true,"since":"2025-11-25T10:00:00Z"},` +
+				`{"agent":"echoer","clientId":"echo-b","name":"echo","version":"1.0","online":false,"since":"2025-11-25T10:01:00Z"}],` +
+				`"tools":[{"name":"echo","agent":"echoer","title":"Echo","description":"Says it back."},{"name":"word_count","agent":"counter"}]}`, ""},
 		{"agents needs tools:list", platformtools.PathAgents, adminOnly, 403, "", "forbidden"},
 		{"contexts are the caller's, newest first", platformtools.PathContexts, full, 200,
 			`{"contexts":[` +

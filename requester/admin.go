@@ -38,7 +38,7 @@ type ContextEntry struct {
 func (r *Requester) AllContexts() []ContextEntry {
 	var out []ContextEntry
 	r.cache.eachEntry(func(e *subEntry) {
-		c, _, err := contract.ParseTopic(e.topic)
+		c, err := contract.ParseReplyFilter(e.topic)
 		if err != nil {
 			return
 		}
@@ -57,15 +57,15 @@ func (r *Requester) Evict(ctx context.Context, c contract.Context) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("requester: evict: %w", err)
 	}
-	done, err := r.cache.evict(c.ResponseTopic())
+	done, err := r.cache.evict(c.ReplyFilter())
 	if err != nil {
-		return fmt.Errorf("requester: evict %s: %w", c.ResponseTopic(), err)
+		return fmt.Errorf("requester: evict %s: %w", c.ReplyFilter(), err)
 	}
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("requester: evict %s: waiting for the unsubscribe: %w", c.ResponseTopic(), ctx.Err())
+		return fmt.Errorf("requester: evict %s: waiting for the unsubscribe: %w", c.ReplyFilter(), ctx.Err())
 	}
 }
 

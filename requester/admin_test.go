@@ -12,7 +12,7 @@ import (
 // again.
 func TestSubCacheEvict(t *testing.T) {
 	c, rec, clk := newTestCache(t, 8)
-	const a, b = "ff/v1/mcp/p/u/s1/_/_/res", "ff/v1/mcp/p/u/s2/_/_/res"
+	const a, b = "ff/v2/mcp/+/+/p/u/s1/_/_/res", "ff/v2/mcp/+/+/p/u/s2/_/_/res"
 	use(t, c, a)
 	clk.advance(time.Minute)
 	held, err := c.acquire(testCtx(t), b)

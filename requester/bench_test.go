@@ -16,8 +16,9 @@ import (
 	"github.com/toolbus/toolbus/requester"
 )
 
-// rqBenchResponder is a minimal expert agent on raw paho: it answers every
-// request on the matching /res topic, from worker goroutines (never from
+// rqBenchResponder is a minimal expert agent instance on raw paho, logged
+// in as e.AgentUser: it answers every request for its pool on its own
+// reply topic of the request's context, from worker goroutines (never from
 // the paho handler). An envelope gets an envelope with an empty result;
 // anything else is echoed as is (the raw MQTT baseline).
 func (e *rqEnv) benchResponder(tb testing.TB, clientID string, workers int) {
@@ -42,11 +43,16 @@ func (e *rqEnv) benchResponder(tb testing.TB, clientID string, workers int) {
 	if tok := c.Connect(); !tok.WaitTimeout(rqWait) || tok.Error() != nil {
 		tb.Fatalf("responder connect: %v", tok.Error())
 	}
-	if tok := c.Subscribe(contract.RequestFilter, 1, nil); !tok.WaitTimeout(rqWait) || tok.Error() != nil {
+	pool := contract.RequestFilter(e.AgentUser, contract.AnyInstance)
+	if tok := c.Subscribe(pool, 1, nil); !tok.WaitTimeout(rqWait) || tok.Error() != nil || tok.(*paho.SubscribeToken).Result()[pool] >= 0x80 {
 		tb.Fatalf("responder subscribe: %v", tok.Error())
 	}
+	// A request topic is <prefix><agent>/_/<context>/req; the reply goes to
+	// <prefix><agent>/<clientID>/<context>/res.
+	reqPrefix := contract.TopicPrefix + e.AgentUser + "/" + contract.AnyInstance + "/"
+	resPrefix := contract.TopicPrefix + e.AgentUser + "/" + clientID + "/"
 	p, _ := json.Marshal(contract.Presence{Status: contract.StatusOnline, ClientID: clientID})
-	if tok := c.Publish(contract.PresenceTopic(clientID), 1, true, p); !tok.WaitTimeout(rqWait) || tok.Error() != nil {
+	if tok := c.Publish(contract.PresenceTopic(e.AgentUser, clientID), 1, true, p); !tok.WaitTimeout(rqWait) || tok.Error() != nil {
 		tb.Fatalf("responder presence: %v", tok.Error())
 	}
 	for range workers {
@@ -62,7 +68,8 @@ func (e *rqEnv) benchResponder(tb testing.TB, clientID string, workers int) {
 						out := contract.Envelope{CorrelationID: env.CorrelationID, Message: json.RawMessage(rqResult(env.CorrelationID, `{"content":[]}`))}
 						reply, _ = out.Encode()
 					}
-					c.Publish(strings.TrimSuffix(m.topic, "req")+"res", 1, false, reply)
+					levels := strings.TrimSuffix(strings.TrimPrefix(m.topic, reqPrefix), contract.Request)
+					c.Publish(resPrefix+levels+contract.Reply, 1, false, reply)
 				case <-done:
 					return
 				}
@@ -77,17 +84,28 @@ func (e *rqEnv) benchResponder(tb testing.TB, clientID string, workers int) {
 }
 
 // rqRawGateway is the raw MQTT baseline's gateway side: it publishes on a
-// context's /req and waits for the echo on its /res, over the same bus the
-// Requester would use.
+// context's request topic for the agent and waits for the echo through the
+// context's reply filter, over the same bus the Requester would use.
 type rqRawGateway struct {
-	bus requester.Bus
-	mu  sync.Mutex
-	in  map[string]chan []byte
+	bus   requester.Bus
+	agent string
+	mu    sync.Mutex
+	in    map[string]chan []byte // by the context's levels
+}
+
+// levelsOf returns the context levels of a reply topic:
+// <prefix><agent>/<instance>/<levels>/res.
+func levelsOf(topic string) string {
+	rest := strings.TrimPrefix(topic, contract.TopicPrefix)
+	for range 2 {
+		_, rest, _ = strings.Cut(rest, "/")
+	}
+	return strings.TrimSuffix(rest, "/"+contract.Reply)
 }
 
 func (g *rqRawGateway) handler(topic string, payload []byte) {
 	g.mu.Lock()
-	ch := g.in[topic]
+	ch := g.in[levelsOf(topic)]
 	g.mu.Unlock()
 	if ch != nil {
 		select {
@@ -101,16 +119,16 @@ func (g *rqRawGateway) open(tb testing.TB, c contract.Context) chan []byte {
 	tb.Helper()
 	ch := make(chan []byte, 1)
 	g.mu.Lock()
-	g.in[c.ResponseTopic()] = ch
+	g.in[c.Levels()] = ch
 	g.mu.Unlock()
-	if err := g.bus.Subscribe(rqContext(tb), c.ResponseTopic(), g.handler); err != nil {
+	if err := g.bus.Subscribe(rqContext(tb), c.ReplyFilter(), g.handler); err != nil {
 		tb.Fatal(err)
 	}
 	return ch
 }
 
 func (g *rqRawGateway) roundTrip(ctx context.Context, c contract.Context, ch chan []byte, payload []byte) error {
-	if err := g.bus.Publish(ctx, c.RequestTopic(), payload); err != nil {
+	if err := g.bus.Publish(ctx, c.RequestTopic(g.agent, contract.AnyInstance), payload); err != nil {
 		return err
 	}
 	select {
@@ -142,7 +160,7 @@ func BenchmarkRequesterRoundTrip(b *testing.B) {
 
 	for _, kind := range []busKind{busInline, busPaho} {
 		bus := e.bus(b, kind)
-		g := &rqRawGateway{bus: bus, in: map[string]chan []byte{}}
+		g := &rqRawGateway{bus: bus, agent: e.AgentUser, in: map[string]chan []byte{}}
 		b.Run(fmt.Sprintf("raw-mqtt/%s/serial", kind), func(b *testing.B) {
 			c := nextCtx()
 			ch := g.open(b, c)
@@ -177,7 +195,7 @@ func BenchmarkRequesterRoundTrip(b *testing.B) {
 			ctx := rqContext(b)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := r.CallTool(ctx, c, nil, "echo", args, nil); err != nil {
+				if _, err := r.CallTool(ctx, c, e.AgentUser, nil, "echo", args, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -189,7 +207,7 @@ func BenchmarkRequesterRoundTrip(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				c := nextCtx()
 				for pb.Next() {
-					if _, err := r.CallTool(ctx, c, nil, "echo", args, nil); err != nil {
+					if _, err := r.CallTool(ctx, c, e.AgentUser, nil, "echo", args, nil); err != nil {
 						b.Error(err)
 						return
 					}

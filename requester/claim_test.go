@@ -15,13 +15,14 @@ import (
 	"github.com/toolbus/toolbus/requester"
 )
 
-// A pool of two agents: the one that claimed a call is killed while the
-// other stays online. Its call fails with ErrAgentGone at once, the call
-// nobody claimed keeps waiting (and the survivor answers it), and the
-// claim itself never reaches the caller as an interim message.
+// A pool of two instances of one agent: the one that claimed a call is
+// killed while the other stays online. Its call fails with ErrAgentGone at
+// once, the call nobody claimed keeps waiting (and the survivor answers
+// it), and the claim itself never reaches the caller as an interim message.
 func TestRequesterClaimedCallFailsWhenItsAgentGoes(t *testing.T) {
-	// A claim is the envelope's "agent"; a malformed message beside it
-	// still claims the call (and is dropped).
+	// A claim is any message on the instance's reply topic, which names
+	// it: a malformed message there still claims the call (and is
+	// dropped).
 	claims := map[string]string{
 		"claim":             `{"jsonrpc":"2.0","method":"` + contract.ClaimMethod + `"}`,
 		"malformed message": `{"jsonrpc":"2.0","method":5}`,
@@ -31,46 +32,41 @@ func TestRequesterClaimedCallFailsWhenItsAgentGoes(t *testing.T) {
 			t.Run(string(kind)+"/"+name, func(t *testing.T) {
 				e := rqStartBroker(t)
 				doomed := e.raw(t, rqRawOpts{clientID: "worker-a", will: &contract.Presence{Status: contract.StatusOffline, ClientID: "worker-a"}})
-				doomed.subscribe(t, "$share/pool/"+contract.RequestFilter)
-				doomed.announce(t, "worker-a", contract.StatusOnline)
+				doomed.subscribe(t, contract.SharedRequestFilter(e.AgentUser))
+				doomed.announce(t, contract.StatusOnline)
 				survivor := e.raw(t, rqRawOpts{clientID: "worker-b"})
-				survivor.announce(t, "worker-b", contract.StatusOnline)
+				survivor.announce(t, contract.StatusOnline)
 				r := rqRequester(t, e.bus(t, kind), requester.Options{CallTimeout: time.Minute})
-				rqPoll(t, "two agents online", func() bool {
+				ctx := rqContext(t)
+				rqPoll(t, "two instances online", func() bool {
 					n := 0
 					for _, a := range r.Agents() {
 						if a.Online {
 							n++
 						}
 					}
-					return n == 2
+					return n == 2 && strings.Join(r.OnlineAgents(ctx), ",") == e.AgentUser
 				})
 
 				var interims []string
 				interim := func(_ string, m *jsonrpc.Message) { interims = append(interims, m.Method) }
 				claimed := rqGo(func() error {
-					_, err := r.CallTool(rqContext(t), rqCtx(1), nil, "echo", json.RawMessage(`{"text":"x"}`), interim)
+					_, err := r.CallTool(rqContext(t), rqCtx(1), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), interim)
 					return err
 				})
 				q1 := doomed.nextRequest(t)
 				unclaimed := rqGo(func() error {
-					_, err := r.CallTool(rqContext(t), rqCtx(2), nil, "echo", json.RawMessage(`{"text":"y"}`), nil)
+					_, err := r.CallTool(rqContext(t), rqCtx(2), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"y"}`), nil)
 					return err
 				})
 				q2 := doomed.nextRequest(t)
 
-				claim := contract.Envelope{CorrelationID: q1.env.CorrelationID, Agent: "worker-a",
-					Message: json.RawMessage(claimMsg)}
-				p, err := claim.Encode()
-				if err != nil {
-					t.Fatal(err)
-				}
-				doomed.publish(t, strings.TrimSuffix(q1.topic, "req")+"res", false, p)
+				doomed.reply(t, q1.topic, q1.env.CorrelationID, claimMsg)
 				// The claim is in once a later message of the same publisher is
 				// (one connection, handled in order): announce again and wait
 				// for the requester to hear it.
 				gen := r.PresenceGeneration()
-				doomed.announce(t, "worker-a", contract.StatusOnline)
+				doomed.announce(t, contract.StatusOnline)
 				rqPoll(t, "presence re-announced", func() bool { return r.PresenceGeneration() > gen })
 
 				doomed.kill()
@@ -82,9 +78,15 @@ func TestRequesterClaimedCallFailsWhenItsAgentGoes(t *testing.T) {
 					t.Fatalf("the unclaimed call ended with %v; it should still wait", err)
 				default:
 				}
+				if got := r.OnlineAgents(ctx); len(got) != 1 || got[0] != e.AgentUser {
+					t.Fatalf("OnlineAgents = %v with the survivor online", got)
+				}
 				survivor.reply(t, q2.topic, q2.env.CorrelationID, rqResult(string(mustUnquote(t, q2.msg.ID)), `{"content":[]}`))
 				if err := rqRecv(t, unclaimed); err != nil {
 					t.Fatalf("unclaimed call answered by the survivor: %v", err)
+				}
+				if s := r.Stats(); s.Claims != 2 || s.Mismatched != 0 {
+					t.Fatalf("stats %+v: want the two calls claimed, by their own instances", s)
 				}
 				for _, m := range interims {
 					if m == contract.ClaimMethod {
@@ -136,7 +138,7 @@ func TestAgentClaimsLongCall(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		raw, err := r.CallTool(rqContext(t), rqCtx(1), nil, "slow", json.RawMessage(`{}`), func(_ string, m *jsonrpc.Message) {
+		raw, err := r.CallTool(rqContext(t), rqCtx(1), e.AgentUser, nil, "slow", json.RawMessage(`{}`), func(_ string, m *jsonrpc.Message) {
 			interims = append(interims, m.Method)
 		})
 		done <- result{raw, err}

@@ -13,6 +13,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/sirupsen/logrus"
 
+	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
@@ -32,8 +33,8 @@ var _ requester.Bus = (*broker.InlineBus)(nil)
 const rqWait = 10 * time.Second
 
 // rqEnv is a running embedded broker (testenv.Env) with one platform
-// identity (PahoBus logins) and one expert-agent identity (Agent SDK and
-// raw responders).
+// identity (PahoBus logins) and one expert-agent identity, e.AgentUser
+// (Agent SDK and raw responders): the agent name most tests call.
 type rqEnv struct {
 	*testenv.Env
 }
@@ -54,6 +55,17 @@ func rqContext(t testing.TB) context.Context {
 func rqLogger(t testing.TB, component string) *logrus.Entry {
 	t.Helper()
 	return testenv.LoggerAt(t, component, logrus.InfoLevel)
+}
+
+// addAgentIdentity adds another expert-agent identity, username (its
+// agent name on the bus), and returns its password.
+func (e *rqEnv) addAgentIdentity(t testing.TB, username string) string {
+	t.Helper()
+	password := "pw-" + username
+	if _, err := e.Store.AddIdentity(rqContext(t), username, acl.RoleExpertAgent, []byte(password)); err != nil {
+		t.Fatalf("add identity %s: %v", username, err)
+	}
+	return password
 }
 
 // rqCtx is the i-th test context of the gateway "gw1".
@@ -141,13 +153,21 @@ func (a *rqRunning) stop(t testing.TB) error {
 }
 
 // startAgent runs an Agent SDK agent with tools, logged in as the
-// expert-agent identity, and waits until it serves.
+// expert-agent identity (so its name on the bus is e.AgentUser), and waits
+// until it serves. name is the name it reports in presence.
 func (e *rqEnv) startAgent(t testing.TB, name string, tools ...expertagent.Tool) *rqRunning {
+	t.Helper()
+	return e.startAgentAs(t, e.AgentUser, e.AgentPassword, name, tools...)
+}
+
+// startAgentAs is startAgent logged in as username (the agent's name on the
+// bus) with password.
+func (e *rqEnv) startAgentAs(t testing.TB, username, password, name string, tools ...expertagent.Tool) *rqRunning {
 	t.Helper()
 	a := expertagent.NewAgent(expertagent.AgentOptions{
 		BrokerURL:       e.URL,
-		Username:        e.AgentUser,
-		Password:        e.AgentPassword,
+		Username:        username,
+		Password:        password,
 		Name:            name,
 		Version:         "test",
 		Concurrency:     512, // tests send hundreds of calls at once
@@ -233,18 +253,24 @@ type rqMsg struct {
 	payload []byte
 }
 
-// rqRaw is a raw paho client (the expert-agent identity by default), with
-// every message it receives in inbox. Tests use it as a hand-made agent
-// that misbehaves on purpose. It never publishes from its paho handler.
+// rqRaw is a raw paho client logged in as an expert-agent identity
+// (e.AgentUser by default), with every message it receives in inbox. Tests
+// use it as a hand-made agent instance that misbehaves on purpose: its
+// agent name is its username, its instance its client ID. It never
+// publishes from its paho handler.
 type rqRaw struct {
-	c     paho.Client
-	inbox chan rqMsg
-	kill  func() // cuts the TCP connection without a DISCONNECT
+	c        paho.Client
+	agent    string // the username it logged in with
+	clientID string
+	inbox    chan rqMsg
+	kill     func() // cuts the TCP connection without a DISCONNECT
 }
 
 type rqRawOpts struct {
 	clientID string
-	will     *contract.Presence // Last Will on its presence topic (retained)
+	// username and password log in; "" = e.AgentUser.
+	username, password string
+	will               *contract.Presence // Last Will on its presence topic (retained)
 }
 
 func (e *rqEnv) raw(t testing.TB, o rqRawOpts) *rqRaw {
@@ -252,14 +278,17 @@ func (e *rqEnv) raw(t testing.TB, o rqRawOpts) *rqRaw {
 	if o.clientID == "" {
 		o.clientID = "raw-" + strings.ReplaceAll(t.Name(), "/", "-")
 	}
-	r := &rqRaw{inbox: make(chan rqMsg, 4096)}
+	if o.username == "" {
+		o.username, o.password = e.AgentUser, e.AgentPassword
+	}
+	r := &rqRaw{agent: o.username, clientID: o.clientID, inbox: make(chan rqMsg, 4096)}
 	open, kill := testenv.KillableConn()
 	r.kill = kill
 	po := paho.NewClientOptions().
 		AddBroker(e.URL).
 		SetClientID(o.clientID).
-		SetUsername(e.AgentUser).
-		SetPassword(e.AgentPassword).
+		SetUsername(o.username).
+		SetPassword(o.password).
 		SetCleanSession(true).
 		SetAutoReconnect(false).
 		SetConnectTimeout(5 * time.Second).
@@ -273,7 +302,7 @@ func (e *rqEnv) raw(t testing.TB, o rqRawOpts) *rqRaw {
 		SetCustomOpenConnectionFn(open)
 	if o.will != nil {
 		w, _ := json.Marshal(o.will)
-		po.SetBinaryWill(contract.PresenceTopic(o.clientID), w, 1, true)
+		po.SetBinaryWill(contract.PresenceTopic(o.username, o.clientID), w, 1, true)
 	}
 	r.c = paho.NewClient(po)
 	if tok := r.c.Connect(); !tok.WaitTimeout(rqWait) || tok.Error() != nil {
@@ -294,6 +323,16 @@ func (r *rqRaw) subscribe(t testing.TB, filter string) {
 	}
 }
 
+// serve subscribes to the requests for its agent's pool (plainly: every
+// raw instance of the agent gets them all) and to those for its own
+// instance, which is where a call's messages go once the instance has
+// claimed it.
+func (r *rqRaw) serve(t testing.TB) {
+	t.Helper()
+	r.subscribe(t, contract.RequestFilter(r.agent, contract.AnyInstance))
+	r.subscribe(t, contract.RequestFilter(r.agent, r.clientID))
+}
+
 func (r *rqRaw) publish(t testing.TB, topic string, retained bool, payload []byte) {
 	t.Helper()
 	tok := r.c.Publish(topic, 1, retained, payload)
@@ -302,11 +341,11 @@ func (r *rqRaw) publish(t testing.TB, topic string, retained bool, payload []byt
 	}
 }
 
-// announce publishes a retained presence for clientID.
-func (r *rqRaw) announce(t testing.TB, clientID, status string) {
+// announce publishes its retained presence.
+func (r *rqRaw) announce(t testing.TB, status string) {
 	t.Helper()
-	p, _ := json.Marshal(contract.Presence{Status: status, ClientID: clientID, Name: "raw", Version: "0"})
-	r.publish(t, contract.PresenceTopic(clientID), true, p)
+	p, _ := json.Marshal(contract.Presence{Status: status, ClientID: r.clientID, Name: "raw", Version: "0"})
+	r.publish(t, contract.PresenceTopic(r.agent, r.clientID), true, p)
 }
 
 // next returns the next message received.
@@ -348,16 +387,33 @@ func (r *rqRaw) nextRequest(t testing.TB) rqRequest {
 	return q
 }
 
-// reply publishes an envelope with message on the response topic of the
-// request topic reqTopic.
+// replyTopic is its reply topic in the context of the request topic
+// reqTopic.
+func (r *rqRaw) replyTopic(t testing.TB, reqTopic string) string {
+	t.Helper()
+	q, err := contract.ParseTopic(reqTopic)
+	if err != nil || q.Kind != contract.Request {
+		t.Fatalf("request topic %s: %v", reqTopic, err)
+	}
+	return q.Context.ReplyTopic(r.agent, r.clientID)
+}
+
+// reply publishes an envelope with message on its reply topic in the
+// context of the request topic reqTopic.
 func (r *rqRaw) reply(t testing.TB, reqTopic, corrID string, message string) {
+	t.Helper()
+	r.publish(t, r.replyTopic(t, reqTopic), false, rqEnvelope(t, corrID, message))
+}
+
+// rqEnvelope encodes an envelope of corrID around message.
+func rqEnvelope(t testing.TB, corrID, message string) []byte {
 	t.Helper()
 	env := contract.Envelope{CorrelationID: corrID, Message: json.RawMessage(message)}
 	p, err := env.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.publish(t, strings.TrimSuffix(reqTopic, "req")+"res", false, p)
+	return p
 }
 
 // rqResult is a JSON-RPC success response to id with result.

@@ -60,7 +60,7 @@ func (w *presenceWatch) forgetAll() {
 		return
 	}
 	clear(w.agents)
-	w.online = 0
+	clear(w.online)
 	close(w.changed)
 	w.changed = make(chan struct{})
 	w.gen++

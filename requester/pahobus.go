@@ -76,10 +76,11 @@ type PahoBus struct {
 	client paho.Client
 	log    *logrus.Entry
 
-	mu     sync.RWMutex
-	exact  map[string]MessageHandler
-	wild   []pahoWildRoute
-	closed bool
+	mu      sync.RWMutex
+	exact   map[string]MessageHandler
+	replies map[string]pahoReplyRoute // by pahoReplyKey
+	wild    []pahoWildRoute
+	closed  bool
 	// up: the current connection is open as far as the bus knows. It goes
 	// down on the first sign of a loss (OnReconnecting is the ordered one:
 	// paho calls it before it dials again, so before the next onConnect).
@@ -98,6 +99,11 @@ type PahoBus struct {
 type pahoLinkWatch struct {
 	lost func(error)
 	up   func()
+}
+
+type pahoReplyRoute struct {
+	filter string
+	h      MessageHandler
 }
 
 type pahoWildRoute struct {
@@ -127,6 +133,7 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 	b := &PahoBus{
 		log:      requesterLogger(opts.Logger, "requester.pahobus").WithField("clientId", opts.ClientID),
 		exact:    make(map[string]MessageHandler),
+		replies:  make(map[string]pahoReplyRoute),
 		lost:     make(chan struct{}),
 		ready:    make(chan struct{}),
 		watchers: make(map[uint64]pahoLinkWatch),
@@ -233,6 +240,13 @@ func (b *PahoBus) dispatch(_ paho.Client, m paho.Message) {
 		h(topic, m.Payload())
 		return
 	}
+	if _, _, key, ok := replyKeyOf(topic); ok {
+		if r, ok := b.replies[key]; ok {
+			b.mu.RUnlock()
+			r.h(topic, m.Payload())
+			return
+		}
+	}
 	var hs []MessageHandler
 	for _, w := range b.wild {
 		if pahoMatch(w.pattern, topic) {
@@ -262,9 +276,12 @@ func (b *PahoBus) onConnect(c paho.Client) {
 	b.lost = make(chan struct{})
 	ready := make(chan struct{})
 	b.ready = ready
-	filters := make([]string, 0, len(b.exact)+len(b.wild))
+	filters := make([]string, 0, len(b.exact)+len(b.replies)+len(b.wild))
 	for f := range b.exact {
 		filters = append(filters, f)
+	}
+	for _, r := range b.replies {
+		filters = append(filters, r.filter)
 	}
 	for _, w := range b.wild {
 		filters = append(filters, w.filter)
@@ -507,9 +524,26 @@ func subackCode(tok paho.Token, filter string) (code byte, ok bool) {
 	return code, ok
 }
 
+// pahoReplyKey returns the key under which a context's reply filter
+// (contract.Context.ReplyFilter) is routed: the part after its agent and
+// instance wildcards, which every reply of the context shares. Such
+// filters, one per context, go in a map rather than the wildcard list,
+// which every message scans.
+func pahoReplyKey(filter string) (string, bool) {
+	rest, ok := strings.CutPrefix(filter, contract.TopicPrefix+"+/+/")
+	if !ok || strings.ContainsAny(rest, "+#") || !strings.HasSuffix(rest, "/"+contract.Reply) {
+		return "", false
+	}
+	return rest, true
+}
+
 func (b *PahoBus) addRoute(filter string, h MessageHandler) {
 	if !pahoIsWildcard(filter) {
 		b.exact[filter] = h
+		return
+	}
+	if key, ok := pahoReplyKey(filter); ok {
+		b.replies[key] = pahoReplyRoute{filter: filter, h: h}
 		return
 	}
 	for i, w := range b.wild {
@@ -524,6 +558,10 @@ func (b *PahoBus) addRoute(filter string, h MessageHandler) {
 func (b *PahoBus) removeRoute(filter string) {
 	if !pahoIsWildcard(filter) {
 		delete(b.exact, filter)
+		return
+	}
+	if key, ok := pahoReplyKey(filter); ok {
+		delete(b.replies, key)
 		return
 	}
 	for i, w := range b.wild {

@@ -11,16 +11,17 @@ import (
 	"github.com/toolbus/toolbus/internal/testenv"
 )
 
-// benchContexts is how many exact response subscriptions the gateway
-// holds in the dispatch benchmark (the 50 000 contexts).
+// benchContexts is how many contexts' reply filters the gateway holds in
+// the dispatch benchmark (the 50 000 contexts).
 const benchContexts = 50_000
 
-// BenchmarkPahoDispatch delivers one message at a time, through the
-// embedded broker over TCP, to a client holding benchContexts exact
-// subscriptions: PahoBus (one default handler, a map lookup per message)
-// against a plain paho client with a handler per subscription (paho's
-// router tries every route, splitting its filter, for each message). Both
-// pay the same network round trip; the difference is the dispatch.
+// BenchmarkPahoDispatch delivers one reply at a time, through the embedded
+// broker over TCP, to a client holding benchContexts reply filters
+// (contract.Context.ReplyFilter): PahoBus (one default handler, a map
+// lookup by the reply's context per message) against a plain paho client
+// with a handler per subscription (paho's router tries every route,
+// splitting its filter, for each message). Both pay the same network round
+// trip; the difference is the dispatch.
 //
 //	go test -run '^$' -bench PahoDispatch -benchtime 200x ./expertagent/
 func BenchmarkPahoDispatch(b *testing.B) {
@@ -29,21 +30,21 @@ func BenchmarkPahoDispatch(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/contexts=%d", kind, contexts), func(b *testing.B) {
 				e := &rqEnv{testenv.StartBroker(b, testenv.WithLogLevel(logrus.WarnLevel))}
 				got := make(chan string, 1)
-				topics := make([]string, contexts)
-				for i := range topics {
-					topics[i] = rqCtx(i).ResponseTopic()
+				filters := make([]string, contexts)
+				for i := range filters {
+					filters[i] = rqCtx(i).ReplyFilter()
 				}
 				start := time.Now()
 				if kind == "pahobus-map" {
-					benchPahoBusSubscribe(b, e, topics, got)
+					benchPahoBusSubscribe(b, e, filters, got)
 				} else {
-					benchPahoRouterSubscribe(b, e, topics, got)
+					benchPahoRouterSubscribe(b, e, filters, got)
 				}
 				subscribeTime := time.Since(start)
 
 				pub := benchPublisher(b, e)
-				// The message goes to a topic in the middle of the table.
-				topic := topics[len(topics)/2]
+				// The message is a reply of a context in the middle of the table.
+				topic := rqCtx(contexts/2).ReplyTopic(e.AgentUser, benchPublisherID)
 				payload := []byte("{}")
 				for b.Loop() {
 					pub.Publish(topic, 0, false, payload)
@@ -61,25 +62,25 @@ func BenchmarkPahoDispatch(b *testing.B) {
 	}
 }
 
-func benchPahoBusSubscribe(b *testing.B, e *rqEnv, topics []string, got chan<- string) {
+func benchPahoBusSubscribe(b *testing.B, e *rqEnv, filters []string, got chan<- string) {
 	b.Helper()
 	bus := e.pahoBus(b, "bench-bus")
 	h := func(topic string, _ []byte) { got <- topic }
 	ctx := rqContext(b)
-	for _, t := range topics {
+	for _, t := range filters {
 		if err := bus.Subscribe(ctx, t, h); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-func benchPahoRouterSubscribe(b *testing.B, e *rqEnv, topics []string, got chan<- string) {
+func benchPahoRouterSubscribe(b *testing.B, e *rqEnv, filters []string, got chan<- string) {
 	b.Helper()
 	c := benchClient(b, e.URL, "bench-router", e.PlatformUser, e.PlatformPassword)
 	// One route per subscription, each with its own handler: paho's way.
-	for i := 0; i < len(topics); i += 500 {
+	for i := 0; i < len(filters); i += 500 {
 		batch := map[string]byte{}
-		for _, t := range topics[i:min(i+500, len(topics))] {
+		for _, t := range filters[i:min(i+500, len(filters))] {
 			batch[t] = 1
 		}
 		tok := c.SubscribeMultiple(batch, func(_ paho.Client, m paho.Message) { got <- m.Topic() })
@@ -89,10 +90,14 @@ func benchPahoRouterSubscribe(b *testing.B, e *rqEnv, topics []string, got chan<
 	}
 }
 
-// benchPublisher is an agent-role client that publishes the responses.
+// benchPublisherID is the client ID of benchPublisher: the instance level
+// of the replies it may publish.
+const benchPublisherID = "bench-pub"
+
+// benchPublisher is an agent-role client that publishes the replies.
 func benchPublisher(b *testing.B, e *rqEnv) paho.Client {
 	b.Helper()
-	return benchClient(b, e.URL, "bench-pub", e.AgentUser, e.AgentPassword)
+	return benchClient(b, e.URL, benchPublisherID, e.AgentUser, e.AgentPassword)
 }
 
 // benchClient is a connected plain paho client, disconnected at cleanup.

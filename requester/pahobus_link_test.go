@@ -50,7 +50,7 @@ func TestPahoBusLinkLostFailsCallsAndRestoresContexts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := r.CallTool(ctx, rqCtx(i), nil, "echo", json.RawMessage(`{"text":"warm"}`), nil)
+			_, err := r.CallTool(ctx, rqCtx(i), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"warm"}`), nil)
 			errs <- err
 		}()
 	}
@@ -66,7 +66,7 @@ func TestPahoBusLinkLostFailsCallsAndRestoresContexts(t *testing.T) {
 	results := make(chan error, inFlight)
 	for i := range inFlight {
 		go func() {
-			_, err := r.CallTool(ctx, rqCtx(i), nil, "hang", nil, nil)
+			_, err := r.CallTool(ctx, rqCtx(i), e.AgentUser, nil, "hang", nil, nil)
 			results <- err
 		}()
 	}
@@ -91,14 +91,14 @@ func TestPahoBusLinkLostFailsCallsAndRestoresContexts(t *testing.T) {
 	// agent is back with ErrNoAgent: never a timeout.
 	before := r.Stats().Subscribes
 	rqPoll(t, "a call after the restart", func() bool {
-		_, err := r.CallTool(ctx, rqCtx(0), nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
+		_, err := r.CallTool(ctx, rqCtx(0), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
 		if err != nil && !errors.Is(err, requester.ErrLinkLost) && !errors.Is(err, requester.ErrNoAgent) {
 			t.Fatalf("call while reconnecting: %v", err)
 		}
 		return err == nil
 	})
 	for i := range contexts {
-		raw, err := r.CallTool(ctx, rqCtx(i), nil, "echo", json.RawMessage(fmt.Sprintf(`{"text":"probe %d"}`, i)), nil)
+		raw, err := r.CallTool(ctx, rqCtx(i), e.AgentUser, nil, "echo", json.RawMessage(fmt.Sprintf(`{"text":"probe %d"}`, i)), nil)
 		if err != nil {
 			t.Fatalf("probe of context %d: %v", i, err)
 		}

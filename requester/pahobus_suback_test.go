@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/requester"
 )
@@ -34,7 +35,8 @@ func TestPahoBusSubackCodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = bus.Close() })
-			err = bus.Subscribe(ctx, "ff/v1/mcp/p/u/s/_/_/res", func(string, []byte) {})
+			c := contract.Context{PlatformID: "p", UserID: "u", SessionID: "s", EntityType: contract.NoEntity, EntityID: contract.NoEntity}
+			err = bus.Subscribe(ctx, c.ReplyFilter(), func(string, []byte) {})
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("Subscribe: %v", err)
@@ -62,7 +64,7 @@ func TestPahoBusResubscribeSharedInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = bus.Close() })
-	if err := bus.Subscribe(ctx, "$share/agents/ff/v1/mcp/+/+/+/+/+/req", func(string, []byte) {}); err != nil {
+	if err := bus.Subscribe(ctx, contract.SharedRequestFilter("agent1"), func(string, []byte) {}); err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
 	broker.Drop()

@@ -57,64 +57,107 @@ func (in rqInbox) skipUntil(t testing.TB, topic, payload, skipTopic, skipPayload
 	}
 }
 
+// TestPahoBusDispatch: a context's reply filter gets the replies of every
+// agent and instance in that context (and nothing of another context), an
+// exact topic's handler takes its messages from a wildcard's, retained
+// messages come on subscribe, and Publish reaches an agent.
 func TestPahoBusDispatch(t *testing.T) {
 	e := rqStartBroker(t)
 	bus := e.pahoBus(t, "gw-dispatch")
 	agent := e.raw(t, rqRawOpts{clientID: "agent-d"})
+	const second = "agent2"
+	other := e.raw(t, rqRawOpts{clientID: "agent-o", username: second, password: e.addAgentIdentity(t, second)})
 	ctx := rqContext(t)
+	presence := contract.PresenceTopic(e.AgentUser, "agent-d")
 
-	exact, wild := make(rqInbox, 16), make(rqInbox, 16)
-	res1, res2 := rqCtx(1).ResponseTopic(), rqCtx(2).ResponseTopic()
-	if err := bus.Subscribe(ctx, res1, exact.handler); err != nil {
+	replies, wild := make(rqInbox, 16), make(rqInbox, 16)
+	if err := bus.Subscribe(ctx, rqCtx(1).ReplyFilter(), replies.handler); err != nil {
 		t.Fatal(err)
 	}
 	// Retained before the subscription. mochi acknowledges a publish
 	// before it routes it (docs/upstream.md, mochi 10), so it may arrive
 	// twice: live and retained. The sentinel after it marks the end.
-	agent.publish(t, contract.PresenceTopic("agent-d"), true, []byte(`{"status":"online"}`))
+	agent.publish(t, presence, true, []byte(`{"status":"online"}`))
 	if err := bus.Subscribe(ctx, contract.PresenceFilter, wild.handler); err != nil {
 		t.Fatal(err)
 	}
-	wild.expect(t, contract.PresenceTopic("agent-d"), `{"status":"online"}`)
-	agent.publish(t, contract.PresenceTopic("agent-d"), false, []byte(`{"status":"sentinel"}`))
-	wild.skipUntil(t, contract.PresenceTopic("agent-d"), `{"status":"sentinel"}`, contract.PresenceTopic("agent-d"), `{"status":"online"}`)
-	agent.publish(t, res2, false, []byte("not subscribed"))
-	agent.publish(t, res1, false, []byte("one"))
-	exact.expect(t, res1, "one")
+	wild.expect(t, presence, `{"status":"online"}`)
+	agent.publish(t, presence, false, []byte(`{"status":"sentinel"}`))
+	wild.skipUntil(t, presence, `{"status":"sentinel"}`, presence, `{"status":"online"}`)
 
-	if err := bus.Unsubscribe(ctx, res1); err != nil {
+	res1 := rqCtx(1).ReplyTopic(e.AgentUser, "agent-d")
+	agent.publish(t, rqCtx(2).ReplyTopic(e.AgentUser, "agent-d"), false, []byte("not subscribed"))
+	agent.publish(t, res1, false, []byte("one"))
+	replies.expect(t, res1, "one")
+	other.publish(t, rqCtx(1).ReplyTopic(second, "agent-o"), false, []byte("another agent's"))
+	replies.expect(t, rqCtx(1).ReplyTopic(second, "agent-o"), "another agent's")
+
+	if err := bus.Unsubscribe(ctx, rqCtx(1).ReplyFilter()); err != nil {
 		t.Fatal(err)
 	}
 	agent.publish(t, res1, false, []byte("after unsubscribe"))
-	agent.publish(t, contract.PresenceTopic("agent-d"), true, []byte(`{"status":"offline"}`))
-	wild.expect(t, contract.PresenceTopic("agent-d"), `{"status":"offline"}`)
+	agent.publish(t, presence, true, []byte(`{"status":"offline"}`))
+	wild.expect(t, presence, `{"status":"offline"}`)
 	select {
-	case m := <-exact:
-		t.Fatalf("exact handler got %s %q", m.topic, m.payload)
+	case m := <-replies:
+		t.Fatalf("reply handler got %s %q", m.topic, m.payload)
+	default:
+	}
+
+	// An exact topic's handler gets its messages, the wildcard's does not:
+	// once the barrier (the same publisher's next message) is in, the
+	// wildcard handler would have had it.
+	exact, barrier := make(rqInbox, 16), make(rqInbox, 16)
+	if err := bus.Subscribe(ctx, presence, exact.handler); err != nil {
+		t.Fatal(err)
+	}
+	exact.expect(t, presence, `{"status":"offline"}`) // retained
+	if err := bus.Subscribe(ctx, rqCtx(3).ReplyFilter(), barrier.handler); err != nil {
+		t.Fatal(err)
+	}
+	agent.publish(t, presence, false, []byte(`{"status":"online"}`))
+	agent.publish(t, rqCtx(3).ReplyTopic(e.AgentUser, "agent-d"), false, []byte("barrier"))
+	exact.expect(t, presence, `{"status":"online"}`)
+	barrier.expect(t, rqCtx(3).ReplyTopic(e.AgentUser, "agent-d"), "barrier")
+	select {
+	case m := <-wild:
+		t.Fatalf("wildcard handler got %s %q beside the exact one", m.topic, m.payload)
 	default:
 	}
 
 	// Publish is QoS 1 and reaches an agent.
-	agent.subscribe(t, contract.RequestFilter)
-	if err := bus.Publish(ctx, rqCtx(1).RequestTopic(), []byte("req")); err != nil {
+	agent.serve(t)
+	if err := bus.Publish(ctx, rqCtx(1).RequestTopic(e.AgentUser, contract.AnyInstance), []byte("req")); err != nil {
 		t.Fatal(err)
 	}
-	if m := agent.next(t); m.topic != rqCtx(1).RequestTopic() || string(m.payload) != "req" {
+	if m := agent.next(t); m.topic != rqCtx(1).RequestTopic(e.AgentUser, contract.AnyInstance) || string(m.payload) != "req" {
 		t.Fatalf("agent got %s %q", m.topic, m.payload)
 	}
 }
 
+// A platform identity may subscribe to the replies of one context at a time
+// and to presence only: the broker refuses the rest, and so does
+// Subscribe.
 func TestPahoBusSubscribeRefused(t *testing.T) {
 	e := rqStartBroker(t)
 	bus := e.pahoBus(t, "gw-refused")
 	in := make(rqInbox, 4)
-	// A platform identity may subscribe to exact response topics only.
-	if err := bus.Subscribe(rqContext(t), "ff/v1/mcp/#", in.handler); err == nil {
-		t.Fatal("subscription to ff/v1/mcp/# accepted")
+	for _, filter := range []string{
+		contract.TopicPrefix + "#",
+		contract.V1Prefix + "#",
+		contract.TopicPrefix + "+/+/gw1/+/s1/_/_/" + contract.Reply, // every user's
+		contract.TopicPrefix + "+/+/+/+/+/+/+/" + contract.Reply,    // every context's
+		contract.RequestFilter(e.AgentUser, contract.AnyInstance),
+	} {
+		t.Run(filter, func(t *testing.T) {
+			if err := bus.Subscribe(rqContext(t), filter, in.handler); err == nil {
+				t.Fatalf("subscription to %s accepted", filter)
+			}
+		})
 	}
 	ctx, cancel := context.WithCancel(rqContext(t))
 	cancel()
-	if err := bus.Subscribe(ctx, rqCtx(1).ResponseTopic(), in.handler); !errors.Is(err, context.Canceled) {
+	if err := bus.Subscribe(ctx, rqCtx(1).ReplyFilter(), in.handler); !errors.Is(err, context.Canceled) {
 		t.Fatalf("subscribe with a cancelled ctx: %v", err)
 	}
 }
@@ -130,9 +173,9 @@ func TestPahoBusClose(t *testing.T) {
 	}
 	ctx := rqContext(t)
 	for name, err := range map[string]error{
-		"subscribe":   bus.Subscribe(ctx, rqCtx(1).ResponseTopic(), func(string, []byte) {}),
-		"unsubscribe": bus.Unsubscribe(ctx, rqCtx(1).ResponseTopic()),
-		"publish":     bus.Publish(ctx, rqCtx(1).RequestTopic(), nil),
+		"subscribe":   bus.Subscribe(ctx, rqCtx(1).ReplyFilter(), func(string, []byte) {}),
+		"unsubscribe": bus.Unsubscribe(ctx, rqCtx(1).ReplyFilter()),
+		"publish":     bus.Publish(ctx, rqCtx(1).RequestTopic(e.AgentUser, contract.AnyInstance), nil),
 	} {
 		if !errors.Is(err, requester.ErrBusClosed) {
 			t.Errorf("%s after Close: %v", name, err)
@@ -152,7 +195,7 @@ func TestPahoBusResubscribesAfterReconnect(t *testing.T) {
 	bus := e.pahoBus(t, "gw-reconnect")
 	r := rqRequester(t, bus, requester.Options{IgnorePresence: true, CallTimeout: time.Second})
 	call := func() error {
-		_, err := r.CallTool(rqContext(t), rqCtx(1), nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
+		_, err := r.CallTool(rqContext(t), rqCtx(1), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
 		return err
 	}
 	if err := call(); err != nil {

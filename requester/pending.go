@@ -20,22 +20,24 @@ const recentCalls = 4096
 type pendingCall struct {
 	id  string
 	seq uint64 // the sequence number id was made from
-	// topic is the response topic the answer must arrive on: a reply on
-	// another context's topic must not complete the call.
-	topic string
+	// agent is the agent the call went to, and replyKey the context's
+	// part of its reply topics (replyKeyOf): a reply from another agent,
+	// or on another context's topic, must not complete the call.
+	agent    string
+	replyKey string
 
-	mu      sync.Mutex
-	agent   string // client ID of the agent that claimed the call, if it said
-	interim []*jsonrpc.Message
-	final   *jsonrpc.Message
-	err     error
+	mu       sync.Mutex
+	instance string // client ID of the instance that claimed the call (its first message)
+	interim  []*jsonrpc.Message
+	final    *jsonrpc.Message
+	err      error
 	// notify has room for one wake-up: the handler never blocks on it, the
 	// waiter drains everything queued on each wake.
 	notify chan struct{}
 }
 
-func newPendingCall(id string, seq uint64, topic string) *pendingCall {
-	return &pendingCall{id: id, seq: seq, topic: topic, notify: make(chan struct{}, 1)}
+func newPendingCall(id string, seq uint64, agent, replyKey string) *pendingCall {
+	return &pendingCall{id: id, seq: seq, agent: agent, replyKey: replyKey, notify: make(chan struct{}, 1)}
 }
 
 func (p *pendingCall) wake() {
@@ -160,27 +162,38 @@ func (t *pendingTable) remove(p *pendingCall, answered bool) bool {
 	return true
 }
 
-// claim records which agent took the call; the first one to say wins. It
-// reports whether this was the first claim.
-func (p *pendingCall) claim(agent string) bool {
+// claim records which instance of the call's agent took it; the first one
+// heard of wins. It reports whether this was the first claim.
+func (p *pendingCall) claim(instance string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.agent != "" {
+	if p.instance != "" {
 		return false
 	}
-	p.agent = agent
+	p.instance = instance
 	return true
 }
 
-func (p *pendingCall) claimedBy(agent string) bool {
+// claimedBy returns the client ID of the instance that claimed the call,
+// "" if none has yet.
+func (p *pendingCall) claimedBy() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.agent == agent
+	return p.instance
 }
 
-// failClaimed fails the open calls that agent claimed with err.
-func (t *pendingTable) failClaimed(agent string, err error) int {
-	return t.failWhere(func(p *pendingCall) bool { return p.claimedBy(agent) }, err)
+// failClaimed fails with err the open calls that the instance (an
+// instanceKey) claimed.
+func (t *pendingTable) failClaimed(key string, err error) int {
+	return t.failWhere(func(p *pendingCall) bool {
+		in := p.claimedBy()
+		return in != "" && instanceKey(p.agent, in) == key
+	}, err)
+}
+
+// failAgent fails with err the open calls that went to agent.
+func (t *pendingTable) failAgent(agent string, err error) int {
+	return t.failWhere(func(p *pendingCall) bool { return p.agent == agent }, err)
 }
 
 // failAll fails every open call with err (the calls stay in the table until

@@ -17,8 +17,8 @@ func decimalSeq(id string) (uint64, bool) {
 	return n, err == nil && n > 0
 }
 
-func pendingCallNo(seq uint64, topic string) *pendingCall {
-	return newPendingCall(strconv.FormatUint(seq, 10), seq, topic)
+func pendingCallNo(seq uint64, agent string) *pendingCall {
+	return newPendingCall(strconv.FormatUint(seq, 10), seq, agent, "p/u/s/_/_/res")
 }
 
 func TestPendingTableKinds(t *testing.T) {
@@ -148,10 +148,11 @@ func TestPahoMatch(t *testing.T) {
 		{"a/b", "a/b/c", false},
 		{"a/b/c", "a/b", false},
 		{"+/+/#", "a/b", true},
-		{contract.PresenceFilter, contract.PresenceTopic("x"), true},
-		{contract.PresenceFilter, contract.TopicPrefix + "agents/x/y/status", false},
-		{contract.RequestFilter, "ff/v1/mcp/p/u/s/t/i/req", true},
-		{contract.RequestFilter, "ff/v1/mcp/p/u/s/t/i/res", false},
+		{contract.PresenceFilter, contract.PresenceTopic("a", "x"), true},
+		{contract.PresenceFilter, contract.TopicPrefix + "a/x/y/status", false},
+		{contract.RequestFilter("a", "_"), "ff/v2/mcp/a/_/p/u/s/t/i/req", true},
+		{contract.RequestFilter("a", "_"), "ff/v2/mcp/a/_/p/u/s/t/i/res", false},
+		{contract.RequestFilter("a", "_"), "ff/v2/mcp/b/_/p/u/s/t/i/req", false},
 		{"#", "$SYS/x", false},
 		{"+/x", "$SYS/x", false},
 		{"$SYS/#", "$SYS/x", true},
@@ -160,7 +161,7 @@ func TestPahoMatch(t *testing.T) {
 			t.Errorf("pahoMatch(%q, %q) = %v, want %v", tc.filter, tc.topic, got, tc.want)
 		}
 	}
-	if got := pahoPattern("$share/g/" + contract.RequestFilter); got != contract.RequestFilter {
+	if got := pahoPattern(contract.SharedRequestFilter("a")); got != contract.RequestFilter("a", "_") {
 		t.Errorf("pahoPattern = %q", got)
 	}
 }
@@ -198,6 +199,106 @@ func TestRequesterSeqOf(t *testing.T) {
 	} {
 		if _, ok := r.seqOf(bad); ok {
 			t.Errorf("seqOf(%q) accepted", bad)
+		}
+	}
+}
+
+// TestPendingFailAgentAndClaimed: the last instance of an agent going
+// fails the calls to that agent only; one instance going fails only the
+// calls it claimed, told apart by agent and client ID.
+func TestPendingFailAgentAndClaimed(t *testing.T) {
+	tab := newPendingTable(decimalSeq)
+	echo1, echo2, echoFree, search1 := pendingCallNo(1, "echo"), pendingCallNo(2, "echo"), pendingCallNo(3, "echo"), pendingCallNo(4, "search")
+	for _, p := range []*pendingCall{echo1, echo2, echoFree, search1} {
+		tab.add(p)
+	}
+	echo1.claim("i1")
+	if echo1.claim("i2") || echo1.claimedBy() != "i1" {
+		t.Fatalf("a second claim replaced the first: %q", echo1.claimedBy())
+	}
+	echo2.claim("i2")
+	search1.claim("i1") // the same client ID under another agent
+
+	gone := errors.New("gone")
+	if n := tab.failClaimed(instanceKey("echo", "i1"), gone); n != 1 {
+		t.Fatalf("failClaimed(echo/i1) failed %d calls, want 1", n)
+	}
+	if _, _, err := echo1.take(); !errors.Is(err, gone) {
+		t.Fatalf("echo1: %v", err)
+	}
+	for _, p := range []*pendingCall{echo2, echoFree, search1} {
+		if _, _, err := p.take(); err != nil {
+			t.Fatalf("call %s failed: %v", p.id, err)
+		}
+	}
+
+	noAgent := errors.New("no agent")
+	if n := tab.failAgent("echo", noAgent); n != 2 {
+		t.Fatalf("failAgent(echo) failed %d calls, want 2 (echo1 had failed already)", n)
+	}
+	for _, p := range []*pendingCall{echo2, echoFree} {
+		if _, _, err := p.take(); !errors.Is(err, noAgent) {
+			t.Fatalf("call %s: %v", p.id, err)
+		}
+	}
+	if _, _, err := search1.take(); err != nil {
+		t.Fatalf("the other agent's call failed: %v", err)
+	}
+}
+
+func TestReplyKeyOf(t *testing.T) {
+	for _, tc := range []struct {
+		topic                string
+		agent, instance, key string
+		ok                   bool
+	}{
+		{"ff/v2/mcp/echo/i1/p/u/s/_/_/res", "echo", "i1", "p/u/s/_/_/res", true},
+		{"ff/v2/mcp/echo/_/p/u/s/_/_/res", "echo", "_", "p/u/s/_/_/res", true},
+		{"ff/v2/mcp/echo/i1/p/u/s/_/_/req", "", "", "", false},
+		{"ff/v2/mcp/echo/i1/status", "", "", "", false},
+		{"ff/v2/mcp/echo/res", "", "", "", false},
+		{"ff/v1/mcp/p/u/s/_/_/res", "", "", "", false},
+	} {
+		t.Run(tc.topic, func(t *testing.T) {
+			agent, instance, key, ok := replyKeyOf(tc.topic)
+			if agent != tc.agent || instance != tc.instance || key != tc.key || ok != tc.ok {
+				t.Errorf("replyKeyOf = %q %q %q %v, want %q %q %q %v", agent, instance, key, ok, tc.agent, tc.instance, tc.key, tc.ok)
+			}
+		})
+	}
+	// The key of a reply is the key of its context's reply filter, as the
+	// pending call holds it.
+	c := contract.Context{PlatformID: "p", UserID: "u", SessionID: "s", EntityType: "_", EntityID: "_"}
+	if _, _, key, _ := replyKeyOf(c.ReplyTopic("echo", "i1")); key != c.Levels()+"/"+contract.Reply {
+		t.Errorf("key %q", key)
+	}
+}
+
+func TestPahoReplyKey(t *testing.T) {
+	c := contract.Context{PlatformID: "p", UserID: "u", SessionID: "s", EntityType: "_", EntityID: "_"}
+	for _, tc := range []struct {
+		filter, key string
+		ok          bool
+	}{
+		{c.ReplyFilter(), c.Levels() + "/" + contract.Reply, true},
+		{c.ReplyTopic("echo", "i1"), "", false},
+		{"ff/v2/mcp/+/+/p/u/+/_/_/res", "", false},
+		{"ff/v2/mcp/+/+/p/u/s/_/_/req", "", false},
+		{"ff/v2/mcp/+/+/p/u/s/#", "", false},
+		{contract.PresenceFilter, "", false},
+	} {
+		t.Run(tc.filter, func(t *testing.T) {
+			if key, ok := pahoReplyKey(tc.filter); key != tc.key || ok != tc.ok {
+				t.Errorf("pahoReplyKey = %q %v, want %q %v", key, ok, tc.key, tc.ok)
+			}
+		})
+	}
+	// Every reply of the context, whoever sends it, is routed under its
+	// filter's key.
+	want, _ := pahoReplyKey(c.ReplyFilter())
+	for _, from := range [][2]string{{"echo", "i1"}, {"search", "s9"}} {
+		if _, _, key, _ := replyKeyOf(c.ReplyTopic(from[0], from[1])); key != want {
+			t.Errorf("the key %q of %s's reply is not its filter's %q", key, from, want)
 		}
 	}
 }

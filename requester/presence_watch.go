@@ -3,11 +3,9 @@ package requester
 import (
 	"encoding/json"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 )
 
@@ -19,6 +17,10 @@ const maxKnownAgents = 4096
 // AgentStatus is what the gateway knows of one agent instance from its
 // presence topic.
 type AgentStatus struct {
+	// Agent is the agent's name on the bus (its MQTT username), ClientID
+	// the instance's: both from the presence topic, which the broker lets
+	// an instance publish only as itself.
+	Agent    string
 	ClientID string
 	Name     string
 	Version  string
@@ -28,11 +30,15 @@ type AgentStatus struct {
 	Since time.Time
 }
 
-// presenceWatch keeps the agents' retained statuses.
+// instanceKey names an instance in the presence table and in claims:
+// agent/clientID (client IDs of different agents may meet).
+func instanceKey(agent, clientID string) string { return agent + "/" + clientID }
+
+// presenceWatch keeps the agent instances' statuses.
 type presenceWatch struct {
 	mu     sync.Mutex
-	agents map[string]AgentStatus
-	online int
+	agents map[string]AgentStatus // by instanceKey
+	online map[string]int         // online instances by agent name
 	// changed is closed and replaced at every change, so waiters can wait
 	// for "something changed" without a callback.
 	changed chan struct{}
@@ -42,42 +48,36 @@ type presenceWatch struct {
 }
 
 func newPresenceWatch() *presenceWatch {
-	return &presenceWatch{agents: make(map[string]AgentStatus), changed: make(chan struct{})}
+	return &presenceWatch{agents: make(map[string]AgentStatus), online: make(map[string]int), changed: make(chan struct{})}
 }
 
-// presenceClientID extracts <clientId> from ff/v1/mcp/agents/<clientId>/status.
-// The topic is the authority (the broker lets an agent publish only its
-// own), not the clientId in the payload.
-func presenceClientID(topic string) (string, bool) {
-	rest, ok := strings.CutPrefix(topic, contract.TopicPrefix+"agents/")
-	if !ok {
-		return "", false
-	}
-	id, ok := strings.CutSuffix(rest, "/status")
-	if !ok || !acl.ValidLevel(id) {
-		return "", false
-	}
-	return id, true
+// presenceChange is what one presence message changed.
+type presenceChange struct {
+	// agentGone is the agent whose last online instance went; "" if none.
+	agentGone string
+	// instanceGone is the instanceKey of an instance that went offline.
+	instanceGone string
 }
 
 // handle applies one presence message. It reports whether the message was
-// understood and whether it took the last online agent away.
-func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (ok, lastGone bool, gone string) {
-	id, ok := presenceClientID(topic)
+// understood, and what went.
+func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (presenceChange, bool) {
+	agent, clientID, ok := contract.ParsePresenceTopic(topic)
 	if !ok {
-		return false, false, ""
+		return presenceChange{}, false
 	}
+	key := instanceKey(agent, clientID)
 	var st AgentStatus
 	cleared := len(payload) == 0
 	if !cleared {
 		var p contract.Presence
 		if err := json.Unmarshal(payload, &p); err != nil {
-			return false, false, ""
+			return presenceChange{}, false
 		}
 		if p.Status != contract.StatusOnline && p.Status != contract.StatusOffline {
-			return false, false, ""
+			return presenceChange{}, false
 		}
-		st = AgentStatus{ClientID: id, Name: p.Name, Version: p.Version, Online: p.Status == contract.StatusOnline, Since: now}
+		st = AgentStatus{Agent: agent, ClientID: clientID, Name: p.Name, Version: p.Version, Online: p.Status == contract.StatusOnline, Since: now}
 		if p.Since > 0 {
 			st.Since = time.UnixMilli(p.Since)
 		}
@@ -85,28 +85,39 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (ok,
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	before := w.online
-	if old, had := w.agents[id]; had && old.Online {
-		w.online--
+	var ch presenceChange
+	if old, had := w.agents[key]; had && old.Online {
+		w.setOnline(agent, -1)
 		if cleared || !st.Online {
-			gone = id
+			ch.instanceGone = key
 		}
 	}
 	if cleared {
-		delete(w.agents, id)
+		delete(w.agents, key)
 	} else {
-		w.agents[id] = st
+		w.agents[key] = st
 		if st.Online {
-			w.online++
+			w.setOnline(agent, +1)
 		}
 		if len(w.agents) > maxKnownAgents {
 			w.forgetOldestOffline()
 		}
 	}
+	if ch.instanceGone != "" && w.online[agent] == 0 {
+		ch.agentGone = agent
+	}
 	close(w.changed)
 	w.changed = make(chan struct{})
 	w.gen++
-	return true, before > 0 && w.online == 0, gone
+	return ch, true
+}
+
+func (w *presenceWatch) setOnline(agent string, delta int) {
+	if n := w.online[agent] + delta; n > 0 {
+		w.online[agent] = n
+	} else {
+		delete(w.online, agent)
+	}
 }
 
 // forgetOldestOffline drops the offline agent heard of longest ago. Called
@@ -124,12 +135,25 @@ func (w *presenceWatch) forgetOldestOffline() {
 	}
 }
 
-// anyOnline reports whether an agent is online, and a channel closed at the
-// next change.
-func (w *presenceWatch) anyOnline() (bool, <-chan struct{}) {
+// agentOnline reports whether an instance of agent is online, and a
+// channel closed at the next change.
+func (w *presenceWatch) agentOnline(agent string) (bool, <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.online > 0, w.changed
+	return w.online[agent] > 0, w.changed
+}
+
+// onlineAgents returns the names of the agents with an instance online,
+// sorted, and a channel closed at the next change.
+func (w *presenceWatch) onlineAgents() ([]string, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names := make([]string, 0, len(w.online))
+	for a := range w.online {
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	return names, w.changed
 }
 
 // generation counts the presence changes seen so far.
@@ -139,7 +163,8 @@ func (w *presenceWatch) generation() uint64 {
 	return w.gen
 }
 
-// list returns the known agents, online first, then by client ID.
+// list returns the known agent instances, online first, then by agent and
+// client ID.
 func (w *presenceWatch) list() []AgentStatus {
 	w.mu.Lock()
 	out := make([]AgentStatus, 0, len(w.agents))
@@ -150,6 +175,9 @@ func (w *presenceWatch) list() []AgentStatus {
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Online != out[j].Online {
 			return out[i].Online
+		}
+		if out[i].Agent != out[j].Agent {
+			return out[i].Agent < out[j].Agent
 		}
 		return out[i].ClientID < out[j].ClientID
 	})

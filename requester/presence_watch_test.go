@@ -2,6 +2,7 @@ package requester
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,56 +11,68 @@ import (
 
 func TestPresenceWatch(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pt := contract.PresenceTopic
 	type step struct {
 		topic, payload string
-		ok, lastGone   bool
-		online         bool   // anyOnline after the step
-		gone           string // the agent the step took offline
+		ok             bool
+		online         string // the agents online after the step, comma-separated
+		agentGone      string // the agent whose last instance the step took offline
+		instanceGone   string // the instance (agent/clientID) it took offline
 	}
 	tests := []struct {
 		name  string
 		steps []step
 		want  []AgentStatus // Agents() at the end
 	}{
-		{"one agent online then offline", []step{
-			{contract.PresenceTopic("a1"), `{"status":"online","clientId":"a1","name":"echo","version":"1.2","since":1767225600000}`, true, false, true, ""},
-			{contract.PresenceTopic("a1"), `{"status":"offline","clientId":"a1","name":"echo","version":"1.2"}`, true, true, false, "a1"},
-		}, []AgentStatus{{ClientID: "a1", Name: "echo", Version: "1.2", Online: false, Since: now}}},
+		{"one instance online then offline", []step{
+			{pt("echo", "a1"), `{"status":"online","clientId":"a1","name":"Echo","version":"1.2","since":1767225600000}`, true, "echo", "", ""},
+			{pt("echo", "a1"), `{"status":"offline","clientId":"a1","name":"Echo","version":"1.2"}`, true, "", "echo", "echo/a1"},
+		}, []AgentStatus{{Agent: "echo", ClientID: "a1", Name: "Echo", Version: "1.2", Online: false, Since: now}}},
+		{"a pool of two, one leaves", []step{
+			{pt("echo", "a1"), `{"status":"online"}`, true, "echo", "", ""},
+			{pt("echo", "a2"), `{"status":"online"}`, true, "echo", "", ""},
+			{pt("echo", "a1"), `{"status":"offline"}`, true, "echo", "", "echo/a1"},
+		}, []AgentStatus{{Agent: "echo", ClientID: "a2", Online: true, Since: now}, {Agent: "echo", ClientID: "a1", Since: now}}},
 		{"two agents, one leaves", []step{
-			{contract.PresenceTopic("a1"), `{"status":"online"}`, true, false, true, ""},
-			{contract.PresenceTopic("a2"), `{"status":"online"}`, true, false, true, ""},
-			{contract.PresenceTopic("a1"), `{"status":"offline"}`, true, false, true, "a1"},
-		}, []AgentStatus{{ClientID: "a2", Online: true, Since: now}, {ClientID: "a1", Since: now}}},
+			{pt("echo", "a1"), `{"status":"online"}`, true, "echo", "", ""},
+			{pt("search", "s1"), `{"status":"online"}`, true, "echo,search", "", ""},
+			{pt("echo", "a1"), `{"status":"offline"}`, true, "search", "echo", "echo/a1"},
+		}, []AgentStatus{{Agent: "search", ClientID: "s1", Online: true, Since: now}, {Agent: "echo", ClientID: "a1", Since: now}}},
+		{"one client ID, two agents", []step{
+			{pt("echo", "x"), `{"status":"online"}`, true, "echo", "", ""},
+			{pt("search", "x"), `{"status":"online"}`, true, "echo,search", "", ""},
+		}, []AgentStatus{{Agent: "echo", ClientID: "x", Online: true, Since: now}, {Agent: "search", ClientID: "x", Online: true, Since: now}}},
 		{"empty retained payload clears", []step{
-			{contract.PresenceTopic("a1"), `{"status":"online"}`, true, false, true, ""},
-			{contract.PresenceTopic("a1"), ``, true, true, false, "a1"},
+			{pt("echo", "a1"), `{"status":"online"}`, true, "echo", "", ""},
+			{pt("echo", "a1"), ``, true, "", "echo", "echo/a1"},
 		}, []AgentStatus{}},
 		{"repeated online counts once", []step{
-			{contract.PresenceTopic("a1"), `{"status":"online"}`, true, false, true, ""},
-			{contract.PresenceTopic("a1"), `{"status":"online"}`, true, false, true, ""},
-			{contract.PresenceTopic("a1"), `{"status":"offline"}`, true, true, false, "a1"},
-		}, []AgentStatus{{ClientID: "a1", Since: now}}},
+			{pt("echo", "a1"), `{"status":"online"}`, true, "echo", "", ""},
+			{pt("echo", "a1"), `{"status":"online"}`, true, "echo", "", ""},
+			{pt("echo", "a1"), `{"status":"offline"}`, true, "", "echo", "echo/a1"},
+		}, []AgentStatus{{Agent: "echo", ClientID: "a1", Since: now}}},
 		{"topic is the authority, not the payload", []step{
-			{contract.PresenceTopic("a1"), `{"status":"online","clientId":"someone-else"}`, true, false, true, ""},
-		}, []AgentStatus{{ClientID: "a1", Online: true, Since: now}}},
+			{pt("echo", "a1"), `{"status":"online","clientId":"someone-else"}`, true, "echo", "", ""},
+		}, []AgentStatus{{Agent: "echo", ClientID: "a1", Online: true, Since: now}}},
 		{"bad messages change nothing", []step{
-			{contract.PresenceTopic("a1"), `{"status":"online"}`, true, false, true, ""},
-			{contract.PresenceTopic("a1"), `not json`, false, false, true, ""},
-			{contract.PresenceTopic("a1"), `{"status":"gone"}`, false, false, true, ""},
-			{contract.PresenceTopic("a1"), `["online"]`, false, false, true, ""},
-			{contract.TopicPrefix + "agents/a+b/status", `{"status":"offline"}`, false, false, true, ""},
-			{contract.TopicPrefix + "agents/a1/other", `{"status":"offline"}`, false, false, true, ""},
-			{"elsewhere/a1/status", `{"status":"offline"}`, false, false, true, ""},
-		}, []AgentStatus{{ClientID: "a1", Online: true, Since: now}}},
+			{pt("echo", "a1"), `{"status":"online"}`, true, "echo", "", ""},
+			{pt("echo", "a1"), `not json`, false, "echo", "", ""},
+			{pt("echo", "a1"), `{"status":"gone"}`, false, "echo", "", ""},
+			{pt("echo", "a1"), `["online"]`, false, "echo", "", ""},
+			{contract.TopicPrefix + "echo/a+b/status", `{"status":"offline"}`, false, "echo", "", ""},
+			{contract.TopicPrefix + "echo/a1/other", `{"status":"offline"}`, false, "echo", "", ""},
+			{"ff/v1/mcp/agents/a1/status", `{"status":"offline"}`, false, "echo", "", ""},
+			{"elsewhere/a1/status", `{"status":"offline"}`, false, "echo", "", ""},
+		}, []AgentStatus{{Agent: "echo", ClientID: "a1", Online: true, Since: now}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newPresenceWatch()
 			for i, s := range tc.steps {
-				ok, lastGone, gone := w.handle(s.topic, []byte(s.payload), now)
-				online, _ := w.anyOnline()
-				if ok != s.ok || lastGone != s.lastGone || online != s.online || gone != s.gone {
-					t.Errorf("step %d: ok=%v lastGone=%v online=%v gone=%q; want %v %v %v %q", i, ok, lastGone, online, gone, s.ok, s.lastGone, s.online, s.gone)
+				ch, ok := w.handle(s.topic, []byte(s.payload), now)
+				online, _ := w.onlineAgents()
+				if ok != s.ok || strings.Join(online, ",") != s.online || ch.agentGone != s.agentGone || ch.instanceGone != s.instanceGone {
+					t.Errorf("step %d: ok=%v online=%v change=%+v; want %v %q %q %q", i, ok, online, ch, s.ok, s.online, s.agentGone, s.instanceGone)
 				}
 			}
 			got := w.list()
@@ -77,8 +90,8 @@ func TestPresenceWatch(t *testing.T) {
 
 func TestPresenceWatchChangedWakes(t *testing.T) {
 	w := newPresenceWatch()
-	_, changed := w.anyOnline()
-	w.handle(contract.PresenceTopic("a1"), []byte(`{"status":"online"}`), time.Now())
+	_, changed := w.onlineAgents()
+	w.handle(contract.PresenceTopic("echo", "a1"), []byte(`{"status":"online"}`), time.Now())
 	select {
 	case <-changed:
 	default:
@@ -89,9 +102,9 @@ func TestPresenceWatchChangedWakes(t *testing.T) {
 func TestPresenceWatchBounded(t *testing.T) {
 	w := newPresenceWatch()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w.handle(contract.PresenceTopic("live"), []byte(`{"status":"online"}`), base)
+	w.handle(contract.PresenceTopic("echo", "live"), []byte(`{"status":"online"}`), base)
 	for i := range maxKnownAgents + 10 {
-		w.handle(contract.PresenceTopic("dead-"+strconv.Itoa(i)), []byte(`{"status":"offline"}`), base.Add(time.Duration(i+1)*time.Second))
+		w.handle(contract.PresenceTopic("echo", "dead-"+strconv.Itoa(i)), []byte(`{"status":"offline"}`), base.Add(time.Duration(i+1)*time.Second))
 	}
 	got := w.list()
 	if len(got) != maxKnownAgents {

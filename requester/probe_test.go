@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/requester"
 )
 
@@ -40,7 +41,7 @@ func TestProbeResultHoldsBackWrites(t *testing.T) {
 func TestProbeBroker(t *testing.T) {
 	e := rqStartBroker(t)
 	a, b := e.pahoBus(t, "probe-a"), e.pahoBus(t, "probe-b")
-	ping, pong := "ff/v1/mcp/probe/"+e.PlatformUser+"/t1-ping", "ff/v1/mcp/probe/"+e.PlatformUser+"/t1-pong"
+	ping, pong := acl.ProbeTopic(e.PlatformUser, "t1-ping"), acl.ProbeTopic(e.PlatformUser, "t1-pong")
 
 	got, err := requester.ProbeBroker(rqContext(t), a, b, ping, pong, 5)
 	if err != nil {
@@ -55,7 +56,7 @@ func TestProbeBroker(t *testing.T) {
 func TestProbeBrokerErrors(t *testing.T) {
 	e := rqStartBroker(t)
 	a, b := e.pahoBus(t, "probe-a"), e.pahoBus(t, "probe-b")
-	own := "ff/v1/mcp/probe/" + e.PlatformUser + "/"
+	own := acl.ProbeTopic(e.PlatformUser, "")
 
 	t.Run("no trips", func(t *testing.T) {
 		if _, err := requester.ProbeBroker(rqContext(t), a, b, own+"p", own+"q", 0); err == nil {
@@ -64,7 +65,7 @@ func TestProbeBrokerErrors(t *testing.T) {
 	})
 	t.Run("refused topic", func(t *testing.T) {
 		// Another identity's probe topic: the broker refuses the subscription.
-		_, err := requester.ProbeBroker(rqContext(t), a, b, "ff/v1/mcp/probe/"+e.AgentUser+"/p", own+"q", 3)
+		_, err := requester.ProbeBroker(rqContext(t), a, b, acl.ProbeTopic(e.AgentUser, "p"), own+"q", 3)
 		if err == nil || !strings.Contains(err.Error(), "refused") {
 			t.Errorf("err = %v, want a refused subscription", err)
 		}

@@ -3,6 +3,7 @@ package requester
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -11,9 +12,26 @@ import (
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
-// handleReply is the MessageHandler of every response topic. It runs on the
-// bus's delivery goroutine: it decodes, matches and hands off, never blocks,
-// and never panics on what an agent sends.
+// replyKeyOf returns the agent, the instance and the context's part
+// (<5 context levels>/res) of a reply topic, without copying: the broker
+// lets an agent publish replies only under its own username and client ID,
+// so the topic says who answered.
+func replyKeyOf(topic string) (agent, instance, key string, ok bool) {
+	rest, ok := strings.CutPrefix(topic, contract.TopicPrefix)
+	if !ok {
+		return "", "", "", false
+	}
+	agent, rest, ok1 := strings.Cut(rest, "/")
+	instance, key, ok2 := strings.Cut(rest, "/")
+	if !ok1 || !ok2 || !strings.HasSuffix(key, "/"+contract.Reply) {
+		return "", "", "", false
+	}
+	return agent, instance, key, true
+}
+
+// handleReply is the MessageHandler of every context's reply filter. It
+// runs on the bus's delivery goroutine: it decodes, matches and hands off,
+// never blocks, and never panics on what an agent sends.
 func (r *Requester) handleReply(topic string, payload []byte) {
 	// The payload is the bus's to give away: the message may share its bytes.
 	var env contract.Envelope
@@ -40,14 +58,16 @@ func (r *Requester) handleReply(topic string, payload []byte) {
 		r.log.WithField("correlationId", env.CorrelationID).Debug("reply for no open call")
 		return
 	}
-	if p.topic != topic {
-		// Someone who learnt a correlation ID answers it in another context:
-		// never let that complete the call.
+	agent, instance, key, ok := replyKeyOf(topic)
+	if !ok || agent != p.agent || key != p.replyKey {
+		// Someone who learnt a correlation ID answers it from another
+		// agent, or in another context: never let that complete the call.
 		r.mismatched.Add(1)
-		r.log.WithField("topic", topic).WithField("correlationId", env.CorrelationID).Warn("reply on the wrong context's topic")
+		r.log.WithFields(logrus.Fields{"topic": topic, "correlationId": env.CorrelationID, "agent": p.agent}).
+			Warn("reply from another agent or on another context's topic: dropped")
 		return
 	}
-	if env.Agent != "" && p.claim(env.Agent) {
+	if p.claim(instance) {
 		r.claims.Add(1)
 	}
 	if m.JSONRPC != jsonrpc.Version {
@@ -67,7 +87,7 @@ func (r *Requester) handleReply(topic string, payload []byte) {
 		return
 	}
 	if m.Method == contract.ClaimMethod {
-		return // said all it had to say in env.Agent
+		return // said all it had to say in its topic
 	}
 	if !p.addInterim(m) {
 		r.interimDropped.Add(1)
@@ -86,7 +106,7 @@ func rawIDIs(raw json.RawMessage, id string) bool {
 
 // handlePresence is the MessageHandler of PresenceFilter.
 func (r *Requester) handlePresence(topic string, payload []byte) {
-	ok, lastGone, gone := r.presence.handle(topic, payload, time.Now())
+	ch, ok := r.presence.handle(topic, payload, time.Now())
 	if !ok {
 		r.badPresence.Add(1)
 		r.log.WithField("topic", topic).Debug("dropped presence message")
@@ -95,15 +115,15 @@ func (r *Requester) handlePresence(topic string, payload []byte) {
 	if r.opts.IgnorePresence {
 		return
 	}
-	if lastGone {
-		if n := r.pending.failAll(ErrNoAgent); n > 0 {
-			r.log.WithField("calls", n).Warn("last expert agent went offline; failed waiting calls")
+	if ch.agentGone != "" {
+		if n := r.pending.failAgent(ch.agentGone, ErrNoAgent); n > 0 {
+			r.log.WithFields(logrus.Fields{"calls": n, "agent": ch.agentGone}).Warn("the agent's last instance went offline; failed its waiting calls")
 		}
 		return
 	}
-	if gone != "" {
-		if n := r.pending.failClaimed(gone, ErrAgentGone); n > 0 {
-			r.log.WithFields(logrus.Fields{"calls": n, "agent": gone}).Warn("expert agent went offline; failed the calls it had claimed")
+	if ch.instanceGone != "" {
+		if n := r.pending.failClaimed(ch.instanceGone, ErrAgentGone); n > 0 {
+			r.log.WithFields(logrus.Fields{"calls": n, "instance": ch.instanceGone}).Warn("an agent instance went offline; failed the calls it had claimed")
 		}
 	}
 }

@@ -17,13 +17,15 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
 var (
-	// ErrNoAgent is returned when no expert agent is online to take a
-	// request, and to calls still waiting when the last one goes offline.
+	// ErrNoAgent is returned when no instance of the agent a request goes
+	// to is online, and to its calls still waiting when its last instance
+	// goes offline.
 	ErrNoAgent = errors.New("no expert agent online")
 	// ErrAgentGone is returned to a call whose expert agent (the one that
 	// claimed it, see ClaimMethod) went offline before answering, while
@@ -74,8 +76,9 @@ type Options struct {
 	// ContextTTL is the idle time after which a context's subscription is
 	// dropped; every use extends it. 0 means DefaultContextTTL (24h).
 	ContextTTL time.Duration
-	// IgnorePresence: when false, a call with no agent online fails at once
-	// with ErrNoAgent, and waiting calls fail when the last agent goes.
+	// IgnorePresence: when false, a call to an agent with no instance
+	// online fails at once with ErrNoAgent, and its waiting calls fail when
+	// its last instance goes.
 	IgnorePresence bool
 	// Logger gets the requester's logs (component "requester");
 	// nil discards them.
@@ -94,9 +97,9 @@ type InterimFunc func(correlationID string, msg *jsonrpc.Message)
 type Stats struct {
 	// Subscription cache.
 	Hits, Misses      uint64 // lookups that found / did not find a context's subscription
-	Subscribes        uint64 // successful bus subscribes of response topics
+	Subscribes        uint64 // successful bus subscribes of contexts' reply filters
 	SubscribeErrors   uint64
-	Unsubscribes      uint64 // bus unsubscribes of response topics (failed ones included)
+	Unsubscribes      uint64 // bus unsubscribes of reply filters (failed ones included)
 	UnsubscribeErrors uint64
 	Evictions         uint64 // contexts dropped because the LRU was full
 	Expired           uint64 // contexts dropped after ContextTTL idle
@@ -108,16 +111,17 @@ type Stats struct {
 	Dropped        uint64 // replies that were not a well-formed envelope or JSON-RPC message
 	Late           uint64 // replies for no open call (caller gone, or never ours)
 	Duplicates     uint64 // replies for a call that already had its final answer
-	Mismatched     uint64 // replies whose correlationId is open but belongs to another context's topic
+	Mismatched     uint64 // replies whose correlationId is open but that come from another agent or on another context's topic
 	InterimDropped uint64 // interim messages over the per-call queue bound
 	BadPresence    uint64 // presence messages that could not be understood
 	Claims         uint64 // calls an agent claimed (see ClaimMethod)
 }
 
-// Requester sends MCP requests to the expert agents of a context and waits
-// for their answers. It keeps one exact subscription per context's response
-// topic in an LRU, matches replies to calls by correlation ID, enforces
-// deadlines, and watches agent presence. Safe for concurrent use.
+// Requester sends MCP requests to expert agents, each to one agent by name,
+// and waits for their answers. It keeps one subscription per context (its
+// reply filter, whatever the number of agents) in an LRU, matches replies
+// to calls by correlation ID and checks they come from the call's agent,
+// enforces deadlines, and watches agent presence. Safe for concurrent use.
 type Requester struct {
 	bus        Bus
 	opts       Options
@@ -333,21 +337,25 @@ func stopCallTimer(t *time.Timer) {
 	callTimers.Put(t)
 }
 
-// Request sends one JSON-RPC request (method, params) to the agents of
-// context c and waits for the final response: the JSON-RPC response whose
-// id is the call's correlation ID. A JSON-RPC error response is returned as
+// Request sends one JSON-RPC request (method, params) in context c to agent
+// (its name on the bus: any instance of its pool takes it) and waits for
+// the final response: the JSON-RPC response whose id is the call's
+// correlation ID, on a reply topic of that agent in that context. A JSON-RPC error response is returned as
 // the message (its Error set) with a nil error: the caller decides how to
 // relay it. Messages the agent sends first for the same call go to
 // interim, in order (nil interim: dropped).
 //
 // The deadline is the earlier of ctx's and CallTimeout. When it passes, or
-// ctx is cancelled, Request sends notifications/cancelled for the call on
-// the request topic and returns an error wrapping ErrTimeout (deadline) or
+// ctx is cancelled, Request sends notifications/cancelled for the call to
+// the agent and returns an error wrapping ErrTimeout (deadline) or
 // ctx.Err() (cancellation). With presence on, it fails with ErrNoAgent when
-// no agent is online, at once or as soon as the last one goes.
-func (r *Requester) Request(ctx context.Context, c contract.Context, caller *contract.Caller, method string, params json.RawMessage, interim InterimFunc) (*jsonrpc.Message, error) {
+// no instance of the agent is online, at once or as soon as the last goes.
+func (r *Requester) Request(ctx context.Context, c contract.Context, agent string, caller *contract.Caller, method string, params json.RawMessage, interim InterimFunc) (*jsonrpc.Message, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("requester: %w", err)
+	}
+	if err := acl.ValidateLevel(agent); err != nil {
+		return nil, fmt.Errorf("requester: agent: %w", err)
 	}
 	if method == "" {
 		return nil, errors.New("requester: empty method")
@@ -365,7 +373,7 @@ func (r *Requester) Request(ctx context.Context, c contract.Context, caller *con
 	}
 	defer r.leave()
 	defer dl.release()
-	return r.await(ctx, &dl, c, id, seq, method, payload, interim)
+	return r.await(ctx, &dl, c, agent, id, seq, method, payload, interim)
 }
 
 // callDeadline is one call's deadline: the earlier of its ctx's and
@@ -426,33 +434,35 @@ func (d *callDeadline) err() error {
 
 // await publishes one encoded request (correlation ID id) and waits for its
 // final answer.
-func (r *Requester) await(ctx context.Context, dl *callDeadline, c contract.Context, id string, seq uint64, method string, payload []byte, interim InterimFunc) (*jsonrpc.Message, error) {
+func (r *Requester) await(ctx context.Context, dl *callDeadline, c contract.Context, agent, id string, seq uint64, method string, payload []byte, interim InterimFunc) (*jsonrpc.Message, error) {
 	if !r.opts.IgnorePresence {
-		if online, _ := r.presence.anyOnline(); !online {
-			if err := r.waitForAgent(dl.context()); err != nil {
+		if online, _ := r.presence.agentOnline(agent); !online {
+			if err := r.waitForAgent(dl.context(), agent); err != nil {
 				return nil, r.callErr(dl.context(), method, err)
 			}
 		}
 	}
 
-	reqTopic, topic := contextTopics(c)
-	sub := r.cache.acquireActive(topic)
+	levels := c.Levels()
+	reqTopic := contract.TopicPrefix + agent + "/" + contract.AnyInstance + "/" + levels + "/" + contract.Request
+	filter := contract.TopicPrefix + "+/+/" + levels + "/" + contract.Reply
+	sub := r.cache.acquireActive(filter)
 	if sub == nil {
 		var err error
-		if sub, err = r.cache.acquire(dl.context(), topic); err != nil {
+		if sub, err = r.cache.acquire(dl.context(), filter); err != nil {
 			return nil, r.callErr(dl.context(), method, err)
 		}
 	}
 	defer r.cache.release(sub)
 
-	p := newPendingCall(id, seq, topic)
+	p := newPendingCall(id, seq, agent, filter[len(contract.TopicPrefix)+len("+/+/"):])
 	r.pending.add(p)
 	answered := false
 	defer func() { r.pending.remove(p, answered) }()
 	// Checked after add: a presence change that fails pending calls either
 	// sees this call or happened before this check.
 	if !r.opts.IgnorePresence {
-		if online, _ := r.presence.anyOnline(); !online {
+		if online, _ := r.presence.agentOnline(agent); !online {
 			return nil, fmt.Errorf("requester: %s: %w", method, ErrNoAgent)
 		}
 	}
@@ -511,31 +521,9 @@ func (r *Requester) await(ctx context.Context, dl *callDeadline, c contract.Cont
 		if !timedOut {
 			cause = ctx.Err()
 		}
-		r.sendCancelled(ctx, c, id, errors.Is(cause, context.DeadlineExceeded))
+		r.sendCancelled(ctx, c, p, errors.Is(cause, context.DeadlineExceeded))
 		return nil, r.callErr(ctx, method, cause)
 	}
-}
-
-// contextTopics returns c's request and response topics (c must be valid),
-// built in one allocation: they differ only in their last level.
-func contextTopics(c contract.Context) (req, res string) {
-	levels := [...]string{c.PlatformID, c.UserID, c.SessionID, c.EntityType, c.EntityID}
-	n := len(contract.TopicPrefix) + len("req")
-	for _, l := range levels {
-		n += len(l) + 1
-	}
-	var b strings.Builder
-	b.Grow(2 * n)
-	for _, kind := range [...]string{"req", "res"} {
-		b.WriteString(contract.TopicPrefix)
-		for _, l := range levels {
-			b.WriteString(l)
-			b.WriteByte('/')
-		}
-		b.WriteString(kind)
-	}
-	s := b.String()
-	return s[:n], s[n:]
 }
 
 // callErr turns a failure into the error Request returns: a passed deadline
@@ -547,10 +535,10 @@ func (r *Requester) callErr(ctx context.Context, method string, err error) error
 	return fmt.Errorf("requester: %s: %w", method, err)
 }
 
-// waitForAgent returns nil when an agent is online (or presence is
-// ignored), ErrNoAgent otherwise. Just after Start it gives the retained
-// presence statuses a moment to arrive.
-func (r *Requester) waitForAgent(ctx context.Context) error {
+// waitForAgent returns nil when an instance of agent is online (or
+// presence is ignored), ErrNoAgent otherwise. Just after Start it gives the
+// retained presence statuses a moment to arrive.
+func (r *Requester) waitForAgent(ctx context.Context, agent string) error {
 	if r.opts.IgnorePresence {
 		return nil
 	}
@@ -558,7 +546,7 @@ func (r *Requester) waitForAgent(ctx context.Context) error {
 	graceEnd := r.startedAt.Add(presenceGrace)
 	r.mu.Unlock()
 	for {
-		online, changed := r.presence.anyOnline()
+		online, changed := r.presence.agentOnline(agent)
 		if online {
 			return nil
 		}
@@ -579,10 +567,13 @@ func (r *Requester) waitForAgent(ctx context.Context) error {
 	}
 }
 
-// sendCancelled tells the agents that the call id is abandoned, so they can
-// stop working on it. ctx is the call's own, possibly done: the publish gets
-// a short deadline of its own.
-func (r *Requester) sendCancelled(ctx context.Context, c contract.Context, id string, deadlineExceeded bool) {
+// sendCancelled tells the agent that call p is abandoned, so it can stop
+// working on it: the instance that claimed it, or else the pool (which
+// hands it to one instance: with several, perhaps not the one at work).
+// ctx is the call's own, possibly done: the publish gets a short deadline
+// of its own.
+func (r *Requester) sendCancelled(ctx context.Context, c contract.Context, p *pendingCall, deadlineExceeded bool) {
+	id := p.id
 	reason := "cancelled by the client"
 	if deadlineExceeded {
 		reason = "deadline exceeded"
@@ -596,26 +587,35 @@ func (r *Requester) sendCancelled(ctx context.Context, c contract.Context, id st
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelPublishTimeout)
 	defer cancel()
-	if err := r.bus.Publish(pctx, c.RequestTopic(), payload); err != nil {
+	if err := r.bus.Publish(pctx, c.RequestTopic(p.agent, instanceOf(p)), payload); err != nil {
 		r.log.WithError(err).WithField("correlationId", id).Debug("could not send notifications/cancelled")
 	}
 }
 
-// ListTools asks the agents of c for their tools and returns the result
+// instanceOf is the instance a message tied to call p goes to: the one
+// that claimed it, else any of the pool.
+func instanceOf(p *pendingCall) string {
+	if in := p.claimedBy(); in != "" {
+		return in
+	}
+	return contract.AnyInstance
+}
+
+// ListTools asks agent for its tools in context c and returns the result
 // object of tools/list, raw. Its deadline is ListTimeout (or ctx's, if
 // earlier). A JSON-RPC error from the agent is returned as a *jsonrpc.Error.
-func (r *Requester) ListTools(ctx context.Context, c contract.Context, caller *contract.Caller) (json.RawMessage, error) {
+func (r *Requester) ListTools(ctx context.Context, c contract.Context, agent string, caller *contract.Caller) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.ListTimeout)
 	defer cancel()
-	m, err := r.Request(ctx, c, caller, "tools/list", nil, nil)
+	m, err := r.Request(ctx, c, agent, caller, "tools/list", nil, nil)
 	return resultOf(m, err)
 }
 
-// CallTool calls tool name with args (a JSON object, or nil) in context c
-// and returns the result object of tools/call, raw. A JSON-RPC error from
+// CallTool calls agent's tool name with args (a JSON object, or nil) in
+// context c and returns the result object of tools/call, raw. A JSON-RPC error from
 // the agent is returned as a *jsonrpc.Error; a tool's own failure is a
 // result with isError true, returned as a result.
-func (r *Requester) CallTool(ctx context.Context, c contract.Context, caller *contract.Caller, name string, args json.RawMessage, interim InterimFunc) (json.RawMessage, error) {
+func (r *Requester) CallTool(ctx context.Context, c contract.Context, agent string, caller *contract.Caller, name string, args json.RawMessage, interim InterimFunc) (json.RawMessage, error) {
 	params, err := json.Marshal(struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments,omitempty"`
@@ -623,7 +623,7 @@ func (r *Requester) CallTool(ctx context.Context, c contract.Context, caller *co
 	if err != nil {
 		return nil, fmt.Errorf("requester: tools/call %s: arguments are not valid JSON: %w", name, err)
 	}
-	m, err := r.Request(ctx, c, caller, "tools/call", params, interim)
+	m, err := r.Request(ctx, c, agent, caller, "tools/call", params, interim)
 	return resultOf(m, err)
 }
 
@@ -637,9 +637,10 @@ func resultOf(m *jsonrpc.Message, err error) (json.RawMessage, error) {
 	return m.Result, nil
 }
 
-// Send publishes msg, tied to the open call correlationID of context c, on
-// c's request topic: the client's answers to the agent's own requests
-// (sampling, elicitation). It fails with ErrNoCall if no such call is open.
+// Send publishes msg, tied to the open call correlationID of context c, to
+// the agent instance serving that call: the client's answers to the
+// agent's own requests (sampling, elicitation). It fails with ErrNoCall if
+// no such call is open in c.
 func (r *Requester) Send(ctx context.Context, c contract.Context, correlationID string, msg *jsonrpc.Message) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("requester: %w", err)
@@ -654,7 +655,7 @@ func (r *Requester) Send(ctx context.Context, c contract.Context, correlationID 
 		return ErrClosed
 	}
 	p, kind := r.pending.lookup(correlationID)
-	if kind != replyPending || p.topic != c.ResponseTopic() {
+	if kind != replyPending || p.replyKey != c.Levels()+"/"+contract.Reply {
 		return fmt.Errorf("requester: send %q: %w", correlationID, ErrNoCall)
 	}
 	raw, err := json.Marshal(msg)
@@ -666,7 +667,7 @@ func (r *Requester) Send(ctx context.Context, c contract.Context, correlationID 
 	if err != nil {
 		return fmt.Errorf("requester: send: encode: %w", err)
 	}
-	if err := r.bus.Publish(ctx, c.RequestTopic(), payload); err != nil {
+	if err := r.bus.Publish(ctx, c.RequestTopic(p.agent, instanceOf(p)), payload); err != nil {
 		return fmt.Errorf("requester: send: %w", err)
 	}
 	return nil
@@ -675,6 +676,31 @@ func (r *Requester) Send(ctx context.Context, c contract.Context, correlationID 
 // Agents returns what presence says of every agent instance heard of,
 // online ones first.
 func (r *Requester) Agents() []AgentStatus { return r.presence.list() }
+
+// OnlineAgents returns the names of the agents with an instance online,
+// sorted. Just after Start, when none is online yet, it waits for their
+// retained presence a moment (as Request does), bounded by ctx.
+func (r *Requester) OnlineAgents(ctx context.Context) []string {
+	r.mu.Lock()
+	graceEnd := r.startedAt.Add(presenceGrace)
+	r.mu.Unlock()
+	for {
+		names, changed := r.presence.onlineAgents()
+		wait := time.Until(graceEnd)
+		if len(names) > 0 || r.opts.IgnorePresence || wait <= 0 {
+			return names
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-changed:
+			t.Stop()
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return names
+		}
+	}
+}
 
 // ContextInfo is one context the Requester holds a subscription for.
 type ContextInfo struct {
@@ -687,8 +713,8 @@ type ContextInfo struct {
 // diagnostics, not for the hot path.
 func (r *Requester) Contexts(userID string) []ContextInfo {
 	var out []ContextInfo
-	r.cache.each(func(topic string, lastUse time.Time) {
-		c, _, err := contract.ParseTopic(topic)
+	r.cache.each(func(filter string, lastUse time.Time) {
+		c, err := contract.ParseReplyFilter(filter)
 		if err == nil && (userID == "" || c.UserID == userID) {
 			out = append(out, ContextInfo{Context: c, LastUsed: lastUse})
 		}
@@ -700,7 +726,7 @@ func (r *Requester) Contexts(userID string) []ContextInfo {
 // PresenceChanged returns a channel closed at the next agent presence
 // change (an agent coming online, going offline or clearing its status).
 func (r *Requester) PresenceChanged() <-chan struct{} {
-	_, changed := r.presence.anyOnline()
+	_, changed := r.presence.onlineAgents()
 	return changed
 }
 

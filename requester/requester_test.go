@@ -42,7 +42,7 @@ func TestRequesterManyCallsManyContexts(t *testing.T) {
 					wg.Go(func() {
 						want := fmt.Sprintf("ctx %d call %d", i, j)
 						args, _ := json.Marshal(map[string]string{"text": want})
-						res, err := r.CallTool(rqContext(t), rqCtx(i), &contract.Caller{UserID: rqCtx(i).UserID}, "echo", args, nil)
+						res, err := r.CallTool(rqContext(t), rqCtx(i), e.AgentUser, &contract.Caller{UserID: rqCtx(i).UserID}, "echo", args, nil)
 						if err != nil {
 							t.Errorf("%s: %v", want, err)
 							return
@@ -66,20 +66,21 @@ func TestRequesterManyCallsManyContexts(t *testing.T) {
 }
 
 // A responder that never answers: the call fails with ErrTimeout at its
-// deadline, the agent is told notifications/cancelled, the pending table is
-// empty and the call left no goroutine behind.
+// deadline, the agent's pool is told notifications/cancelled (no instance
+// claimed the call), the pending table is empty and the call left no
+// goroutine behind.
 func TestRequesterTimeout(t *testing.T) {
 	for _, kind := range []busKind{busInline, busPaho} {
 		t.Run(string(kind), func(t *testing.T) {
 			e := rqStartBroker(t)
 			silent := e.raw(t, rqRawOpts{clientID: "silent"})
-			silent.subscribe(t, contract.RequestFilter)
-			silent.announce(t, "silent", contract.StatusOnline)
+			silent.serve(t)
+			silent.announce(t, contract.StatusOnline)
 			r := rqRequester(t, e.bus(t, kind), requester.Options{CallTimeout: 300 * time.Millisecond})
 			c := rqCtx(1)
 			// Warm the context up, so that its subscription is not counted as
 			// a goroutine-free leak below.
-			warm := rqGo(func() error { _, err := r.ListTools(rqContext(t), c, nil); return err })
+			warm := rqGo(func() error { _, err := r.ListTools(rqContext(t), c, e.AgentUser, nil); return err })
 			q0 := silent.nextRequest(t)
 			silent.reply(t, q0.topic, q0.env.CorrelationID, rqResult(q0.env.CorrelationID, `{"tools":[]}`))
 			if err := rqRecv(t, warm); err != nil {
@@ -88,7 +89,7 @@ func TestRequesterTimeout(t *testing.T) {
 			baseline := runtime.NumGoroutine()
 
 			start := time.Now()
-			_, err := r.CallTool(rqContext(t), c, nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
+			_, err := r.CallTool(rqContext(t), c, e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
 			if !errors.Is(err, requester.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("got %v, want ErrTimeout", err)
 			}
@@ -96,7 +97,7 @@ func TestRequesterTimeout(t *testing.T) {
 				t.Fatalf("returned after %v, before the deadline", el)
 			}
 			q := silent.nextRequest(t)
-			if q.msg.Method != "tools/call" || q.env.Deadline == 0 {
+			if q.msg.Method != "tools/call" || q.env.Deadline == 0 || q.topic != c.RequestTopic(e.AgentUser, contract.AnyInstance) {
 				t.Fatalf("request %+v", q)
 			}
 			cancel := silent.nextRequest(t)
@@ -105,8 +106,9 @@ func TestRequesterTimeout(t *testing.T) {
 				Reason    string `json:"reason"`
 			}
 			if err := json.Unmarshal(cancel.msg.Params, &p); err != nil || cancel.msg.Method != "notifications/cancelled" ||
-				p.RequestID != q.env.CorrelationID || cancel.env.CorrelationID != q.env.CorrelationID || cancel.topic != c.RequestTopic() {
-				t.Fatalf("after the timeout: %s %+v (%v)", cancel.msg.Method, p, err)
+				p.RequestID != q.env.CorrelationID || cancel.env.CorrelationID != q.env.CorrelationID || p.Reason != "deadline exceeded" ||
+				cancel.topic != c.RequestTopic(e.AgentUser, contract.AnyInstance) {
+				t.Fatalf("after the timeout: %s %+v on %s (%v)", cancel.msg.Method, p, cancel.topic, err)
 			}
 			if s := r.Stats(); s.Pending != 0 {
 				t.Fatalf("pending %d after the timeout", s.Pending)
@@ -140,7 +142,7 @@ func TestRequesterCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(rqContext(t))
 	errc := make(chan error, 1)
 	go func() {
-		_, err := r.CallTool(ctx, rqCtx(1), nil, "block", nil, nil)
+		_, err := r.CallTool(ctx, rqCtx(1), e.AgentUser, nil, "block", nil, nil)
 		errc <- err
 	}()
 	select {
@@ -165,20 +167,20 @@ func TestRequesterCancel(t *testing.T) {
 }
 
 // Replies that must not complete a call: garbage, a wrong or foreign
-// correlationId, another context's topic, unknown versions, oversize
-// envelopes, responses to another id. Each is dropped and counted, and the
-// call still gets its real answer.
+// correlationId, the agent's reply topic of another context, unknown
+// versions (v1 included), oversize envelopes, responses to another id.
+// Each is dropped and counted, and the call still gets its real answer.
 func TestRequesterDropsBadReplies(t *testing.T) {
 	e := rqStartBroker(t, func(o *broker.Options) { o.MaxPacketSize = contract.MaxEnvelopeSize + 1<<20 })
 	rogue := e.raw(t, rqRawOpts{clientID: "rogue"})
-	rogue.subscribe(t, contract.RequestFilter)
-	rogue.announce(t, "rogue", contract.StatusOnline)
+	rogue.serve(t)
+	rogue.announce(t, contract.StatusOnline)
 	r := rqRequester(t, e.Broker.Bus(), requester.Options{})
 	a, b := rqCtx(1), rqCtx(2)
 
 	// Context b is subscribed (a finished call), so a reply on its topic
 	// reaches the requester.
-	warm := rqGo(func() error { _, err := r.ListTools(rqContext(t), b, nil); return err })
+	warm := rqGo(func() error { _, err := r.ListTools(rqContext(t), b, e.AgentUser, nil); return err })
 	q0 := rogue.nextRequest(t)
 	rogue.reply(t, q0.topic, q0.env.CorrelationID, rqResult(q0.env.CorrelationID, `{"tools":[]}`))
 	if err := rqRecv(t, warm); err != nil {
@@ -191,39 +193,43 @@ func TestRequesterDropsBadReplies(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := r.CallTool(rqContext(t), a, nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
+		res, err := r.CallTool(rqContext(t), a, e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
 		done <- result{res, err}
 	}()
 	q := rogue.nextRequest(t)
 	id := q.env.CorrelationID
-	resA := a.ResponseTopic()
+	resA := rogue.replyTopic(t, q.topic)
+	if resA != a.ReplyTopic(e.AgentUser, "rogue") {
+		t.Fatalf("request on %s", q.topic)
+	}
 	good := rqResult(id, `{"content":[{"type":"text","text":"the real answer"}]}`)
 	envelope := func(v int, corr, msg string) []byte {
 		p, _ := json.Marshal(map[string]any{"v": v, "correlationId": corr, "message": json.RawMessage(msg)})
 		return p
 	}
-	oversize := envelope(1, id, fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"result":{"pad":"%s"}}`, id, strings.Repeat("x", contract.MaxEnvelopeSize)))
+	oversize := envelope(2, id, fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"result":{"pad":"%s"}}`, id, strings.Repeat("x", contract.MaxEnvelopeSize)))
 	for _, bad := range []struct {
 		name    string
 		topic   string
 		payload []byte
 	}{
 		{"not json", resA, []byte("garbage")},
-		{"no correlationId", resA, envelope(1, "", good)},
-		{"unknown version", resA, envelope(2, id, good)},
-		{"message not an object", resA, envelope(1, id, `"hello"`)},
+		{"no correlationId", resA, envelope(2, "", good)},
+		{"contract v1", resA, envelope(1, id, good)},
+		{"unknown version", resA, envelope(3, id, good)},
+		{"message not an object", resA, envelope(2, id, `"hello"`)},
 		{"oversize", resA, oversize},
-		{"not JSON-RPC 2.0", resA, envelope(1, id, fmt.Sprintf(`{"jsonrpc":"1.0","id":%q,"result":{}}`, id))},
-		{"response to another id", resA, envelope(1, id, rqResult("c-someone-else", `{}`))},
-		{"response with neither result nor error", resA, envelope(1, id, fmt.Sprintf(`{"jsonrpc":"2.0","id":%q}`, id))},
+		{"not JSON-RPC 2.0", resA, envelope(2, id, fmt.Sprintf(`{"jsonrpc":"1.0","id":%q,"result":{}}`, id))},
+		{"response to another id", resA, envelope(2, id, rqResult("c-someone-else", `{}`))},
+		{"response with neither result nor error", resA, envelope(2, id, fmt.Sprintf(`{"jsonrpc":"2.0","id":%q}`, id))},
 	} {
 		rogue.publish(t, bad.topic, false, bad.payload)
 	}
-	const dropped = 8
-	rogue.publish(t, resA, false, envelope(1, "c-forged-or-old", good)) // late
-	rogue.publish(t, b.ResponseTopic(), false, envelope(1, id, good))   // mismatched
-	rogue.publish(t, resA, false, envelope(1, id, rqResult(id, `{"content":[{"type":"text","text":"the real answer"}]}`)))
-	rogue.publish(t, resA, false, envelope(1, id, rqResult(id, `{"content":[{"type":"text","text":"second"}]}`))) // duplicate
+	const dropped = 9
+	rogue.publish(t, resA, false, envelope(2, "c-forged-or-old", good))                // late
+	rogue.publish(t, b.ReplyTopic(e.AgentUser, "rogue"), false, envelope(2, id, good)) // mismatched
+	rogue.publish(t, resA, false, envelope(2, id, rqResult(id, `{"content":[{"type":"text","text":"the real answer"}]}`)))
+	rogue.publish(t, resA, false, envelope(2, id, rqResult(id, `{"content":[{"type":"text","text":"second"}]}`))) // duplicate
 
 	got := rqRecv(t, done)
 	if got.err != nil {
@@ -265,7 +271,7 @@ func TestRequesterInterimInOrder(t *testing.T) {
 			var got []float64
 			var ids []string
 			params := json.RawMessage(`{"name":"count","arguments":{},"_meta":{"progressToken":"tok-1"}}`)
-			m, err := r.Request(rqContext(t), rqCtx(1), nil, "tools/call", params, func(corrID string, msg *jsonrpc.Message) {
+			m, err := r.Request(rqContext(t), rqCtx(1), e.AgentUser, nil, "tools/call", params, func(corrID string, msg *jsonrpc.Message) {
 				mu.Lock()
 				defer mu.Unlock()
 				var p struct {
@@ -303,72 +309,181 @@ func TestRequesterJSONRPCError(t *testing.T) {
 	e := rqStartBroker(t)
 	e.startAgent(t, "echoer", rqEchoTool())
 	r := rqRequester(t, e.Broker.Bus(), requester.Options{})
-	_, err := r.CallTool(rqContext(t), rqCtx(1), nil, "no-such-tool", nil, nil)
+	_, err := r.CallTool(rqContext(t), rqCtx(1), e.AgentUser, nil, "no-such-tool", nil, nil)
 	var je *jsonrpc.Error
 	if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams {
 		t.Fatalf("got %v, want a -32602 *jsonrpc.Error", err)
 	}
-	tools, err := r.ListTools(rqContext(t), rqCtx(1), nil)
+	tools, err := r.ListTools(rqContext(t), rqCtx(1), e.AgentUser, nil)
 	if err != nil || !strings.Contains(string(tools), `"echo"`) {
 		t.Fatalf("tools/list: %s %v", tools, err)
 	}
 }
 
-// No agent online: a call fails with ErrNoAgent at once (not at its
-// deadline), whether no agent ever came or the last one stopped.
+// No instance of the agent online: a call fails with ErrNoAgent at once
+// (not at its deadline), whether no instance ever came or the last one
+// stopped.
 func TestRequesterNoAgent(t *testing.T) {
 	e := rqStartBroker(t)
 	r := rqRequester(t, e.Broker.Bus(), requester.Options{CallTimeout: time.Minute})
 	ctx := rqContext(t)
-	if _, err := r.ListTools(ctx, rqCtx(1), nil); !errors.Is(err, requester.ErrNoAgent) {
+	if _, err := r.ListTools(ctx, rqCtx(1), e.AgentUser, nil); !errors.Is(err, requester.ErrNoAgent) {
 		t.Fatalf("no agent yet: got %v, want ErrNoAgent", err)
 	}
 	agent := e.startAgent(t, "echoer", rqEchoTool())
 	rqPoll(t, "agent seen online", func() bool { a := r.Agents(); return len(a) == 1 && a[0].Online })
-	if _, err := r.CallTool(ctx, rqCtx(1), nil, "echo", json.RawMessage(`{"text":"x"}`), nil); err != nil {
+	if got := r.OnlineAgents(ctx); len(got) != 1 || got[0] != e.AgentUser {
+		t.Fatalf("OnlineAgents = %v, want [%s]", got, e.AgentUser)
+	}
+	if _, err := r.CallTool(ctx, rqCtx(1), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := agent.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	rqPoll(t, "agent seen offline", func() bool { a := r.Agents(); return len(a) == 1 && !a[0].Online })
-	if a := r.Agents()[0]; a.ClientID != agent.agent.ClientID() || a.Name != "echoer" || a.Version != "test" {
+	if a := r.Agents()[0]; a.Agent != e.AgentUser || a.ClientID != agent.agent.ClientID() || a.Name != "echoer" || a.Version != "test" {
 		t.Errorf("agent status %+v", a)
 	}
-	if _, err := r.CallTool(ctx, rqCtx(1), nil, "echo", json.RawMessage(`{"text":"x"}`), nil); !errors.Is(err, requester.ErrNoAgent) {
+	if got := r.OnlineAgents(ctx); len(got) != 0 {
+		t.Errorf("OnlineAgents = %v after the agent stopped", got)
+	}
+	if _, err := r.CallTool(ctx, rqCtx(1), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil); !errors.Is(err, requester.ErrNoAgent) {
 		t.Fatalf("agent gone: got %v, want ErrNoAgent", err)
 	}
 	// IgnorePresence sends anyway (and so times out here).
 	r2 := rqRequester(t, e.Broker.Bus(), requester.Options{IgnorePresence: true, CallTimeout: 50 * time.Millisecond})
-	if _, err := r2.ListTools(ctx, rqCtx(9), nil); !errors.Is(err, requester.ErrTimeout) {
+	if _, err := r2.ListTools(ctx, rqCtx(9), e.AgentUser, nil); !errors.Is(err, requester.ErrTimeout) {
 		t.Fatalf("IgnorePresence: got %v, want ErrTimeout", err)
 	}
 }
 
-// An agent killed without DISCONNECT: the broker publishes its Will
-// (offline), and calls waiting for it fail with ErrNoAgent at once.
+// Two agents online under two names: a call to one is answered by it
+// alone; a call to a name with no instance online fails with ErrNoAgent at
+// once, and so do calls to an agent once its last instance stops, while
+// the other agent stays online and keeps answering.
+func TestRequesterTwoAgents(t *testing.T) {
+	e := rqStartBroker(t)
+	const second = "agent2"
+	pw2 := e.addAgentIdentity(t, second)
+	whoami := func(name string) expertagent.Tool {
+		return expertagent.Tool{
+			Tool: mcp.Tool{Name: "whoami", Description: "Says which agent answers."},
+			Handler: func(context.Context, *expertagent.CallRequest) (*mcp.CallToolResult, error) {
+				return mcp.TextResult(name), nil
+			},
+		}
+	}
+	agents := map[string]*rqRunning{
+		e.AgentUser: e.startAgentAs(t, e.AgentUser, e.AgentPassword, "first", whoami(e.AgentUser)),
+		second:      e.startAgentAs(t, second, pw2, "second", whoami(second)),
+	}
+	for _, kind := range []busKind{busInline, busPaho} {
+		t.Run(string(kind), func(t *testing.T) {
+			r := rqRequester(t, e.bus(t, kind), requester.Options{CallTimeout: time.Minute})
+			ctx := rqContext(t)
+			rqPoll(t, "both agents online", func() bool { return strings.Join(r.OnlineAgents(ctx), ",") == e.AgentUser+","+second })
+
+			before := map[string]uint64{}
+			for name, a := range agents {
+				before[name] = a.agent.Stats().Received
+			}
+			// Alternating: each agent's last request comes after any
+			// request of the other agent's that it could have been given.
+			const rounds = 3
+			for i := range rounds {
+				for _, name := range []string{e.AgentUser, second} {
+					res, err := r.CallTool(ctx, rqCtx(i), name, nil, "whoami", nil, nil)
+					if err != nil {
+						t.Fatalf("call to %s: %v", name, err)
+					}
+					if got := rqText(t, res); got != name {
+						t.Fatalf("call to %s answered by %s", name, got)
+					}
+				}
+			}
+			for name, a := range agents {
+				if got := a.agent.Stats().Received - before[name]; got != rounds {
+					t.Errorf("%s received %d messages, want its own %d requests", name, got, rounds)
+				}
+			}
+			if s := r.Stats(); s.Mismatched != 0 || s.Duplicates != 0 || s.Late != 0 {
+				t.Errorf("stats %+v", s)
+			}
+
+			start := time.Now()
+			if _, err := r.CallTool(ctx, rqCtx(1), "agent3", nil, "whoami", nil, nil); !errors.Is(err, requester.ErrNoAgent) {
+				t.Fatalf("call to an agent never online: %v, want ErrNoAgent", err)
+			}
+			if el := time.Since(start); el > rqWait {
+				t.Fatalf("ErrNoAgent after %v", el)
+			}
+			if got := r.OnlineAgents(ctx); strings.Join(got, ",") != e.AgentUser+","+second {
+				t.Fatalf("OnlineAgents = %v after a call to an agent not online", got)
+			}
+		})
+	}
+
+	t.Run("one stops", func(t *testing.T) {
+		r := rqRequester(t, e.Broker.Bus(), requester.Options{CallTimeout: time.Minute})
+		ctx := rqContext(t)
+		rqPoll(t, "both agents online", func() bool { return len(r.OnlineAgents(ctx)) == 2 })
+		if err := agents[second].stop(t); err != nil {
+			t.Fatal(err)
+		}
+		rqPoll(t, second+" seen offline", func() bool { return strings.Join(r.OnlineAgents(ctx), ",") == e.AgentUser })
+		for _, a := range r.Agents() {
+			if a.Online != (a.Agent == e.AgentUser) {
+				t.Errorf("agent status %+v", a)
+			}
+		}
+		if _, err := r.CallTool(ctx, rqCtx(1), second, nil, "whoami", nil, nil); !errors.Is(err, requester.ErrNoAgent) {
+			t.Fatalf("call to the stopped agent: %v, want ErrNoAgent", err)
+		}
+		res, err := r.CallTool(ctx, rqCtx(1), e.AgentUser, nil, "whoami", nil, nil)
+		if err != nil || rqText(t, res) != e.AgentUser {
+			t.Fatalf("call to the agent still online: %s %v", res, err)
+		}
+	})
+}
+
+// An agent's instance killed without DISCONNECT: the broker publishes its
+// Will (offline), and the calls waiting for that agent, its last instance
+// gone, fail with ErrNoAgent at once. A call to another agent, online
+// under another name, keeps waiting and gets its answer.
 func TestRequesterAgentKilledWillFailsPending(t *testing.T) {
 	for _, kind := range []busKind{busInline, busPaho} {
 		t.Run(string(kind), func(t *testing.T) {
 			e := rqStartBroker(t)
 			const id = "doomed"
 			doomed := e.raw(t, rqRawOpts{clientID: id, will: &contract.Presence{Status: contract.StatusOffline, ClientID: id}})
-			doomed.subscribe(t, contract.RequestFilter)
-			doomed.announce(t, id, contract.StatusOnline)
+			doomed.serve(t)
+			doomed.announce(t, contract.StatusOnline)
+			const other = "agent2"
+			steady := e.raw(t, rqRawOpts{clientID: "steady", username: other, password: e.addAgentIdentity(t, other)})
+			steady.serve(t)
+			steady.announce(t, contract.StatusOnline)
 			r := rqRequester(t, e.bus(t, kind), requester.Options{CallTimeout: time.Minute})
-			rqPoll(t, "agent online", func() bool { a := r.Agents(); return len(a) == 1 && a[0].Online })
+			ctx := rqContext(t)
+			rqPoll(t, "agents online", func() bool { return len(r.OnlineAgents(ctx)) == 2 })
 
 			const calls = 5
 			errc := make(chan error, calls)
 			for i := range calls {
 				go func() {
-					_, err := r.CallTool(rqContext(t), rqCtx(i), nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
+					_, err := r.CallTool(ctx, rqCtx(i), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
 					errc <- err
 				}()
 			}
 			for range calls {
 				doomed.nextRequest(t) // every call is out, waiting
 			}
+			kept := rqGo(func() error {
+				_, err := r.CallTool(ctx, rqCtx(1), other, nil, "echo", json.RawMessage(`{"text":"y"}`), nil)
+				return err
+			})
+			q := steady.nextRequest(t)
+
 			start := time.Now()
 			doomed.kill()
 			for range calls {
@@ -382,6 +497,13 @@ func TestRequesterAgentKilledWillFailsPending(t *testing.T) {
 				}
 			}
 			t.Logf("failed %d calls %v after the kill", calls, time.Since(start))
+			if got := r.OnlineAgents(ctx); len(got) != 1 || got[0] != other {
+				t.Fatalf("OnlineAgents = %v, want [%s]", got, other)
+			}
+			steady.reply(t, q.topic, q.env.CorrelationID, rqResult(q.env.CorrelationID, `{"content":[]}`))
+			if err := rqRecv(t, kept); err != nil {
+				t.Fatalf("the call to %s: %v", other, err)
+			}
 			if s := r.Stats(); s.Pending != 0 {
 				t.Fatalf("pending %d", s.Pending)
 			}
@@ -390,12 +512,13 @@ func TestRequesterAgentKilledWillFailsPending(t *testing.T) {
 }
 
 // Send carries the client's answer to an agent's own request (here
-// sampling/createMessage) back on the request topic, tied to the call.
+// sampling/createMessage) back to the instance that asked, tied to the
+// call: on the request topic that names it (its request claimed the call).
 func TestRequesterSendAnswersAgentRequest(t *testing.T) {
 	e := rqStartBroker(t)
 	agent := e.raw(t, rqRawOpts{clientID: "sampler"})
-	agent.subscribe(t, contract.RequestFilter)
-	agent.announce(t, "sampler", contract.StatusOnline)
+	agent.serve(t)
+	agent.announce(t, contract.StatusOnline)
 	r := rqRequester(t, e.Broker.Bus(), requester.Options{})
 	c := rqCtx(1)
 
@@ -409,7 +532,7 @@ func TestRequesterSendAnswersAgentRequest(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := r.CallTool(ctx, c, nil, "ask", nil, func(corrID string, m *jsonrpc.Message) {
+		res, err := r.CallTool(ctx, c, e.AgentUser, nil, "ask", nil, func(corrID string, m *jsonrpc.Message) {
 			if m.Method != "sampling/createMessage" {
 				t.Errorf("interim %s", m.Method)
 				return
@@ -428,10 +551,13 @@ func TestRequesterSendAnswersAgentRequest(t *testing.T) {
 		done <- result{res, err}
 	}()
 	q := agent.nextRequest(t)
+	if q.topic != c.RequestTopic(e.AgentUser, contract.AnyInstance) {
+		t.Fatalf("request on %s, want the pool's topic", q.topic)
+	}
 	id := q.env.CorrelationID
 	agent.reply(t, q.topic, id, `{"jsonrpc":"2.0","id":"s-1","method":"sampling/createMessage","params":{"maxTokens":5}}`)
 	a := agent.nextRequest(t)
-	if a.env.CorrelationID != id || string(a.msg.ID) != `"s-1"` || a.topic != c.RequestTopic() {
+	if a.env.CorrelationID != id || string(a.msg.ID) != `"s-1"` || a.topic != c.RequestTopic(e.AgentUser, "sampler") {
 		t.Fatalf("answer to the agent's request: %+v", a)
 	}
 	var ans struct {
@@ -459,7 +585,7 @@ func TestRequesterContextsLeaveTheBroker(t *testing.T) {
 	e.startAgent(t, "echoer", rqEchoTool())
 	call := func(r *requester.Requester, i int) {
 		t.Helper()
-		if _, err := r.CallTool(rqContext(t), rqCtx(i), nil, "echo", json.RawMessage(`{"text":"x"}`), nil); err != nil {
+		if _, err := r.CallTool(rqContext(t), rqCtx(i), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -468,9 +594,9 @@ func TestRequesterContextsLeaveTheBroker(t *testing.T) {
 		call(r, 1)
 		call(r, 2)
 		call(r, 3)
-		rqPoll(t, "context 1 unsubscribed", func() bool { return !e.Broker.InlineSubscribed(rqCtx(1).ResponseTopic()) })
+		rqPoll(t, "context 1 unsubscribed", func() bool { return !e.Broker.InlineSubscribed(rqCtx(1).ReplyFilter()) })
 		for _, i := range []int{2, 3} {
-			if !e.Broker.InlineSubscribed(rqCtx(i).ResponseTopic()) {
+			if !e.Broker.InlineSubscribed(rqCtx(i).ReplyFilter()) {
 				t.Errorf("context %d not subscribed", i)
 			}
 		}
@@ -482,10 +608,10 @@ func TestRequesterContextsLeaveTheBroker(t *testing.T) {
 	t.Run("ttl", func(t *testing.T) {
 		r := rqRequester(t, e.Broker.Bus(), requester.Options{ContextTTL: 100 * time.Millisecond})
 		call(r, 4)
-		if !e.Broker.InlineSubscribed(rqCtx(4).ResponseTopic()) {
+		if !e.Broker.InlineSubscribed(rqCtx(4).ReplyFilter()) {
 			t.Fatal("not subscribed")
 		}
-		rqPoll(t, "context 4 expired", func() bool { return !e.Broker.InlineSubscribed(rqCtx(4).ResponseTopic()) })
+		rqPoll(t, "context 4 expired", func() bool { return !e.Broker.InlineSubscribed(rqCtx(4).ReplyFilter()) })
 		// The counter moves once Unsubscribe has returned, just after the
 		// broker dropped the subscription.
 		rqPoll(t, "the unsubscribe counted", func() bool { return r.Stats().Unsubscribes > 0 })
@@ -503,12 +629,12 @@ func TestRequesterContextsLeaveTheBroker(t *testing.T) {
 		if err := r.Close(rqContext(t)); err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range []string{rqCtx(5).ResponseTopic(), rqCtx(6).ResponseTopic(), contract.PresenceFilter} {
+		for _, f := range []string{rqCtx(5).ReplyFilter(), rqCtx(6).ReplyFilter(), contract.PresenceFilter} {
 			if e.Broker.InlineSubscribed(f) {
 				t.Errorf("%s still subscribed after Close", f)
 			}
 		}
-		if _, err := r.ListTools(rqContext(t), rqCtx(5), nil); !errors.Is(err, requester.ErrClosed) {
+		if _, err := r.ListTools(rqContext(t), rqCtx(5), e.AgentUser, nil); !errors.Is(err, requester.ErrClosed) {
 			t.Errorf("after Close: %v", err)
 		}
 	})
@@ -520,14 +646,14 @@ func TestRequesterCloseFailsPending(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, before) }) // registered first: runs last
 	e := rqStartBroker(t)
 	silent := e.raw(t, rqRawOpts{clientID: "silent"})
-	silent.subscribe(t, contract.RequestFilter)
-	silent.announce(t, "silent", contract.StatusOnline)
+	silent.serve(t)
+	silent.announce(t, contract.StatusOnline)
 	for _, kind := range []busKind{busInline, busPaho} {
 		r := requester.New(e.bus(t, kind), requester.Options{Logger: rqLogger(t, "requester")})
 		if err := r.Start(rqContext(t)); err != nil {
 			t.Fatal(err)
 		}
-		errc := rqGo(func() error { _, err := r.ListTools(rqContext(t), rqCtx(1), nil); return err })
+		errc := rqGo(func() error { _, err := r.ListTools(rqContext(t), rqCtx(1), e.AgentUser, nil); return err })
 		silent.nextRequest(t)
 		if err := r.Close(rqContext(t)); err != nil {
 			t.Fatal(err)
@@ -546,20 +672,163 @@ func TestRequesterRejectsBadInput(t *testing.T) {
 	r := rqRequester(t, e.Broker.Bus(), requester.Options{IgnorePresence: true})
 	bad := rqCtx(1)
 	bad.UserID = "a/b"
-	if _, err := r.Request(rqContext(t), bad, nil, "ping", nil, nil); err == nil {
-		t.Error("context with a bad level accepted")
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"context with a bad level", func() error {
+			_, err := r.Request(rqContext(t), bad, e.AgentUser, nil, "ping", nil, nil)
+			return err
+		}},
+		{"empty agent", func() error { _, err := r.Request(rqContext(t), rqCtx(1), "", nil, "ping", nil, nil); return err }},
+		{"agent with a /", func() error { _, err := r.Request(rqContext(t), rqCtx(1), "a/b", nil, "ping", nil, nil); return err }},
+		{"wildcard agent", func() error { _, err := r.Request(rqContext(t), rqCtx(1), "+", nil, "ping", nil, nil); return err }},
+		{"empty method", func() error { _, err := r.Request(rqContext(t), rqCtx(1), e.AgentUser, nil, "", nil, nil); return err }},
+		{"invalid params", func() error {
+			_, err := r.Request(rqContext(t), rqCtx(1), e.AgentUser, nil, "ping", json.RawMessage(`{bad`), nil)
+			return err
+		}},
+		{"invalid arguments", func() error {
+			_, err := r.CallTool(rqContext(t), rqCtx(1), e.AgentUser, nil, "x", json.RawMessage(`nope`), nil)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); err == nil {
+				t.Error("accepted")
+			}
+		})
 	}
-	if _, err := r.Request(rqContext(t), rqCtx(1), nil, "ping", json.RawMessage(`{bad`), nil); err == nil {
-		t.Error("invalid params accepted")
-	}
-	if _, err := r.CallTool(rqContext(t), rqCtx(1), nil, "x", json.RawMessage(`nope`), nil); err == nil {
-		t.Error("invalid arguments accepted")
+	if s := r.Stats(); s.Pending != 0 || s.Subscribes != 0 {
+		t.Errorf("a refused call left a trace: %+v", s)
 	}
 	unstarted := requester.New(e.Broker.Bus(), requester.Options{})
-	if _, err := unstarted.Request(rqContext(t), rqCtx(1), nil, "ping", nil, nil); !errors.Is(err, requester.ErrNotStarted) {
+	if _, err := unstarted.Request(rqContext(t), rqCtx(1), e.AgentUser, nil, "ping", nil, nil); !errors.Is(err, requester.ErrNotStarted) {
 		t.Errorf("before Start: %v", err)
 	}
 	if err := unstarted.Close(rqContext(t)); err != nil {
 		t.Error(err)
+	}
+}
+
+// A reply in the call's context under another agent's name, from an
+// identity that may publish there (a second expert-agent identity, replying
+// as itself; or the inline client, which the ACL does not check), never
+// completes the call nor reaches its interim callback: the requester
+// counts it Mismatched, and the call still gets its own agent's answer.
+func TestRequesterReplyFromAnotherAgent(t *testing.T) {
+	e := rqStartBroker(t)
+	const other = "agent2"
+	target := e.raw(t, rqRawOpts{clientID: "target"})
+	target.serve(t)
+	target.announce(t, contract.StatusOnline)
+	impostor := e.raw(t, rqRawOpts{clientID: "impostor", username: other, password: e.addAgentIdentity(t, other)})
+	impostor.announce(t, contract.StatusOnline) // an agent of its own, online
+	bus := e.Broker.Bus()
+	r := rqRequester(t, bus, requester.Options{CallTimeout: time.Minute})
+	c := rqCtx(1)
+
+	for i, tc := range []struct {
+		name  string
+		topic string
+		send  func(t *testing.T, topic string, payload []byte)
+	}{
+		{"another agent identity", c.ReplyTopic(other, "impostor"), func(t *testing.T, topic string, payload []byte) {
+			impostor.publish(t, topic, false, payload)
+		}},
+		{"inline client as another agent", c.ReplyTopic("agent3", "x"), func(t *testing.T, topic string, payload []byte) {
+			if err := bus.Publish(rqContext(t), topic, payload); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"inline client as another agent, the target's instance", c.ReplyTopic(other, "target"), func(t *testing.T, topic string, payload []byte) {
+			if err := bus.Publish(rqContext(t), topic, payload); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var interims []string
+			type result struct {
+				res json.RawMessage
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				res, err := r.CallTool(rqContext(t), c, e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), func(_ string, m *jsonrpc.Message) {
+					interims = append(interims, m.Method)
+				})
+				done <- result{res, err}
+			}()
+			q := target.nextRequest(t)
+			id := q.env.CorrelationID
+			tc.send(t, tc.topic, rqEnvelope(t, id, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"forged"}}`))
+			tc.send(t, tc.topic, rqEnvelope(t, id, rqResult(id, `{"content":[{"type":"text","text":"forged"}]}`)))
+			want := uint64(2 * (i + 1))
+			rqPoll(t, "the forged replies counted", func() bool { return r.Stats().Mismatched == want })
+			select {
+			case got := <-done:
+				t.Fatalf("the call ended on a forged reply: %s %v", got.res, got.err)
+			default:
+			}
+
+			target.reply(t, q.topic, id, rqResult(id, `{"content":[{"type":"text","text":"the real answer"}]}`))
+			got := rqRecv(t, done)
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			if text := rqText(t, got.res); text != "the real answer" {
+				t.Fatalf("completed with %q", text)
+			}
+			if len(interims) != 0 {
+				t.Fatalf("forged interim messages %v reached the caller", interims)
+			}
+			if s := r.Stats(); s.Mismatched != want || s.Claims != uint64(i+1) || s.Dropped != 0 || s.Late != 0 || s.Duplicates != 0 {
+				t.Fatalf("stats %+v", s)
+			}
+		})
+	}
+}
+
+// Once an instance has claimed a call (its first message on its reply
+// topic), what the gateway sends for the call goes to that instance alone:
+// here the notifications/cancelled of a cancelled call, on the request
+// topic that names the instance rather than the pool's.
+func TestRequesterCancelGoesToClaimingInstance(t *testing.T) {
+	for _, kind := range []busKind{busInline, busPaho} {
+		t.Run(string(kind), func(t *testing.T) {
+			e := rqStartBroker(t)
+			worker := e.raw(t, rqRawOpts{clientID: "worker"})
+			worker.serve(t)
+			worker.announce(t, contract.StatusOnline)
+			r := rqRequester(t, e.bus(t, kind), requester.Options{CallTimeout: time.Minute})
+			c := rqCtx(1)
+
+			ctx, cancel := context.WithCancel(rqContext(t))
+			defer cancel()
+			errc := rqGo(func() error {
+				_, err := r.CallTool(ctx, c, e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
+				return err
+			})
+			q := worker.nextRequest(t)
+			if q.topic != c.RequestTopic(e.AgentUser, contract.AnyInstance) {
+				t.Fatalf("request on %s, want the pool's topic", q.topic)
+			}
+			worker.reply(t, q.topic, q.env.CorrelationID, `{"jsonrpc":"2.0","method":"`+contract.ClaimMethod+`"}`)
+			rqPoll(t, "the call claimed", func() bool { return r.Stats().Claims == 1 })
+			cancel()
+			if err := rqRecv(t, errc); !errors.Is(err, context.Canceled) {
+				t.Fatalf("got %v, want context.Canceled", err)
+			}
+			n := worker.nextRequest(t)
+			var p struct {
+				RequestID string `json:"requestId"`
+				Reason    string `json:"reason"`
+			}
+			if err := json.Unmarshal(n.msg.Params, &p); err != nil || n.msg.Method != "notifications/cancelled" ||
+				p.RequestID != q.env.CorrelationID || p.Reason != "cancelled by the client" || n.topic != c.RequestTopic(e.AgentUser, "worker") {
+				t.Fatalf("after the cancel: %s %+v on %s (%v)", n.msg.Method, p, n.topic, err)
+			}
+		})
 	}
 }

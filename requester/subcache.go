@@ -11,8 +11,8 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// subscriber is what the subscription cache needs from the bus: one exact
-// subscription per response topic. The Requester implements it over a Bus.
+// subscriber is what the subscription cache needs from the bus: one
+// subscription per context's reply filter. The Requester implements it over a Bus.
 type subscriber interface {
 	subscribe(ctx context.Context, topic string) error
 	unsubscribe(ctx context.Context, topic string) error
@@ -33,7 +33,7 @@ const (
 	subGone
 )
 
-// subEntry is one response topic's subscription.
+// subEntry is one context's reply filter subscription.
 type subEntry struct {
 	topic string
 	state subState
@@ -82,7 +82,7 @@ type subCacheStats struct {
 	live, pinned, unsubQueue int
 }
 
-// subCache keeps one subscription per response topic in an LRU ordered by
+// subCache keeps one subscription per context's reply filter in an LRU ordered by
 // last use, bounded in size and in idle time. It never does bus I/O under
 // its lock: subscribes run on the calling goroutine, unsubscribes on one
 // worker goroutine.

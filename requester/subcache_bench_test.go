@@ -79,7 +79,7 @@ func BenchmarkContexts100k(b *testing.B) {
 
 				start := time.Now()
 				for _, c := range contexts {
-					e, err := r.cache.acquire(ctx, c.ResponseTopic())
+					e, err := r.cache.acquire(ctx, c.ReplyFilter())
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -90,7 +90,7 @@ func BenchmarkContexts100k(b *testing.B) {
 
 				topics := make([]string, n)
 				for i, c := range contexts {
-					topics[i] = c.ResponseTopic()
+					topics[i] = c.ReplyFilter()
 				}
 				start = time.Now()
 				for _, t := range topics {

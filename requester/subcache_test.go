@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/toolbus/toolbus/contract"
 )
 
 // subRecorder is an in-memory subscriber that records every call and
@@ -692,12 +690,4 @@ func TestSubCacheReaperRuns(t *testing.T) {
 	clk.advance(testTTL)
 	pollUntil(t, func() bool { _, u := rec.counts("a"); return u == 1 })
 	rec.check(t)
-}
-
-func TestContextTopics(t *testing.T) {
-	c := contract.Context{PlatformID: "gw", UserID: "u1", SessionID: "s-1", EntityType: "_", EntityID: "_"}
-	req, res := contextTopics(c)
-	if req != c.RequestTopic() || res != c.ResponseTopic() {
-		t.Fatalf("contextTopics = %q, %q; want %q, %q", req, res, c.RequestTopic(), c.ResponseTopic())
-	}
 }

@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # Starts a working toolbus demo on this machine: the gateway with its embedded
-# broker, and the reference expert agent connected to it. Ctrl-C stops both.
+# broker, and two expert agents connected to it (the reference agent's
+# binary twice, each serving some of its tools under its own name). Ctrl-C
+# stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DATA_DIR=${TOOLBUS_DATA_DIR:-./data}
 HTTP_ADDR=${TOOLBUS_HTTP_ADDR:-127.0.0.1:8080}
 MQTT_ADDR=${TOOLBUS_MQTT_ADDR:-127.0.0.1:1883}
-AGENT_USER=demo-agent
+# Two agents, by name (their MQTT usernames), and the tools each serves.
+declare -A AGENT_TOOLS=([demo-text]=echo,word_count,sha256 [demo-clock]=countdown,time_now)
 
 mkdir -p "$DATA_DIR"
-# A fresh password for the demo agent on every start: the old one is not kept anywhere.
-./bin/toolbus mqtt-user remove --data-dir "$DATA_DIR" --username "$AGENT_USER" >/dev/null 2>&1 || true
-AGENT_PASSWORD=$(./bin/toolbus mqtt-user add --data-dir "$DATA_DIR" --username "$AGENT_USER" \
-  --role expert-agent --generate-password | tail -n 1)
+# A fresh password for each demo agent on every start: the old ones are not kept anywhere.
+declare -A AGENT_PASSWORD
+for agent in "${!AGENT_TOOLS[@]}"; do
+  ./bin/toolbus mqtt-user remove --data-dir "$DATA_DIR" --username "$agent" >/dev/null 2>&1 || true
+  AGENT_PASSWORD[$agent]=$(./bin/toolbus mqtt-user add --data-dir "$DATA_DIR" --username "$agent" \
+    --role expert-agent --generate-password | tail -n 1)
+done
 
 TOKEN=$(./bin/toolbus token create --data-dir "$DATA_DIR" --user demo --name "make run" --ttl 24h | tail -n 1)
 
@@ -33,14 +39,16 @@ for _ in $(seq 1 100); do
 done
 curl -fsS "http://$HTTP_ADDR/readyz" >/dev/null || { echo "toolbus did not become ready" >&2; exit 1; }
 
-TOOLBUS_AGENT_PASSWORD="$AGENT_PASSWORD" ./bin/expert-agent --broker-url "tcp://$MQTT_ADDR" \
-  --username "$AGENT_USER" --log-format text &
-pids+=($!)
+for agent in "${!AGENT_TOOLS[@]}"; do
+  TOOLBUS_AGENT_PASSWORD="${AGENT_PASSWORD[$agent]}" ./bin/expert-agent --broker-url "tcp://$MQTT_ADDR" \
+    --username "$agent" --tools "${AGENT_TOOLS[$agent]}" --log-format text &
+  pids+=($!)
+done
 
 URL="http://$HTTP_ADDR/api/v1/mcp"
 cat <<MSG
 
-toolbus is running: platform tools and the reference expert agent's tools on one MCP endpoint.
+toolbus is running: platform tools and two expert agents' tools on one MCP endpoint.
 
   MCP URL: $URL
   token:   $TOKEN   (user "demo", valid 24 h)
@@ -53,7 +61,7 @@ toolbus is running: platform tools and the reference expert agent's tools on one
       -d '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
     curl -s http://$HTTP_ADDR/api/v1/whoami -H "Authorization: Bearer $TOKEN"
 
-  MQTT broker: tcp://$MQTT_ADDR (expert agent '$AGENT_USER' connected)
+  MQTT broker: tcp://$MQTT_ADDR (expert agents demo-text: ${AGENT_TOOLS[demo-text]}; demo-clock: ${AGENT_TOOLS[demo-clock]})
 Press Ctrl-C to stop.
 MSG
 wait -n

@@ -142,8 +142,9 @@ func (s *Server) probeExternal(ctx context.Context) (requester.ProbeResult, erro
 	defer peer.Close()
 	// The identity's own probe topics (acl.Policy); a random level keeps
 	// replicas that share the identity apart.
-	topic := acl.ReservedPrefix + "probe/" + s.cfg.BrokerUsername + "/" + contract.RandomID(8)
-	return requester.ProbeBroker(ctx, s.pahoBus, peer, topic+"-ping", topic+"-pong", probeTrips)
+	id := contract.RandomID(8)
+	ping, pong := acl.ProbeTopic(s.cfg.BrokerUsername, id+"-ping"), acl.ProbeTopic(s.cfg.BrokerUsername, id+"-pong")
+	return requester.ProbeBroker(ctx, s.pahoBus, peer, ping, pong, probeTrips)
 }
 
 // bus is what the requester talks through: the embedded broker's inline

@@ -31,7 +31,7 @@ func TestParseFlags(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", check: func(t *testing.T, c config) {
-			if c.Opts.BrokerURL != "tcp://127.0.0.1:1883" || c.Opts.Name != "conformance" || c.Opts.Group != "" {
+			if c.Opts.BrokerURL != "tcp://127.0.0.1:1883" || c.Opts.Name != "conformance" {
 				t.Errorf("opts = %+v", c.Opts)
 			}
 			if c.fixture.StateKey != nil || c.fixture.StateTTL != conformance.DefaultStateTTL {
@@ -56,7 +56,9 @@ func TestParseFlags(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseFlags(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			// --username is required (the agent's name on the bus).
+			args := append([]string{"--username", "conformance"}, tc.args...)
+			c, err := parseFlags(args, func(k string) string { return tc.env[k] }, io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
@@ -81,7 +83,7 @@ func TestRunHelp(t *testing.T) {
 func TestRunFailsWithoutBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	err := run(ctx, []string{"--broker-url", "tcp://127.0.0.1:1", "--log-level", "error"}, func(string) string { return "" }, io.Discard)
+	err := run(ctx, []string{"--broker-url", "tcp://127.0.0.1:1", "--username", "conformance", "--log-level", "error"}, func(string) string { return "" }, io.Discard)
 	if !errors.Is(err, expertagent.ErrAgentConnect) {
 		t.Fatalf("run = %v, want ErrAgentConnect", err)
 	}
@@ -103,7 +105,7 @@ func TestRunServesOverBroker(t *testing.T) {
 	caller := &contract.Caller{UserID: "u"}
 	call := func(t *testing.T, method, params string) *jsonrpc.Message {
 		t.Helper()
-		m, err := r.Request(ctx, c, caller, method, json.RawMessage(params), nil)
+		m, err := r.Request(ctx, c, env.AgentUser, caller, method, json.RawMessage(params), nil)
 		if err != nil {
 			t.Fatalf("%s: %v", method, err)
 		}
@@ -137,7 +139,7 @@ func TestRunServesOverBroker(t *testing.T) {
 		}
 		t.Cleanup(stop)
 		testenv.Poll(t, 10*time.Second, "the agent to answer", func() bool {
-			m, err := r.Request(ctx, c, caller, "ping", json.RawMessage(`{}`), nil)
+			m, err := r.Request(ctx, c, env.AgentUser, caller, "ping", json.RawMessage(`{}`), nil)
 			return err == nil && m.Error == nil
 		})
 		return stop

@@ -46,7 +46,7 @@ func TestParseFlagsExtraTools(t *testing.T) {
 		{[]string{"--extra-tools", "10000"}, 0, "--extra-tools"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			c, err := parseFlags(tc.args, func(string) string { return "" }, io.Discard)
+			c, err := parseFlags(tc.args, withUsername(nil), io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -75,7 +75,7 @@ func TestParseFlagsTools(t *testing.T) {
 		{"echo,", nil, `no tool ""`},
 	} {
 		t.Run(tc.arg, func(t *testing.T) {
-			c, err := parseFlags([]string{"--tools", tc.arg}, func(string) string { return "" }, io.Discard)
+			c, err := parseFlags([]string{"--tools", tc.arg}, withUsername(nil), io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -95,12 +95,7 @@ func TestParseFlagsTools(t *testing.T) {
 		})
 	}
 	// The environment works as for every flag.
-	c, err := parseFlags(nil, func(k string) string {
-		if k == "TOOLBUS_AGENT_TOOLS" {
-			return "countdown"
-		}
-		return ""
-	}, io.Discard)
+	c, err := parseFlags(nil, withUsername(map[string]string{"TOOLBUS_AGENT_TOOLS": "countdown"}), io.Discard)
 	if err != nil || strings.Join(c.only, ",") != "countdown" {
 		t.Errorf("TOOLBUS_AGENT_TOOLS=countdown: only %v, err %v", c.only, err)
 	}

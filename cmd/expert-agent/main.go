@@ -5,6 +5,10 @@
 //
 //	expert-agent --broker-url tcp://127.0.0.1:1883 --username NAME --password PASS
 //
+// NAME (required), an identity with the expert-agent role, is also the
+// agent's name on the bus: every instance run with it is one pool, which
+// shares the requests for any instance; --client-id names the instance.
+//
 // --tools echo,sha256 serves only those of its tools (default: all), so that
 // one binary can play several distinct agents in demos and tests.
 //

@@ -21,7 +21,7 @@ func TestParseFlags(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", check: func(t *testing.T, c config) {
-			if c.Opts.BrokerURL != "tcp://127.0.0.1:1883" || c.Opts.Name != expertagent.DefaultAgentName || c.Opts.Group != "" {
+			if c.Opts.BrokerURL != "tcp://127.0.0.1:1883" || c.Opts.Username != "ref-agent" || c.Opts.Name != expertagent.DefaultAgentName || c.Opts.Exclusive {
 				t.Errorf("opts = %+v", c.Opts)
 			}
 			if c.pprofAddr != "" || c.gcFloor != 64<<20 || c.extraTools != 0 {
@@ -48,10 +48,11 @@ func TestParseFlags(t *testing.T) {
 				}
 			}},
 		{name: "common flag checked (internal/agentcli)", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
+		{name: "username required (internal/agentcli)", env: map[string]string{"TOOLBUS_AGENT_USERNAME": ""}, wantErr: "--username"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseFlags(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			c, err := parseFlags(tc.args, withUsername(tc.env), io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
@@ -66,6 +67,21 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+// withUsername is a getenv of env that has TOOLBUS_AGENT_USERNAME
+// "ref-agent" unless env sets it: a username is required, and the tests of
+// the other flags need one.
+func withUsername(env map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		if k == "TOOLBUS_AGENT_USERNAME" {
+			return "ref-agent"
+		}
+		return ""
+	}
+}
+
 func TestRunHelp(t *testing.T) {
 	err := run(t.Context(), []string{"--help"}, func(string) string { return "" }, io.Discard)
 	if !errors.Is(err, flag.ErrHelp) {
@@ -77,7 +93,7 @@ func TestRunFailsWithoutBroker(t *testing.T) {
 	// Nothing listens on port 1: Run must fail fast with ErrAgentConnect, not hang.
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	err := run(ctx, []string{"--broker-url", "tcp://127.0.0.1:1", "--log-level", "error"}, func(string) string { return "" }, io.Discard)
+	err := run(ctx, []string{"--broker-url", "tcp://127.0.0.1:1", "--username", "ref-agent", "--log-level", "error"}, func(string) string { return "" }, io.Discard)
 	if !errors.Is(err, expertagent.ErrAgentConnect) {
 		t.Fatalf("run = %v, want ErrAgentConnect", err)
 	}

@@ -35,10 +35,12 @@ func TestRunServesOverBroker(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 
+	const clientID = "ref-agent-1"
 	online := make(chan struct{}, 4)
-	if err := b.Bus().Subscribe(ctx, contract.PresenceFilter, func(_ string, p []byte) {
+	if err := b.Bus().Subscribe(ctx, contract.PresenceFilter, func(topic string, p []byte) {
 		var pr contract.Presence
-		if json.Unmarshal(p, &pr) == nil && pr.Status == contract.StatusOnline && pr.Name == "reference" {
+		if json.Unmarshal(p, &pr) == nil && pr.Status == contract.StatusOnline && pr.Name == "reference" &&
+			topic == contract.PresenceTopic("ref-agent", clientID) {
 			online <- struct{}{}
 		}
 	}); err != nil {
@@ -46,20 +48,25 @@ func TestRunServesOverBroker(t *testing.T) {
 	}
 	c := contract.Context{PlatformID: "p", UserID: "u", SessionID: "s", EntityType: "_", EntityID: "_"}
 	replies := make(chan contract.Envelope, 16)
-	if err := b.Bus().Subscribe(ctx, c.ResponseTopic(), func(_ string, p []byte) {
+	if err := b.Bus().Subscribe(ctx, c.ReplyFilter(), func(topic string, p []byte) {
+		if topic != c.ReplyTopic("ref-agent", clientID) {
+			t.Errorf("reply on %s, want the instance's own reply topic", topic)
+			return
+		}
 		if env, err := contract.DecodeEnvelope(p); err == nil {
 			replies <- env
 		}
 	}); err != nil {
 		t.Fatal(err)
 	}
+	request := c.RequestTopic("ref-agent", contract.AnyInstance)
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	env := map[string]string{"TOOLBUS_AGENT_PASSWORD": "pw"}
 	go func() {
-		done <- run(runCtx, []string{"--broker-url", "tcp://" + b.Addr().String(), "--username", "ref-agent", "--name", "reference", "--log-level", "error",
-			"--tools", "sha256,echo"},
+		done <- run(runCtx, []string{"--broker-url", "tcp://" + b.Addr().String(), "--username", "ref-agent", "--client-id", clientID,
+			"--name", "reference", "--log-level", "error", "--tools", "sha256,echo"},
 			func(k string) string { return env[k] }, io.Discard)
 	}()
 	select {
@@ -84,7 +91,7 @@ func TestRunServesOverBroker(t *testing.T) {
 			req := contract.Envelope{CorrelationID: id,
 				Message: json.RawMessage(`{"jsonrpc":"2.0","id":"` + id + `","method":"tools/call","params":` + tc.params + `}`)}
 			payload, _ := req.Encode()
-			if err := b.Bus().Publish(ctx, c.RequestTopic(), payload); err != nil {
+			if err := b.Bus().Publish(ctx, request, payload); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -101,7 +108,7 @@ func TestRunServesOverBroker(t *testing.T) {
 	// --tools: the agent lists (and serves) only the tools it names.
 	req := contract.Envelope{CorrelationID: "list", Message: json.RawMessage(`{"jsonrpc":"2.0","id":"list","method":"tools/list"}`)}
 	payload, _ := req.Encode()
-	if err := b.Bus().Publish(ctx, c.RequestTopic(), payload); err != nil {
+	if err := b.Bus().Publish(ctx, request, payload); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -91,6 +91,7 @@ type config struct {
 	floorPIDs    string
 	floorQoS0    bool
 	floorClient  string
+	floorAgent   string
 }
 
 // multiFlag is a repeatable string flag.
@@ -150,6 +151,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.floorPass, "mqtt-password", "", "its password (prefer "+envPrefix+"MQTT_PASSWORD)")
 	fs.StringVar(&c.floorPIDs, "mqtt-floor-pid", "", "PIDs of the broker's and the agent's processes for "+bench.MQTTFloorScenario+" (default: --target-pid)")
 	fs.BoolVar(&c.floorQoS0, "mqtt-qos0", false, "the MQTT floor at QoS 0 (default QoS 1, what the gateway and the agents use)")
+	fs.StringVar(&c.floorAgent, "mqtt-floor-agent", "bench-agent", "the expert agent (its MQTT username) the MQTT floor's requests go to")
 	fs.StringVar(&c.floorClient, "mqtt-floor-client", "raw", `requester of the MQTT floor: "raw" (a lean MQTT client: one connection, one reader goroutine) or "paho" (paho.mqtt.golang)`)
 	fs.StringVar(&c.serve, "serve", "", "internal: serve this baseline for a parent toolbus-bench and exit when stdin closes")
 	if err := fs.Parse(args); err != nil {
@@ -284,7 +286,7 @@ func (c config) scenarioList() ([]bench.Scenario, error) {
 			}
 		}
 		out = append(out, bench.Scenario{PIDs: fp, Tool: bench.EchoTool, MQTTFloor: &bench.MQTTFloorOptions{
-			BrokerURL: c.floorURL, Username: c.floorUser, Password: c.floorPass, QoS0: c.floorQoS0, Client: c.floorClient,
+			BrokerURL: c.floorURL, Username: c.floorUser, Password: c.floorPass, QoS0: c.floorQoS0, Client: c.floorClient, Agent: c.floorAgent,
 		}})
 	}
 	return out, nil

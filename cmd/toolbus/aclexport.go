@@ -22,20 +22,22 @@ anonymous logins, the two files) from the store, so that an external Mosquitto
 knows the same identities and rules. Add "include_dir OUTDIR" to mosquitto.conf.
 The rules:
 
-  platform      write ff/v1/mcp/+/+/+/+/+/req, read ff/v1/mcp/+/+/+/+/+/res,
-                read ff/v1/mcp/agents/+/status
-  expert-agent  read ff/v1/mcp/+/+/+/+/+/req, write ff/v1/mcp/+/+/+/+/+/res,
-                write ff/v1/mcp/agents/<its client ID>/status (a pattern)
-  every role    readwrite ff/v1/mcp/probe/<its username>/+ (a pattern), and
-                the operator rules that name it or everyone
+  platform      write ff/v2/mcp/+/+/+/+/+/+/+/req, read ff/v2/mcp/+/+/+/+/+/+/+/res,
+                read ff/v2/mcp/+/+/status
+  expert-agent  read ff/v2/mcp/<its username>/+/+/+/+/+/+/req,
+                write ff/v2/mcp/<its username>/+/+/+/+/+/+/res,
+                write ff/v2/mcp/<its username>/+/status
+  every role    readwrite ff/v2/probe/<its username>/+, and the operator rules
+                that name it or everyone
 
 Disabled identities are left out (they cannot log in). Export again after every
 change, and send Mosquitto SIGHUP to reload the files.
 
 Mosquitto is wider than the embedded broker's policy: "+" matches any level (the
 embedded broker only [A-Za-z0-9_-]{1,128}); a platform identity may subscribe to
-response topics with wildcards and through $share; the presence pattern applies
-to every identity, not to expert agents only. See docs/external-broker.md.
+replies with any wildcards and through $share; an agent instance may reply or
+announce as another instance of its own agent (never as another agent). See
+docs/external-broker.md.
 
 flags:
 `

@@ -59,7 +59,7 @@ func TestACLExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"\nuser gw\n", "\nuser agent1\n", "pattern write ff/v1/mcp/agents/%c/status\n"} {
+	for _, want := range []string{"\nuser gw\n", "\nuser agent1\n", "topic read ff/v2/mcp/agent1/+/+/+/+/+/+/req\n"} {
 		if !strings.Contains(string(aclFile), want) {
 			t.Errorf("acl lacks %q:\n%s", want, aclFile)
 		}

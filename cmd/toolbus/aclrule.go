@@ -40,7 +40,7 @@ func runACL(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		username = fs.String("username", "", "the identity the rule applies to")
 		everyone = fs.Bool("everyone", false, "the rule applies to every identity (instead of --username)")
 		access = fs.String("access", "", "read (subscribe), write (publish) or readwrite")
-		filter = fs.String("filter", "", "MQTT topic filter, may hold + and # (not under ff/v1/mcp/, not $...)")
+		filter = fs.String("filter", "", "MQTT topic filter, may hold + and # (not under ff/v2/ or ff/v1/mcp/, not $...)")
 	case "remove":
 		id = fs.String("id", "", "ID of the rule, as 'acl rule list' shows it")
 	default:

@@ -36,7 +36,7 @@ commands:
   token list             list personal access tokens (never their secrets)
   token revoke           revoke a personal access token
   acl export             write a Mosquitto password_file and acl_file from the store
-  acl rule list          list topic ACL rules (the built-in ff/v1/mcp rules too, read-only)
+  acl rule list          list topic ACL rules (the built-in ff/v2 rules too, read-only)
   acl rule add           add a topic ACL rule
   acl rule remove        remove a topic ACL rule
   clients                list the connected MQTT clients          (needs --server)

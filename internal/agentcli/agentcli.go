@@ -36,18 +36,20 @@ type Common struct {
 // Parse defines the common flags on fs (--name defaulting to name) beside
 // the command's own, which the caller defined, parses args, then sets every
 // flag not on the command line from TOOLBUS_AGENT_<FLAG>, and checks the
-// common flags.
+// common flags. --username is required: it is the agent's name on the bus
+// (expertagent.AgentOptions.Username), and nothing could stand in for it.
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, name string) (*Common, error) {
 	c := &Common{}
 	o := &c.Opts
 	var logLevel string
 	fs.StringVar(&o.BrokerURL, "broker-url", "tcp://127.0.0.1:1883", "MQTT broker URL (tcp://, ssl://, ws://)")
-	fs.StringVar(&o.Username, "username", "", "MQTT username (an identity with the expert-agent role)")
+	fs.StringVar(&o.Username, "username", "", "MQTT username (an identity with the expert-agent role), also the agent's name on the bus: "+
+		"every instance run with it shares its requests. Required")
 	fs.StringVar(&o.Password, "password", "", "MQTT password (prefer the environment variable "+EnvPrefix+"PASSWORD)")
-	fs.StringVar(&o.Name, "name", name, "agent name, reported in presence and serverInfo")
-	fs.StringVar(&o.Group, "group", "", "shared-subscription group (default: the name); instances of one group share requests")
-	fs.BoolVar(&o.Exclusive, "exclusive", false, "subscribe without a shared group: every instance answers every request")
-	fs.StringVar(&o.ClientID, "client-id", "", "MQTT client ID (default: name + random suffix)")
+	fs.StringVar(&o.Name, "name", name, "display name, reported in presence and serverInfo")
+	fs.BoolVar(&o.Exclusive, "exclusive", false, "subscribe to the pool's requests without $share, for brokers without shared subscriptions: "+
+		"every instance gets (and answers) every request for any instance")
+	fs.StringVar(&o.ClientID, "client-id", "", "MQTT client ID, this instance's name on the bus; unique per instance (default: name + random suffix)")
 	fs.IntVar(&o.Concurrency, "concurrency", expertagent.DefaultAgentConcurrency, "requests served at once")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", expertagent.DefaultAgentShutdownTimeout, "how long to wait for calls in flight on shutdown")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -60,6 +62,10 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, name str
 	}
 	if err := envflag.Apply(fs, EnvPrefix, getenv); err != nil {
 		return nil, err
+	}
+	if o.Username == "" {
+		return nil, fmt.Errorf("--username (or %sUSERNAME) is required: the MQTT identity with the expert-agent role, "+
+			"whose name is the agent's name on the bus", EnvPrefix)
 	}
 	lvl, err := logrus.ParseLevel(logLevel)
 	if err != nil {

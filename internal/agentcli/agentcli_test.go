@@ -22,10 +22,10 @@ func TestParse(t *testing.T) {
 		check   func(t *testing.T, c *agentcli.Common, own string)
 		wantErr string
 	}{
-		{name: "defaults", check: func(t *testing.T, c *agentcli.Common, own string) {
+		{name: "defaults", args: []string{"--username", "a1"}, check: func(t *testing.T, c *agentcli.Common, own string) {
 			o := c.Opts
-			if o.BrokerURL != "tcp://127.0.0.1:1883" || o.Name != "the-name" || o.Group != "" || o.Concurrency != expertagent.DefaultAgentConcurrency ||
-				o.ShutdownTimeout != expertagent.DefaultAgentShutdownTimeout || o.Version == "" {
+			if o.BrokerURL != "tcp://127.0.0.1:1883" || o.Username != "a1" || o.Name != "the-name" || o.ClientID != "" || o.Exclusive ||
+				o.Concurrency != expertagent.DefaultAgentConcurrency || o.ShutdownTimeout != expertagent.DefaultAgentShutdownTimeout || o.Version == "" {
 				t.Errorf("opts = %+v", o)
 			}
 			if c.LogLevel != logrus.InfoLevel || c.LogFormat != "json" || own != "" {
@@ -33,20 +33,20 @@ func TestParse(t *testing.T) {
 			}
 		}},
 		{name: "flags", args: []string{"--broker-url", "tcp://b:1883", "--username", "u", "--password", "p", "--name", "n1",
-			"--group", "g1", "--client-id", "c1", "--concurrency", "3", "--log-level", "debug", "--log-format", "text", "--exclusive",
+			"--client-id", "c1", "--concurrency", "3", "--log-level", "debug", "--log-format", "text", "--exclusive",
 			"--shutdown-timeout", "3s", "--own", "x"},
 			check: func(t *testing.T, c *agentcli.Common, own string) {
 				o := c.Opts
-				if o.BrokerURL != "tcp://b:1883" || o.Username != "u" || o.Password != "p" || o.Name != "n1" || o.Group != "g1" ||
+				if o.BrokerURL != "tcp://b:1883" || o.Username != "u" || o.Password != "p" || o.Name != "n1" ||
 					o.ClientID != "c1" || o.Concurrency != 3 || !o.Exclusive || o.ShutdownTimeout != 3*time.Second ||
 					c.LogLevel != logrus.DebugLevel || c.LogFormat != "text" || own != "x" {
 					t.Errorf("opts = %+v, log %v %s, own %q", o, c.LogLevel, c.LogFormat, own)
 				}
 			}},
-		{name: "environment", env: map[string]string{"TOOLBUS_AGENT_PASSWORD": "secret", "TOOLBUS_AGENT_BROKER_URL": "tcp://env:1",
-			"TOOLBUS_AGENT_OWN": "from-env"},
+		{name: "environment", env: map[string]string{"TOOLBUS_AGENT_USERNAME": "env-agent", "TOOLBUS_AGENT_PASSWORD": "secret",
+			"TOOLBUS_AGENT_BROKER_URL": "tcp://env:1", "TOOLBUS_AGENT_EXCLUSIVE": "true", "TOOLBUS_AGENT_OWN": "from-env"},
 			check: func(t *testing.T, c *agentcli.Common, own string) {
-				if c.Opts.Password != "secret" || c.Opts.BrokerURL != "tcp://env:1" || own != "from-env" {
+				if c.Opts.Username != "env-agent" || c.Opts.Password != "secret" || c.Opts.BrokerURL != "tcp://env:1" || !c.Opts.Exclusive || own != "from-env" {
 					t.Errorf("opts = %+v, own %q", c.Opts, own)
 				}
 			}},
@@ -56,11 +56,16 @@ func TestParse(t *testing.T) {
 					t.Errorf("username = %q, want flag", c.Opts.Username)
 				}
 			}},
-		{name: "bad environment value", env: map[string]string{"TOOLBUS_AGENT_CONCURRENCY": "many"}, wantErr: "TOOLBUS_AGENT_CONCURRENCY"},
-		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
-		{name: "bad log format", args: []string{"--log-format", "xml"}, wantErr: "--log-format"},
-		{name: "stray argument", args: []string{"serve"}, wantErr: "unexpected arguments"},
+		{name: "no username", wantErr: "--username (or TOOLBUS_AGENT_USERNAME) is required"},
+		{name: "empty username in the environment", env: map[string]string{"TOOLBUS_AGENT_USERNAME": ""}, wantErr: "--username"},
+		{name: "bad environment value", args: []string{"--username", "a1"}, env: map[string]string{"TOOLBUS_AGENT_CONCURRENCY": "many"},
+			wantErr: "TOOLBUS_AGENT_CONCURRENCY"},
+		{name: "bad log level", args: []string{"--username", "a1", "--log-level", "loud"}, wantErr: "--log-level"},
+		{name: "bad log format", args: []string{"--username", "a1", "--log-format", "xml"}, wantErr: "--log-format"},
+		{name: "stray argument", args: []string{"--username", "a1", "serve"}, wantErr: "unexpected arguments"},
 		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined"},
+		// A pool is every instance of one username now; --group is gone.
+		{name: "group flag", args: []string{"--username", "a1", "--group", "g1"}, wantErr: "flag provided but not defined: -group"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,7 +91,7 @@ func TestNewLogger(t *testing.T) {
 	for _, format := range []string{"json", "text"} {
 		t.Run(format, func(t *testing.T) {
 			fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-			c, err := agentcli.Parse(fs, []string{"--log-format", format, "--log-level", "warn"}, func(string) string { return "" }, "n")
+			c, err := agentcli.Parse(fs, []string{"--username", "a1", "--log-format", format, "--log-level", "warn"}, func(string) string { return "" }, "n")
 			if err != nil {
 				t.Fatal(err)
 			}

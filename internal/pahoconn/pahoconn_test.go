@@ -33,11 +33,11 @@ func TestBufferedRoundTrip(t *testing.T) {
 	t.Cleanup(func() { c.Disconnect(100) })
 
 	ctx := contract.Context{PlatformID: "plat1", UserID: "u1", SessionID: "s1", EntityType: "_", EntityID: "_"}
-	if tok := c.Subscribe(contract.RequestFilter, 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+	if tok := c.Subscribe(contract.RequestFilter(e.AgentUser, contract.AnyInstance), 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("subscribe: %v", tok.Error())
 	}
 	for _, payload := range [][]byte{[]byte("small"), bytes.Repeat([]byte("x"), 1<<20), []byte("after")} {
-		if err := e.Broker.Bus().Publish(testenv.Context(t, 10*time.Second), ctx.RequestTopic(), payload); err != nil {
+		if err := e.Broker.Bus().Publish(testenv.Context(t, 10*time.Second), ctx.RequestTopic(e.AgentUser, contract.AnyInstance), payload); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
 		select {

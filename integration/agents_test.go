@@ -1,0 +1,450 @@
+package integration
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/gateway"
+	"github.com/toolbus/toolbus/internal/testenv"
+	tbmcp "github.com/toolbus/toolbus/mcp"
+	"github.com/toolbus/toolbus/server"
+)
+
+// The agents of the many-agents tests: alpha and beta are expert-agent
+// processes serving subsets of the reference tools, pool is two SDK
+// instances of one agent. alpha and pool both serve echo.
+const (
+	agAlpha, agBeta, agPool = "alpha", "beta", "pool"
+	agGateway               = "gw-many"
+)
+
+// agentTools is the union of the three agents' tools as the gateway lists
+// them: echo is held twice, so both are qualified with their agent's name.
+var agentTools = []string{"alpha.echo", "countdown", "pool.echo", "sha256", "time_now", "whoami_instance", "word_count"}
+
+// ownerOf says which agent serves each of agentTools.
+var ownerOf = map[string]string{"alpha.echo": agAlpha, "countdown": agAlpha, "word_count": agAlpha,
+	"sha256": agBeta, "time_now": agBeta, "pool.echo": agPool, "whoami_instance": agPool}
+
+// manyEnv is a gateway and the three agents, on the embedded broker or on
+// Mosquitto configured from `toolbus acl export`.
+type manyEnv struct {
+	g        *gwEnv
+	broker   string   // the agents' broker URL
+	poolIDs  []string // client IDs of pool's instances
+	stopBeta func()
+}
+
+// startMany starts the gateway and the agents. With mosquitto, the
+// identities are exported from the gateway's store and Mosquitto runs on them.
+func startMany(t *testing.T, mosquitto bool, cfg server.Config) *manyEnv {
+	t.Helper()
+	ids := map[string]acl.Role{agAlpha: acl.RoleExpertAgent, agBeta: acl.RoleExpertAgent, agPool: acl.RoleExpertAgent,
+		"silent": acl.RoleExpertAgent, agGateway: acl.RolePlatform}
+	e := &manyEnv{}
+	if mosquitto {
+		testenv.MosquittoBinary(t)
+		dataDir, files := t.TempDir(), t.TempDir()
+		ctx := testCtx(t, 30*time.Second)
+		store, err := acl.Open(ctx, dataDir, acl.StoreOptions{HashIterations: testenv.HashIterations})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, role := range ids {
+			if _, err := store.AddIdentity(ctx, name, role, []byte(agentPassword)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := store.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.CommandContext(ctx, bins.toolbus, "acl", "export", "--data-dir", dataDir, "--out", files).CombinedOutput(); err != nil {
+			t.Fatalf("acl export: %v\n%s", err, out)
+		}
+		mosq := testenv.StartMosquitto(t, testenv.MosquittoOptions{Dir: files})
+		cfg.DataDir, cfg.BrokerURL = dataDir, mosq.URL
+		cfg.BrokerUsername, cfg.BrokerPassword = agGateway, agentPassword
+		srv := startServer(t, cfg)
+		e.g = &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
+		e.broker = mosq.URL
+	} else {
+		srv := startServer(t, cfg)
+		ctx := testCtx(t, 10*time.Second)
+		for name, role := range ids {
+			if _, err := srv.Store().AddIdentity(ctx, name, role, []byte(agentPassword)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.g = &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
+		e.broker = "tcp://" + srv.MQTTAddr().String()
+	}
+	startToolsAgent(t, e.broker, agAlpha, "echo,word_count,countdown")
+	e.stopBeta = startToolsAgent(t, e.broker, agBeta, "sha256,time_now")
+	for i := range 2 {
+		id := fmt.Sprintf("pool-%d", i+1)
+		e.poolIDs = append(e.poolIDs, id)
+		startPoolInstance(t, e.broker, id)
+	}
+	e.waitTools(t, agentTools)
+	return e
+}
+
+// startToolsAgent runs the expert-agent binary as agent name, serving tools;
+// the returned function stops it (SIGTERM) and waits.
+func startToolsAgent(t *testing.T, brokerURL, name, tools string) func() {
+	t.Helper()
+	p := startProc(t, nil, bins.expertAgent, "--broker-url", brokerURL, "--username", name, "--password", agentPassword,
+		"--client-id", name+"-1", "--tools", tools, "--log-level", "warn")
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if err := p.stop(t, syscall.SIGTERM, 20*time.Second); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+}
+
+// startPoolInstance runs one instance of the pool agent in-process: its
+// echo says "pool:" before the text, and whoami_instance says its client ID.
+func startPoolInstance(t *testing.T, brokerURL, clientID string) {
+	t.Helper()
+	a := expertagent.NewAgent(expertagent.AgentOptions{
+		BrokerURL: brokerURL, Username: agPool, Password: agentPassword, ClientID: clientID, Name: "pool",
+		Logger: testLogger(t).WithField("component", "pool"),
+	})
+	yes := true
+	for _, tool := range []expertagent.Tool{
+		{Tool: tbmcp.Tool{Name: "echo", Description: "Echoes, prefixed.", Annotations: &tbmcp.ToolAnnotations{ReadOnlyHint: &yes},
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
+			Handler: func(_ context.Context, req *expertagent.CallRequest) (*tbmcp.CallToolResult, error) {
+				var args struct{ Text string }
+				if err := req.Bind(&args); err != nil {
+					return nil, err
+				}
+				return tbmcp.TextResult("pool:" + args.Text), nil
+			}},
+		{Tool: tbmcp.Tool{Name: "whoami_instance", Description: "Says which instance answered.", Annotations: &tbmcp.ToolAnnotations{ReadOnlyHint: &yes}},
+			Handler: func(context.Context, *expertagent.CallRequest) (*tbmcp.CallToolResult, error) {
+				return tbmcp.TextResult(clientID), nil
+			}},
+	} {
+		if err := a.AddTool(tool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("pool instance %s: %v", clientID, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("pool instance %s did not stop", clientID)
+		}
+	})
+}
+
+// unionAgentTools lists the tools of a list that some agent serves (those
+// with _meta io.toolbus/agent), sorted.
+func unionAgentTools(list *mcp.ListToolsResult) []string {
+	var names []string
+	for _, tool := range list.Tools {
+		if tool.Meta != nil && tool.Meta["io.toolbus/agent"] != nil {
+			names = append(names, tool.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// waitTools waits until a new session lists exactly want as agent tools.
+func (e *manyEnv) waitTools(t *testing.T, want []string) {
+	t.Helper()
+	tok := e.g.token(t, acl.TokenSpec{UserID: "watcher"})
+	var got []string
+	poll(t, 20*time.Second, fmt.Sprintf("agent tools %v", want), func() bool {
+		cs := e.g.connect(t, e.g.mcpURL(), tok, "2025-11-25", nil)
+		defer cs.Close()
+		list, err := cs.ListTools(testCtx(t, 10*time.Second), nil)
+		if err != nil {
+			return false
+		}
+		got = unionAgentTools(list)
+		return slices.Equal(got, want)
+	})
+}
+
+// Three distinct agents, one of them a pool of two: every list is the same
+// full union, and each of 600 calls over 20 sessions is answered once, by
+// the agent that owns the tool, to its caller.
+func TestManyAgents(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mosquitto bool
+	}{{"embedded broker", false}, {"mosquitto", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startMany(t, tc.mosquitto, server.Config{})
+			tok := e.g.token(t, acl.TokenSpec{UserID: "alice"})
+			const sessions, callsPer = 20, 30
+			css := make([]*mcp.ClientSession, sessions)
+			for i := range css {
+				css[i] = e.g.connect(t, e.g.mcpURL(), tok, "2025-11-25", nil)
+			}
+
+			for i := range 50 {
+				list, err := css[i%sessions].ListTools(testCtx(t, 10*time.Second), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := unionAgentTools(list); !slices.Equal(got, agentTools) {
+					t.Fatalf("list %d: agent tools %v, want %v", i, got, agentTools)
+				}
+				for _, tool := range list.Tools {
+					if agent, _ := tool.Meta["io.toolbus/agent"].(string); agent != "" && agent != ownerOf[tool.Name] {
+						t.Fatalf("tool %s says agent %q, want %q", tool.Name, agent, ownerOf[tool.Name])
+					}
+				}
+			}
+
+			before := e.g.srv.Requester().Stats()
+			var mu sync.Mutex
+			instances := map[string]int{}
+			var wg sync.WaitGroup
+			errs := make(chan error, sessions*callsPer)
+			for s, cs := range css {
+				wg.Go(func() {
+					for c := range callsPer {
+						if err := callOwned(t, cs, s, c, e.poolIDs, func(id string) { mu.Lock(); instances[id]++; mu.Unlock() }); err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			after := e.g.srv.Requester().Stats()
+			if d, m := after.Duplicates-before.Duplicates, after.Mismatched-before.Mismatched; d != 0 || m != 0 {
+				t.Errorf("%d duplicate and %d mismatched replies: some call was answered twice or by another agent", d, m)
+			}
+			if len(instances) != 2 {
+				t.Errorf("whoami_instance answered by %v: want both pool instances to share the work", instances)
+			}
+		})
+	}
+}
+
+// callOwned makes call number c of session s: one of the six tools in turn,
+// checking the answer is the owning agent's.
+func callOwned(t *testing.T, cs *mcp.ClientSession, s, c int, poolIDs []string, sawInstance func(string)) error {
+	text := fmt.Sprintf("s%d-c%d", s, c)
+	tool := agentTools[(s+c)%len(agentTools)]
+	args := map[string]any{"text": text}
+	switch tool {
+	case "time_now", "whoami_instance":
+		args = nil
+	case "countdown":
+		args = map[string]any{"seconds": 1}
+	}
+	res, err := cs.CallTool(testCtx(t, 20*time.Second), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return fmt.Errorf("%s: %w", tool, err)
+	}
+	if res.IsError || len(res.Content) == 0 {
+		return fmt.Errorf("%s: %+v", tool, res)
+	}
+	got := res.Content[0].(*mcp.TextContent).Text
+	sum := sha256.Sum256([]byte(text))
+	want := map[string]string{"alpha.echo": text, "pool.echo": "pool:" + text, "sha256": hex.EncodeToString(sum[:]),
+		"countdown": "countdown of 1 finished"}[tool]
+	switch {
+	case tool == "whoami_instance":
+		if !slices.Contains(poolIDs, got) {
+			return fmt.Errorf("whoami_instance answered %q, not a pool instance", got)
+		}
+		sawInstance(got)
+	case tool == "word_count":
+		if !strings.Contains(got, "1 word") && !strings.Contains(got, `"words":1`) && !strings.Contains(got, "words") {
+			return fmt.Errorf("word_count answered %q", got)
+		}
+	case want != "" && got != want:
+		return fmt.Errorf("%s(%q) answered %q, want %q", tool, text, got, want)
+	}
+	return nil
+}
+
+// A silent agent (it connects, announces itself and never answers) beside
+// a healthy one: lists come back with the healthy agent's tools, the
+// silent one is counted, and an unknown tool is -32602.
+func TestSilentAgent(t *testing.T) {
+	e := startMany(t, false, server.Config{ListTimeout: 500 * time.Millisecond})
+	silent := mqttAgentClient(t, e.broker, "silent", "silent-1", nil)
+	mustToken(t, silent.Subscribe(contract.SharedRequestFilter("silent"), 1, nil))
+	mustToken(t, silent.Publish(contract.PresenceTopic("silent", "silent-1"), 1, true, []byte(`{"status":"online"}`)))
+	poll(t, 10*time.Second, "the silent agent online", func() bool {
+		return slices.Contains(e.g.srv.Requester().OnlineAgents(context.Background()), "silent")
+	})
+
+	tok := e.g.token(t, acl.TokenSpec{UserID: "bob"})
+	failsBefore := e.g.srv.Handler().(*gateway.Gateway).Stats().AgentListFailures
+	for i := range 3 {
+		cs := e.g.connect(t, e.g.mcpURL(), tok, "2025-11-25", nil)
+		list, err := cs.ListTools(testCtx(t, 10*time.Second), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := unionAgentTools(list); !slices.Equal(got, agentTools) {
+			t.Errorf("list %d beside a silent agent: %v, want %v", i, got, agentTools)
+		}
+		_, err = cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "no_such_tool"})
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
+			t.Errorf("unknown tool: err = %v, want -32602", err)
+		}
+	}
+	if fails := e.g.srv.Handler().(*gateway.Gateway).Stats().AgentListFailures; fails <= failsBefore {
+		t.Errorf("agent list failures %d -> %d: the silent agent was not counted", failsBefore, fails)
+	}
+}
+
+// mqttAgentClient connects a plain paho client as an agent identity.
+func mqttAgentClient(t *testing.T, brokerURL, username, clientID string, inbox chan<- paho.Message) paho.Client {
+	t.Helper()
+	c, err := dialMQTT(t, brokerURL, username, agentPassword, clientID, inbox)
+	if err != nil {
+		t.Fatalf("connect %s: %v", username, err)
+	}
+	return c
+}
+
+// The broker keeps agents apart: beta cannot read alpha's requests, nor
+// answer a call routed to alpha under alpha's name; an answer under its
+// own name is dropped by the gateway. The call gets alpha's answer.
+func TestAgentIsolation(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mosquitto bool
+	}{{"embedded broker", false}, {"mosquitto", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startMany(t, tc.mosquitto, server.Config{})
+			// A second connection of alpha's own identity sees alpha's
+			// requests (a plain subscription gets a copy): the test's way
+			// to learn a call's correlation ID.
+			spied := make(chan paho.Message, 16)
+			spy := mqttAgentClient(t, e.broker, agAlpha, "alpha-spy", spied)
+			mustToken(t, spy.Subscribe(contract.RequestFilter(agAlpha, contract.AnyInstance), 1, nil))
+
+			betaIn := make(chan paho.Message, 16)
+			mallory := mqttAgentClient(t, e.broker, agBeta, "beta-mallory", betaIn)
+			for _, f := range []string{contract.RequestFilter(agAlpha, contract.AnyInstance), contract.RequestFilter(agAlpha, "+"),
+				contract.SharedRequestFilter(agAlpha), "$share/beta/" + contract.RequestFilter(agAlpha, contract.AnyInstance),
+				contract.TopicPrefix + "#", contract.PresenceFilter} {
+				mallory.Subscribe(f, 1, nil).WaitTimeout(5 * time.Second) // refused or not: what arrives tells
+			}
+			mustToken(t, mallory.Subscribe(contract.RequestFilter(agBeta, "beta-mallory"), 1, nil))
+
+			tok := e.g.token(t, acl.TokenSpec{UserID: "carol"})
+			cs := e.g.connect(t, e.g.mcpURL(), tok, "2025-11-25", nil)
+			before := e.g.srv.Requester().Stats()
+			done := make(chan *mcp.CallToolResult, 1)
+			go func() {
+				// A second long: time to forge answers while it runs.
+				res, err := cs.CallTool(testCtx(t, 30*time.Second), &mcp.CallToolParams{Name: "countdown", Arguments: map[string]any{"seconds": 1}})
+				if err != nil {
+					t.Error(err)
+				}
+				done <- res
+			}()
+			var req paho.Message
+			select {
+			case req = <-spied:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the spy saw no request for alpha")
+			}
+			tp, err := contract.ParseTopic(req.Topic())
+			if err != nil {
+				t.Fatal(err)
+			}
+			env, err := contract.DecodeEnvelope(req.Payload())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Forged final answers for the open call: under alpha's name
+			// (the broker refuses them) and under beta's own (the gateway
+			// drops it: the call went to alpha).
+			forged := []byte(`{"v":2,"correlationId":"` + env.CorrelationID + `","message":{"jsonrpc":"2.0","id":"` + env.CorrelationID +
+				`","result":{"content":[{"type":"text","text":"forged"}]}}}`)
+			// The broker may cut a connection that publishes where it may
+			// not (the embedded one does): each refused forgery gets its own.
+			for i, topic := range []string{tp.Context.ReplyTopic(agAlpha, "alpha-1"), tp.Context.ReplyTopic(agAlpha, contract.AnyInstance)} {
+				forger := mqttAgentClient(t, e.broker, agBeta, fmt.Sprintf("beta-forger-%d", i), nil)
+				forger.Publish(topic, 1, false, forged).WaitTimeout(5 * time.Second)
+			}
+			mustToken(t, mallory.Publish(tp.Context.ReplyTopic(agBeta, "beta-mallory"), 1, false, forged))
+			poll(t, 10*time.Second, "the answer under beta's name dropped", func() bool {
+				return e.g.srv.Requester().Stats().Mismatched > before.Mismatched
+			})
+			res := <-done
+			if res == nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "countdown of 1 finished" {
+				t.Fatalf("countdown = %+v: want alpha's own answer", res)
+			}
+
+			// Marker: a request to beta-mallory itself, which it may read.
+			// Messages from one publisher arrive in order, so once it is
+			// here nothing the gateway sent before is still on its way.
+			bus := requesterBus(e.g.srv)
+			marker := contract.Context{PlatformID: "marker", UserID: "m", SessionID: "m", EntityType: "_", EntityID: "_"}
+			if err := bus.Publish(testCtx(t, 5*time.Second), marker.RequestTopic(agBeta, "beta-mallory"), []byte("marker")); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				select {
+				case m := <-betaIn:
+					if string(m.Payload()) == "marker" {
+						goto marked
+					}
+					t.Fatalf("beta received %s: another agent's message", m.Topic())
+				case <-time.After(10 * time.Second):
+					t.Fatal("no marker")
+				}
+			}
+		marked:
+		})
+	}
+}
+
+// requesterBus is the bus the gateway's requester talks through.
+func requesterBus(srv *server.Server) interface {
+	Publish(ctx context.Context, topic string, payload []byte) error
+} {
+	if b := srv.PahoBus(); b != nil {
+		return b
+	}
+	return srv.Broker().Bus()
+}
