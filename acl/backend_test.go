@@ -62,6 +62,7 @@ var portableTests = []struct {
 	{"CreateToken", TestCreateToken},
 	{"CreateTokenInvalid", TestCreateTokenInvalid},
 	{"ListTokens", TestListTokens},
+	{"TokenAgents", TestTokenAgents},
 	{"RevokeToken", TestRevokeToken},
 	{"AuthenticateToken", TestAuthenticateToken},
 	{"AuthenticateTokenCache", TestAuthenticateTokenCache},

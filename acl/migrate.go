@@ -102,6 +102,15 @@ var migrations = []migration{
 			`CREATE INDEX ended_sessions_until ON ended_sessions (until_ms)`,
 		},
 	},
+	{
+		version: 5,
+		name:    "token agent limits",
+		stmts: []string{
+			// The expert agents a token is limited to, space-separated;
+			// '' = every agent (what tokens made before had).
+			`ALTER TABLE tokens ADD COLUMN agents TEXT NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // migrate brings db to the newest schema version. It refuses a database

@@ -30,12 +30,12 @@ RETURNING id`
 	qDeleteRule        = `DELETE FROM rules WHERE id = $1`
 	qDeleteRulesOfUser = `DELETE FROM rules WHERE username = $1`
 
-	// Tokens: scopes and entities are space-separated lists ("type/id"
-	// entities); times are unix ms with 0 for "not set".
-	qInsertToken = `INSERT INTO tokens (id, user_id, secret_hash, scopes, read_only, entities, name, created_ms, expires_ms)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	// Tokens: scopes, entities and agents are space-separated lists
+	// ("type/id" entities); times are unix ms with 0 for "not set".
+	qInsertToken = `INSERT INTO tokens (id, user_id, secret_hash, scopes, read_only, entities, name, created_ms, expires_ms, agents)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (id) DO NOTHING`
-	qTokenColumns     = `id, user_id, secret_hash, scopes, read_only, entities, name, created_ms, expires_ms, last_used_ms, revoked_ms`
+	qTokenColumns     = `id, user_id, secret_hash, scopes, read_only, entities, name, created_ms, expires_ms, last_used_ms, revoked_ms, agents`
 	qSelectToken      = `SELECT ` + qTokenColumns + ` FROM tokens WHERE id = $1`
 	qListTokens       = `SELECT ` + qTokenColumns + ` FROM tokens ORDER BY created_ms, id`
 	qListTokensOfUser = `SELECT ` + qTokenColumns + ` FROM tokens WHERE user_id = $1 ORDER BY created_ms, id`

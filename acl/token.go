@@ -41,7 +41,9 @@ var DefaultScopes = []string{ScopeToolsList, ScopeToolsCall}
 const (
 	MaxTokenScopes   = 32
 	MaxTokenEntities = 64
-	MaxTokenNameLen  = 200 // bytes
+	// MaxTokenAgents bounds the agents a token may be limited to.
+	MaxTokenAgents  = 64
+	MaxTokenNameLen = 200 // bytes
 )
 
 // Entity is what a request is about: the {entityType}/{entityId} of the MCP
@@ -106,6 +108,10 @@ type TokenSpec struct {
 	// and the plain endpoint. A narrowed token cannot use the plain endpoint,
 	// and an entity with a "_" part (the plain endpoint's marker) is refused.
 	Entities []Entity
+	// Agents limits the token to these expert agents (their names on the
+	// bus, each passing ValidateLevel): it lists and calls their tools
+	// only (platform tools still follow Scopes). Empty means every agent.
+	Agents []string
 	// TTL after which the token expires; 0 means never.
 	TTL time.Duration
 	// Name is an optional note for operators (printable UTF-8, at most
@@ -124,6 +130,7 @@ type Token struct {
 	Scopes   []string
 	ReadOnly bool
 	Entities []Entity // empty = not narrowed
+	Agents   []string // empty = every agent
 	Name     string
 	// Zero times are "not set": never expires, never used, not revoked.
 	Created, ExpiresAt, LastUsed, RevokedAt time.Time
@@ -138,6 +145,12 @@ func (t Token) HasScope(s string) bool {
 		}
 	}
 	return false
+}
+
+// AllowsAgent reports whether the token may list and call the tools of the
+// expert agent named agent: every agent when it is not limited.
+func (t Token) AllowsAgent(agent string) bool {
+	return len(t.Agents) == 0 || slices.Contains(t.Agents, agent)
 }
 
 // AllowsEntity reports whether the token may reach entity e. A token that is
@@ -235,24 +248,24 @@ func hashSecret(secret string) [sha256.Size]byte {
 
 // normalize validates spec and returns the scopes and entities to store
 // (defaults filled in, duplicates dropped). Errors wrap ErrInvalidTokenSpec.
-func (spec TokenSpec) normalize() (scopes []string, entities []Entity, err error) {
+func (spec TokenSpec) normalize() (scopes []string, entities []Entity, agents []string, err error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidTokenSpec}, args...)...)
 	}
 	if err := ValidateLevel(spec.UserID); err != nil {
-		return nil, nil, bad("user: %w", err)
+		return nil, nil, nil, bad("user: %w", err)
 	}
 	switch {
 	case spec.Scopes == nil:
 		scopes = slices.Clone(DefaultScopes)
 	case len(spec.Scopes) == 0:
-		return nil, nil, bad("empty scope list (nil means the default scopes)")
+		return nil, nil, nil, bad("empty scope list (nil means the default scopes)")
 	case len(spec.Scopes) > MaxTokenScopes:
-		return nil, nil, bad("%d scopes, at most %d", len(spec.Scopes), MaxTokenScopes)
+		return nil, nil, nil, bad("%d scopes, at most %d", len(spec.Scopes), MaxTokenScopes)
 	default:
 		for _, s := range spec.Scopes {
 			if err := ValidateScope(s); err != nil {
-				return nil, nil, bad("%w", err)
+				return nil, nil, nil, bad("%w", err)
 			}
 			if !slices.Contains(scopes, s) {
 				scopes = append(scopes, s)
@@ -260,33 +273,44 @@ func (spec TokenSpec) normalize() (scopes []string, entities []Entity, err error
 		}
 	}
 	if len(spec.Entities) > MaxTokenEntities {
-		return nil, nil, bad("%d entities, at most %d", len(spec.Entities), MaxTokenEntities)
+		return nil, nil, nil, bad("%d entities, at most %d", len(spec.Entities), MaxTokenEntities)
 	}
 	for _, e := range spec.Entities {
 		if err := ValidateLevel(e.Type); err != nil {
-			return nil, nil, bad("entity type %q: %w", e.Type, err)
+			return nil, nil, nil, bad("entity type %q: %w", e.Type, err)
 		}
 		if err := ValidateLevel(e.ID); err != nil {
-			return nil, nil, bad("entity id %q: %w", e.ID, err)
+			return nil, nil, nil, bad("entity id %q: %w", e.ID, err)
 		}
 		if e.Type == PlainEntity.Type || e.ID == PlainEntity.ID {
-			return nil, nil, bad("entity %s: %q is reserved for the plain endpoint", e, PlainEntity.Type)
+			return nil, nil, nil, bad("entity %s: %q is reserved for the plain endpoint", e, PlainEntity.Type)
 		}
 		if !slices.Contains(entities, e) {
 			entities = append(entities, e)
 		}
 	}
+	if len(spec.Agents) > MaxTokenAgents {
+		return nil, nil, nil, bad("%d agents, at most %d", len(spec.Agents), MaxTokenAgents)
+	}
+	for _, a := range spec.Agents {
+		if err := ValidateLevel(a); err != nil {
+			return nil, nil, nil, bad("agent %q: %w", a, err)
+		}
+		if !slices.Contains(agents, a) {
+			agents = append(agents, a)
+		}
+	}
 	if spec.TTL < 0 {
-		return nil, nil, bad("negative TTL %v", spec.TTL)
+		return nil, nil, nil, bad("negative TTL %v", spec.TTL)
 	}
 	if len(spec.Name) > MaxTokenNameLen {
-		return nil, nil, bad("name of %d bytes, at most %d", len(spec.Name), MaxTokenNameLen)
+		return nil, nil, nil, bad("name of %d bytes, at most %d", len(spec.Name), MaxTokenNameLen)
 	}
 	if !utf8.ValidString(spec.Name) || strings.IndexFunc(spec.Name, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) >= 0 {
 		// Names are printed in tables and logs: no control characters.
-		return nil, nil, bad("name %q: only printable characters", spec.Name)
+		return nil, nil, nil, bad("name %q: only printable characters", spec.Name)
 	}
-	return scopes, entities, nil
+	return scopes, entities, agents, nil
 }
 
 // CreateToken stores a new token for spec and returns its secret, which is
@@ -294,7 +318,7 @@ func (spec TokenSpec) normalize() (scopes []string, entities []Entity, err error
 // error wrapping ErrInvalidTokenSpec.
 func (s *Store) CreateToken(ctx context.Context, spec TokenSpec) (secret string, tok Token, err error) {
 	defer mapWriteErr(&err)
-	scopes, entities, err := spec.normalize()
+	scopes, entities, agents, err := spec.normalize()
 	if err != nil {
 		return "", Token{}, err
 	}
@@ -304,6 +328,7 @@ func (s *Store) CreateToken(ctx context.Context, spec TokenSpec) (secret string,
 		Scopes:   scopes,
 		ReadOnly: spec.ReadOnly,
 		Entities: entities,
+		Agents:   agents,
 		Name:     spec.Name,
 		Created:  created,
 	}
@@ -321,7 +346,7 @@ func (s *Store) CreateToken(ctx context.Context, spec TokenSpec) (secret string,
 		}
 		sum := hashSecret(sec)
 		res, err := s.db.ExecContext(ctx, qInsertToken, id, spec.UserID, hex.EncodeToString(sum[:]),
-			strings.Join(scopes, " "), boolInt(spec.ReadOnly), formatEntities(entities), spec.Name, ms, expiresMs)
+			strings.Join(scopes, " "), boolInt(spec.ReadOnly), formatEntities(entities), spec.Name, ms, expiresMs, strings.Join(agents, " "))
 		if err != nil {
 			return "", Token{}, fmt.Errorf("create token for %s: %w", spec.UserID, err)
 		}
@@ -330,7 +355,7 @@ func (s *Store) CreateToken(ctx context.Context, spec TokenSpec) (secret string,
 		} else if n == 1 {
 			tok.ID = id
 			s.log.WithFields(logrus.Fields{"token": id, "user": spec.UserID, "scopes": scopes,
-				"read_only": spec.ReadOnly, "entities": len(entities)}).Info("created token")
+				"read_only": spec.ReadOnly, "entities": len(entities), "agents": agents}).Info("created token")
 			return sec, tok, nil
 		}
 	}
@@ -401,13 +426,13 @@ type tokenRow struct {
 
 func scanToken(r rowScanner) (tokenRow, error) {
 	var (
-		row                    tokenRow
-		hash, scopes, entities string
-		readOnly, createdMs    int64
+		row                            tokenRow
+		hash, scopes, entities, agents string
+		readOnly, createdMs            int64
 	)
 	t := &row.tok
 	if err := r.Scan(&t.ID, &t.UserID, &hash, &scopes, &readOnly, &entities, &t.Name,
-		&createdMs, &row.expiresMs, &row.lastMs, &row.revokedMs); err != nil {
+		&createdMs, &row.expiresMs, &row.lastMs, &row.revokedMs, &agents); err != nil {
 		return tokenRow{}, err
 	}
 	if n, err := hex.Decode(row.hash[:], []byte(hash)); err != nil || n != sha256.Size {
@@ -421,6 +446,11 @@ func scanToken(r rowScanner) (tokenRow, error) {
 	// writing into the cached backing array.
 	t.Scopes = strings.Fields(scopes)
 	t.Scopes = t.Scopes[:len(t.Scopes):len(t.Scopes)]
+	if t.Agents = strings.Fields(agents); len(t.Agents) == 0 {
+		t.Agents = nil
+	} else {
+		t.Agents = t.Agents[:len(t.Agents):len(t.Agents)]
+	}
 	t.ReadOnly = readOnly != 0
 	t.Created = fromMillis(createdMs)
 	t.ExpiresAt = optMillis(row.expiresMs)

@@ -145,6 +145,10 @@ func TestCreateTokenInvalid(t *testing.T) {
 		{"name with a tab", TokenSpec{UserID: "alice", Name: "a\tb"}},
 		{"name not UTF-8", TokenSpec{UserID: "alice", Name: "a\xffb"}},
 		{"name too long", TokenSpec{UserID: "alice", Name: strings.Repeat("n", MaxTokenNameLen+1)}},
+		{"agent with a slash", TokenSpec{UserID: "alice", Agents: []string{"a/b"}}},
+		{"agent empty", TokenSpec{UserID: "alice", Agents: []string{""}}},
+		{"agent with a space", TokenSpec{UserID: "alice", Agents: []string{"a b"}}},
+		{"too many agents", TokenSpec{UserID: "alice", Agents: many(MaxTokenAgents + 1)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			secret, tok, err := s.CreateToken(ctx, tc.spec)
@@ -221,6 +225,34 @@ func TestTokenHasScope(t *testing.T) {
 	admin := Token{Scopes: []string{ScopeAdmin}}
 	if admin.HasScope(ScopeToolsCall) {
 		t.Error("admin implies tools:call; scopes must not imply one another")
+	}
+}
+
+// A token limited to agents keeps the list through the store (each agent
+// once) and allows only them; one without a list allows every agent.
+func TestTokenAgents(t *testing.T) {
+	s := openTestStore(t, StoreOptions{})
+	ctx := testContext(t)
+	secret, tok := createTestToken(t, s, TokenSpec{UserID: "alice", Agents: []string{"search", "files", "search"}})
+	if !slices.Equal(tok.Agents, []string{"search", "files"}) {
+		t.Fatalf("created with agents %v", tok.Agents)
+	}
+	got, err := s.AuthenticateToken(ctx, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := s.ListTokens(ctx, "alice")
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("ListTokens = %v, %v", listed, err)
+	}
+	for _, tk := range []Token{got, listed[0]} {
+		if !slices.Equal(tk.Agents, []string{"search", "files"}) || !tk.AllowsAgent("files") || tk.AllowsAgent("web") {
+			t.Errorf("stored token: agents %v", tk.Agents)
+		}
+	}
+	_, open := createTestToken(t, s, TokenSpec{UserID: "bob"})
+	if open.Agents != nil || !open.AllowsAgent("web") {
+		t.Errorf("a token without agents: %v, allows web %v", open.Agents, open.AllowsAgent("web"))
 	}
 }
 

@@ -19,6 +19,7 @@ type Token struct {
 	Scopes    []string     `json:"scopes"`
 	ReadOnly  bool         `json:"readOnly"`
 	Entities  []acl.Entity `json:"entities"` // [] = any entity
+	Agents    []string     `json:"agents"`   // [] = every expert agent
 	Name      string       `json:"name,omitempty"`
 	Created   time.Time    `json:"created"`
 	ExpiresAt *time.Time   `json:"expiresAt,omitempty"`
@@ -29,7 +30,7 @@ type Token struct {
 // NewToken converts a stored token.
 func NewToken(t acl.Token) Token {
 	j := Token{
-		ID: t.ID, User: t.UserID, Scopes: t.Scopes, ReadOnly: t.ReadOnly, Entities: t.Entities, Name: t.Name,
+		ID: t.ID, User: t.UserID, Scopes: t.Scopes, ReadOnly: t.ReadOnly, Entities: t.Entities, Agents: t.Agents, Name: t.Name,
 		Created: t.Created.UTC(), ExpiresAt: optTime(t.ExpiresAt), LastUsed: optTime(t.LastUsed), RevokedAt: optTime(t.RevokedAt),
 	}
 	if j.Entities == nil {
@@ -37,6 +38,9 @@ func NewToken(t acl.Token) Token {
 	}
 	if j.Scopes == nil {
 		j.Scopes = []string{}
+	}
+	if j.Agents == nil {
+		j.Agents = []string{}
 	}
 	return j
 }
@@ -57,6 +61,9 @@ type TokenRequest struct {
 	Scopes   []string     `json:"scopes"`
 	ReadOnly bool         `json:"readOnly,omitempty"`
 	Entities []acl.Entity `json:"entities,omitempty"`
+	// Agents limits the token to these expert agents' tools (their names
+	// on the bus); absent or [] means every agent.
+	Agents []string `json:"agents,omitempty"`
 	// TTL is a Go duration ("720h"); "" means the token never expires.
 	TTL  string `json:"ttl,omitempty"`
 	Name string `json:"name,omitempty"`

@@ -175,7 +175,7 @@ func (s *Service) ListTokens(ctx context.Context, user string) ([]Token, error) 
 func (s *Service) CreateToken(ctx context.Context, req TokenRequest) (CreatedToken, error) {
 	var out CreatedToken
 	err := s.change(ctx, "token.create", "user "+req.User, func() error {
-		spec := acl.TokenSpec{UserID: req.User, Scopes: req.Scopes, ReadOnly: req.ReadOnly, Entities: req.Entities, Name: req.Name}
+		spec := acl.TokenSpec{UserID: req.User, Scopes: req.Scopes, ReadOnly: req.ReadOnly, Entities: req.Entities, Agents: req.Agents, Name: req.Name}
 		if req.TTL != "" {
 			ttl, err := time.ParseDuration(req.TTL)
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -51,7 +52,7 @@ func (g *Gateway) passThrough(r *request, m agentMethod) answer {
 	if !r.tok.HasScope(m.scope) {
 		return g.forbidden(r, "the token lacks the "+m.scope+" scope")
 	}
-	agents := g.opts.Agents.OnlineAgents(r.ctx)
+	agents := slices.DeleteFunc(g.opts.Agents.OnlineAgents(r.ctx), func(a string) bool { return !r.tok.AllowsAgent(a) })
 	switch {
 	case len(agents) == 0:
 		if m.list != "" {

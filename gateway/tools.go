@@ -186,7 +186,9 @@ func (g *Gateway) toolsList(r *request) answer {
 		g.logger(r.ctx).WithError(err).Warn("tools/list without expert-agent tools")
 	} else {
 		for _, t := range cat.tools {
-			items = append(items, t.raw)
+			if r.tok.AllowsAgent(t.agent) {
+				items = append(items, t.raw)
+			}
 		}
 	}
 	// Platform tools first, then the agent's, each sorted by name: the
@@ -353,14 +355,24 @@ func (g *Gateway) agentCall(r *request, name string, start time.Time) answer {
 	return result(msg.Result)
 }
 
-// agentToolOf finds the agent tool a call names in the context's tool
+// agentToolOf finds the agent tool a call names (lookupAgentTool). A tool
+// of an agent the token is not limited to is unknown to that token.
+func (g *Gateway) agentToolOf(r *request, name string) (agentTool, bool, error) {
+	t, ok, err := g.lookupAgentTool(r, name)
+	if ok && !r.tok.AllowsAgent(t.agent) {
+		return agentTool{}, false, nil
+	}
+	return t, ok, err
+}
+
+// lookupAgentTool finds the agent tool a call names in the context's tool
 // list, fetched from the agents (a round trip) when it is not cached. The
 // first call in a new context would cost two round trips; instead, when
 // the last tool list any context got has the tool, the call goes straight
 // to its agent, which refuses a tool it does not serve here (-32602). Only
 // names some agent listed ever leave the gateway. A read-only token, whose
 // check needs the context's own annotations, always waits for the list.
-func (g *Gateway) agentToolOf(r *request, name string) (agentTool, bool, error) {
+func (g *Gateway) lookupAgentTool(r *request, name string) (agentTool, bool, error) {
 	if !r.tok.ReadOnly {
 		if cat := g.catalogs.peek(r.bus, g.opts.Agents.PresenceGeneration()); cat != nil {
 			t, ok := cat.lookup(name)
@@ -455,6 +467,9 @@ func (g *Gateway) AgentTools(ctx context.Context, tok acl.Token) ([]platformtool
 	}
 	out := make([]platformtools.AgentTool, 0, len(cat.tools))
 	for _, t := range cat.tools {
+		if !tok.AllowsAgent(t.agent) {
+			continue
+		}
 		var d struct {
 			Title       string `json:"title"`
 			Description string `json:"description"`

@@ -448,3 +448,36 @@ func requesterBus(srv *server.Server) interface {
 	}
 	return srv.Broker().Bus()
 }
+
+// A token limited to agent alpha never sees or calls another agent's
+// tools; the platform tools still follow its scopes.
+func TestTokenAgentLimits(t *testing.T) {
+	e := startMany(t, false, server.Config{})
+	tok := e.g.token(t, acl.TokenSpec{UserID: "dana", Agents: []string{agAlpha}})
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			cs := e.g.connect(t, e.g.mcpURL(), tok, version, nil)
+			list, err := cs.ListTools(testCtx(t, 10*time.Second), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := unionAgentTools(list), []string{"alpha.echo", "countdown", "word_count"}; !slices.Equal(got, want) {
+				t.Errorf("agent tools %v, want alpha's alone %v", got, want)
+			}
+			if !slices.ContainsFunc(list.Tools, func(tool *mcp.Tool) bool { return tool.Name == "platform_whoami" }) {
+				t.Error("the platform tools went with the agent limit")
+			}
+			for _, name := range []string{"sha256", "pool.echo", "whoami_instance"} {
+				_, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "x"}})
+				var rpcErr *jsonrpc.Error
+				if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
+					t.Errorf("%s by a token limited to alpha: err = %v, want -32602", name, err)
+				}
+			}
+			res, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "alpha.echo", Arguments: map[string]any{"text": "mine"}})
+			if err != nil || res.IsError || textOf(t, res) != "mine" {
+				t.Errorf("alpha.echo = %+v, %v", res, err)
+			}
+		})
+	}
+}

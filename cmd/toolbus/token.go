@@ -18,7 +18,7 @@ import (
 // runToken manages personal access tokens, through the admin API of a
 // running toolbus (--server URL --token T) or on a data directory:
 //
-//	toolbus token create [--server URL --token T | --data-dir DIR] --user USER [--scopes a,b] [--read-only] [--entity TYPE/ID]... [--ttl 720h] [--name N]
+//	toolbus token create [--server URL --token T | --data-dir DIR] --user USER [--scopes a,b] [--read-only] [--entity TYPE/ID]... [--agents a,b] [--ttl 720h] [--name N]
 //	toolbus token list   [--server URL --token T | --data-dir DIR] [--user U] [--json]
 //	toolbus token revoke [--server URL --token T | --data-dir DIR] --id ID
 func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -45,6 +45,7 @@ func tokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	readOnly := fs.Bool("read-only", false, "allow only tools annotated readOnlyHint: true")
 	var entities entityList
 	fs.Var(&entities, "entity", "narrow the token to entity TYPE/ID (repeat, or separate with commas; default: any entity)")
+	agents := fs.String("agents", "", "comma-separated expert agents (their MQTT usernames) whose tools the token may list and call (default: every agent; platform tools follow --scopes)")
 	ttl := fs.Duration("ttl", 0, "lifetime, e.g. 720h (default: never expires)")
 	name := fs.String("name", "", "a note for operators")
 	if err := parseDoorFlags(fs, d, args); err != nil {
@@ -53,7 +54,7 @@ func tokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *user == "" {
 		return errors.New("token create: --user is required")
 	}
-	req := admin.TokenRequest{User: *user, ReadOnly: *readOnly, Entities: entities, Name: *name}
+	req := admin.TokenRequest{User: *user, ReadOnly: *readOnly, Entities: entities, Agents: splitList(*agents), Name: *name}
 	if *ttl != 0 {
 		req.TTL = ttl.String()
 	}
@@ -75,6 +76,7 @@ func tokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fmt.Fprintf(stdout, "  scopes:    %s\n", strings.Join(tok.Scopes, ","))
 	fmt.Fprintf(stdout, "  read-only: %t\n", tok.ReadOnly)
 	fmt.Fprintf(stdout, "  entities:  %s\n", formatEntities(tok.Entities))
+	fmt.Fprintf(stdout, "  agents:    %s\n", formatAgents(tok.Agents))
 	fmt.Fprintf(stdout, "  expires:   %s\n", formatOptTime(tok.ExpiresAt, "never"))
 	if tok.Name != "" {
 		fmt.Fprintf(stdout, "  name:      %s\n", tok.Name)
@@ -106,10 +108,10 @@ func tokenList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	// NAME last: it is free text and may hold spaces.
-	fmt.Fprintln(tw, "ID\tUSER\tSCOPES\tREAD-ONLY\tENTITIES\tEXPIRES\tLAST-USED\tREVOKED\tNAME")
+	fmt.Fprintln(tw, "ID\tUSER\tSCOPES\tREAD-ONLY\tENTITIES\tAGENTS\tEXPIRES\tLAST-USED\tREVOKED\tNAME")
 	for _, t := range toks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.User, strings.Join(t.Scopes, ","), t.ReadOnly,
-			formatEntities(t.Entities), formatOptTime(t.ExpiresAt, "never"), formatOptTime(t.LastUsed, "never"),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.User, strings.Join(t.Scopes, ","), t.ReadOnly,
+			formatEntities(t.Entities), formatAgents(t.Agents), formatOptTime(t.ExpiresAt, "never"), formatOptTime(t.LastUsed, "never"),
 			formatOptTime(t.RevokedAt, "-"), orElse(t.Name, "-"))
 	}
 	return tw.Flush()
@@ -190,6 +192,14 @@ func (l *entityList) Set(v string) error {
 		*l = append(*l, e)
 	}
 	return nil
+}
+
+// formatAgents is a token's agent limit as the CLI prints it.
+func formatAgents(agents []string) string {
+	if len(agents) == 0 {
+		return "any"
+	}
+	return strings.Join(agents, ",")
 }
 
 func formatEntities(es []acl.Entity) string {

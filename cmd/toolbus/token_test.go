@@ -155,7 +155,10 @@ func TestTokenListAndRevoke(t *testing.T) {
 	isolateEnv(t)
 	dir := t.TempDir()
 	aliceSecret, _ := createToken(t, dir, "--user", "alice", "--name", "laptop key")
-	bobSecret, _ := createToken(t, dir, "--user", "bob", "--read-only", "--entity", "repo/r1", "--ttl", "1h")
+	bobSecret, bobOut := createToken(t, dir, "--user", "bob", "--read-only", "--entity", "repo/r1", "--agents", "search,files", "--ttl", "1h")
+	if !strings.Contains(bobOut, "  agents:    search,files\n") {
+		t.Errorf("token create --agents does not say the agents:\n%s", bobOut)
+	}
 	alice, err := authenticate(t, dir, aliceSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +191,7 @@ func TestTokenListAndRevoke(t *testing.T) {
 		if len(lines) != 3 {
 			t.Fatalf("want a header and two rows:\n%s", out)
 		}
-		if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"ID", "USER", "SCOPES", "READ-ONLY", "ENTITIES", "EXPIRES", "LAST-USED", "REVOKED", "NAME"}) {
+		if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"ID", "USER", "SCOPES", "READ-ONLY", "ENTITIES", "AGENTS", "EXPIRES", "LAST-USED", "REVOKED", "NAME"}) {
 			t.Fatalf("header %q", lines[0])
 		}
 		rows := map[string][]string{}
@@ -200,14 +203,14 @@ func TestTokenListAndRevoke(t *testing.T) {
 		if a == nil || b == nil {
 			t.Fatalf("rows of %s and %s missing:\n%s", alice.ID, bob.ID, out)
 		}
-		if want := []string{alice.ID, "alice", "tools:list,tools:call", "false", "any", "never"}; !slices.Equal(a[:6], want) {
+		if want := []string{alice.ID, "alice", "tools:list,tools:call", "false", "any", "any", "never"}; !slices.Equal(a[:7], want) {
 			t.Errorf("alice row %v, want it to start with %v", a, want)
 		}
-		if strings.Join(a[8:], " ") != "laptop key" || a[7] != "-" {
+		if strings.Join(a[9:], " ") != "laptop key" || a[8] != "-" {
 			t.Errorf("alice row %v: want not revoked and named", a)
 		}
-		if b[1] != "bob" || b[3] != "true" || b[4] != "repo/r1" || b[5] == "never" || b[7] == "-" {
-			t.Errorf("bob row %v: want read-only, narrowed, expiring, revoked", b)
+		if b[1] != "bob" || b[3] != "true" || b[4] != "repo/r1" || b[5] != "search,files" || b[6] == "never" || b[8] == "-" {
+			t.Errorf("bob row %v: want read-only, narrowed to an entity and two agents, expiring, revoked", b)
 		}
 		if strings.Contains(out, aliceSecret[12:]) || strings.Contains(out, bobSecret[12:]) {
 			t.Fatal("list shows a secret")
