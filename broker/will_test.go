@@ -1,10 +1,14 @@
 package broker_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
+	mqtt "github.com/mochi-mqtt/server/v2"
+	mochipk "github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/toolbus/toolbus/acl"
 )
@@ -80,4 +84,43 @@ func TestWillRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// willSentHook publishes requests while mochi sends a client's Will, before
+// it marks the client closed: what a gateway does on hearing the Will.
+type willSentHook struct {
+	mqtt.HookBase
+	send func()
+}
+
+func (h *willSentHook) ID() string                              { return "test-will-sent" }
+func (h *willSentHook) Provides(b byte) bool                    { return b == mqtt.OnWillSent }
+func (h *willSentHook) OnWillSent(*mqtt.Client, mochipk.Packet) { h.send() }
+
+// A request sent the moment an instance's Will goes out reaches the live
+// member of its pool, never the dying one (mochi publishes the Will before
+// it closes the client): both turns of the round robin go to the survivor.
+func TestSharedRequestAtWillGoesToLiveMember(t *testing.T) {
+	e := newEnv(t)
+	pw := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	kill, cut := killable()
+	dying := e.mustConnect(t, "agent1-a", "agent1", pw, newInbox(), kill,
+		withWill(presence("agent1", "agent1-a"), `{"status":"offline"}`, true))
+	mustSubscribe(t, dying, sharedRequests)
+	live := newInbox()
+	b := e.mustConnect(t, "agent1-b", "agent1", pw, live)
+	mustSubscribe(t, b, sharedRequests)
+	sent := make(chan struct{})
+	if err := e.Broker.AddHook(&willSentHook{send: func() {
+		for i := range 2 {
+			_ = e.Broker.Bus().Publish(context.Background(), ctxReq, []byte(fmt.Sprintf("at-will-%d", i)))
+		}
+		close(sent)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	cut()
+	<-sent
+	live.expectNext(t, ctxReq, "at-will-0")
+	live.expectNext(t, ctxReq, "at-will-1")
 }
