@@ -172,6 +172,7 @@ func NewMQTTClient(c broker.ClientInfo) MQTTClient {
 
 // Agent is one expert agent instance known from its presence.
 type Agent struct {
+	Agent    string    `json:"agent"` // the agent's name on the bus (its MQTT username)
 	ClientID string    `json:"clientId"`
 	Name     string    `json:"name"`
 	Version  string    `json:"version"`
@@ -182,6 +183,7 @@ type Agent struct {
 // AgentTool is one tool the expert agents serve.
 type AgentTool struct {
 	Name        string `json:"name"`
+	Agent       string `json:"agent"` // the agent that serves it
 	Title       string `json:"title,omitempty"`
 	Description string `json:"description,omitempty"`
 }

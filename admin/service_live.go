@@ -35,11 +35,14 @@ func (s *Service) Agents(ctx context.Context) (Agents, error) {
 	}
 	out := Agents{Agents: []Agent{}, Tools: []AgentTool{}}
 	for _, a := range s.opts.Requester.Agents() {
-		out.Agents = append(out.Agents, Agent{ClientID: a.ClientID, Name: a.Name, Version: a.Version, Online: a.Online, Since: a.Since.UTC()})
+		out.Agents = append(out.Agents, Agent{Agent: a.Agent, ClientID: a.ClientID, Name: a.Name, Version: a.Version, Online: a.Online, Since: a.Since.UTC()})
 	}
 	sort.SliceStable(out.Agents, func(i, j int) bool {
 		if out.Agents[i].Online != out.Agents[j].Online {
 			return out.Agents[i].Online
+		}
+		if out.Agents[i].Agent != out.Agents[j].Agent {
+			return out.Agents[i].Agent < out.Agents[j].Agent
 		}
 		return out.Agents[i].ClientID < out.Agents[j].ClientID
 	})

@@ -481,3 +481,30 @@ func TestTokenAgentLimits(t *testing.T) {
 		})
 	}
 }
+
+// `toolbus agents` shows each agent by name: its instances online of
+// those heard of, its tools, then each instance and each tool with its agent.
+func TestAgentsCommand(t *testing.T) {
+	e := startMany(t, false, server.Config{})
+	tok := e.g.token(t, acl.TokenSpec{UserID: "ops", Scopes: []string{acl.ScopeAdmin, acl.ScopeToolsList}})
+	out, err := exec.CommandContext(testCtx(t, 30*time.Second), bins.toolbus, "agents", "--server", e.g.base, "--token", tok).CombinedOutput()
+	if err != nil {
+		t.Fatalf("toolbus agents: %v\n%s", err, out)
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] != "AGENT" {
+			if _, seen := rows[f[0]]; !seen {
+				rows[f[0]] = f // the first row of an agent is its summary
+			}
+		}
+	}
+	for agent, want := range map[string][]string{agAlpha: {"true", "1/1", "3"}, agBeta: {"true", "1/1", "2"}, agPool: {"true", "2/2", "2"}} {
+		if got := rows[agent]; len(got) < 4 || !slices.Equal(got[1:4], want) {
+			t.Errorf("summary of %s: %v, want online, instances, tools %v\n%s", agent, got, want, out)
+		}
+	}
+	if !strings.Contains(string(out), "pool.echo") || !strings.Contains(string(out), "pool-2") {
+		t.Errorf("the instance and tool tables lack pool's:\n%s", out)
+	}
+}

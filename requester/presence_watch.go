@@ -9,6 +9,10 @@ import (
 	"github.com/toolbus/toolbus/contract"
 )
 
+// OfflineForgotten is how long an instance that went offline is still
+// listed (Requester.Agents): a day, enough to see what stopped overnight.
+const OfflineForgotten = 24 * time.Hour
+
 // maxKnownAgents bounds the presence table. Agents with random client IDs
 // leave an offline status behind at each restart; past the bound the oldest
 // offline ones are forgotten.
@@ -165,10 +169,16 @@ func (w *presenceWatch) generation() uint64 {
 
 // list returns the known agent instances, online first, then by agent and
 // client ID.
-func (w *presenceWatch) list() []AgentStatus {
+// Instances offline for longer than OfflineForgotten are forgotten there:
+// an operator's list does not keep every instance that ever ran.
+func (w *presenceWatch) list(now time.Time) []AgentStatus {
 	w.mu.Lock()
 	out := make([]AgentStatus, 0, len(w.agents))
-	for _, a := range w.agents {
+	for key, a := range w.agents {
+		if !a.Online && now.Sub(a.Since) > OfflineForgotten {
+			delete(w.agents, key)
+			continue
+		}
 		out = append(out, a)
 	}
 	w.mu.Unlock()

@@ -75,7 +75,7 @@ func TestPresenceWatch(t *testing.T) {
 					t.Errorf("step %d: ok=%v online=%v change=%+v; want %v %q %q %q", i, ok, online, ch, s.ok, s.online, s.agentGone, s.instanceGone)
 				}
 			}
-			got := w.list()
+			got := w.list(now)
 			if len(got) != len(tc.want) {
 				t.Fatalf("agents %+v, want %+v", got, tc.want)
 			}
@@ -106,7 +106,7 @@ func TestPresenceWatchBounded(t *testing.T) {
 	for i := range maxKnownAgents + 10 {
 		w.handle(contract.PresenceTopic("echo", "dead-"+strconv.Itoa(i)), []byte(`{"status":"offline"}`), base.Add(time.Duration(i+1)*time.Second))
 	}
-	got := w.list()
+	got := w.list(base.Add(time.Hour))
 	if len(got) != maxKnownAgents {
 		t.Fatalf("%d agents kept, want %d", len(got), maxKnownAgents)
 	}
@@ -117,5 +117,22 @@ func TestPresenceWatchBounded(t *testing.T) {
 		if a.ClientID == "dead-0" {
 			t.Fatal("the oldest offline agent was kept")
 		}
+	}
+}
+
+// An instance offline for longer than OfflineForgotten is no longer
+// listed; an online one is, however old its status.
+func TestPresenceWatchForgetsLongGone(t *testing.T) {
+	w := newPresenceWatch()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w.handle(contract.PresenceTopic("echo", "old-online"), []byte(`{"status":"online"}`), base)
+	w.handle(contract.PresenceTopic("echo", "gone"), []byte(`{"status":"offline"}`), base)
+	w.handle(contract.PresenceTopic("echo", "recent"), []byte(`{"status":"offline"}`), base.Add(OfflineForgotten))
+	var ids []string
+	for _, a := range w.list(base.Add(OfflineForgotten + time.Minute)) {
+		ids = append(ids, a.ClientID)
+	}
+	if strings.Join(ids, ",") != "old-online,recent" {
+		t.Errorf("listed %v, want old-online and recent", ids)
 	}
 }

@@ -674,8 +674,9 @@ func (r *Requester) Send(ctx context.Context, c contract.Context, correlationID 
 }
 
 // Agents returns what presence says of every agent instance heard of,
-// online ones first.
-func (r *Requester) Agents() []AgentStatus { return r.presence.list() }
+// online ones first; one offline for more than OfflineForgotten is
+// forgotten.
+func (r *Requester) Agents() []AgentStatus { return r.presence.list(time.Now()) }
 
 // OnlineAgents returns the names of the agents with an instance online,
 // sorted. Just after Start, when none is online yet, it waits for their

@@ -59,7 +59,7 @@ func (s *Server) adminAgentTools(ctx context.Context, tok acl.Token) ([]admin.Ag
 	}
 	out := make([]admin.AgentTool, len(tools))
 	for i, t := range tools {
-		out[i] = admin.AgentTool{Name: t.Name, Title: t.Title, Description: t.Description}
+		out[i] = admin.AgentTool{Name: t.Name, Agent: t.Agent, Title: t.Title, Description: t.Description}
 	}
 	return out, nil
 }

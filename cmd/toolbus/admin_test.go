@@ -152,6 +152,12 @@ func TestLiveCommands(t *testing.T) {
 	if !strings.HasPrefix(out, "CLIENT-ID") {
 		t.Errorf("clients:\n%s", out)
 	}
+	if again := cli(t, "clients", "list"); again != out {
+		t.Errorf("clients list differs from clients:\n%s", again)
+	}
+	if !strings.HasPrefix(cli(t, "agents", "list"), "AGENT") {
+		t.Error("agents list has no header")
+	}
 	if strings.TrimSpace(cli(t, "clients", "--json")) != "[]" {
 		t.Error("clients --json of an idle broker is not []")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -73,9 +74,47 @@ func runAgents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return printJSON(stdout, ag)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLIENT-ID\tNAME\tVERSION\tONLINE\tSINCE")
+	// One row per agent (its name on the bus), then its instances and tools.
+	type summary struct {
+		online, instances, tools int
+		lastSeen                 time.Time
+	}
+	sums := map[string]*summary{}
+	var names []string
+	sum := func(name string) *summary {
+		if sums[name] == nil {
+			sums[name] = &summary{}
+			names = append(names, name)
+		}
+		return sums[name]
+	}
 	for _, a := range ag.Agents {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\n", a.ClientID, orElse(a.Name, "-"), orElse(a.Version, "-"), a.Online,
+		s := sum(a.Agent)
+		s.instances++
+		if a.Online {
+			s.online++
+		}
+		if a.Since.After(s.lastSeen) {
+			s.lastSeen = a.Since
+		}
+	}
+	for _, t := range ag.Tools {
+		sum(t.Agent).tools++
+	}
+	slices.Sort(names)
+	fmt.Fprintln(tw, "AGENT\tONLINE\tINSTANCES\tTOOLS\tLAST-CHANGE")
+	for _, n := range names {
+		s := sums[n]
+		last := "-"
+		if !s.lastSeen.IsZero() {
+			last = s.lastSeen.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%t\t%d/%d\t%d\t%s\n", n, s.online > 0, s.online, s.instances, s.tools, last)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "AGENT\tCLIENT-ID\tNAME\tVERSION\tONLINE\tSINCE")
+	for _, a := range ag.Agents {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\n", a.Agent, a.ClientID, orElse(a.Name, "-"), orElse(a.Version, "-"), a.Online,
 			a.Since.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(tw)
@@ -83,9 +122,9 @@ func runAgents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(tw, "tools: %s\n", ag.ToolsError)
 		return tw.Flush()
 	}
-	fmt.Fprintln(tw, "TOOL\tDESCRIPTION")
+	fmt.Fprintln(tw, "TOOL\tAGENT\tDESCRIPTION")
 	for _, t := range ag.Tools {
-		fmt.Fprintf(tw, "%s\t%s\n", t.Name, orElse(oneLine(t.Description), "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Agent, orElse(oneLine(t.Description), "-"))
 	}
 	return tw.Flush()
 }

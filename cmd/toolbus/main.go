@@ -88,9 +88,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return runACL(ctx, rest, stdout, stderr)
 	case "clients":
-		return runClients(ctx, rest, stdout, stderr)
+		return runClients(ctx, withoutList(rest), stdout, stderr)
 	case "agents":
-		return runAgents(ctx, rest, stdout, stderr)
+		return runAgents(ctx, withoutList(rest), stdout, stderr)
 	case "contexts":
 		return runContexts(ctx, rest, stdout, stderr)
 	case "config":
@@ -104,4 +104,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
+}
+
+// withoutList drops a leading "list": `toolbus agents list` is what the
+// docs show beside `contexts list`, and `toolbus agents` what it always was.
+func withoutList(args []string) []string {
+	if len(args) > 0 && args[0] == "list" {
+		return args[1:]
+	}
+	return args
 }
