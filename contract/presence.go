@@ -20,8 +20,19 @@ type Presence struct {
 	Name     string `json:"name,omitempty"`
 	Version  string `json:"version,omitempty"`
 	// Since is when the agent entered this status, in Unix milliseconds.
+	// A status older than the one a gateway holds for the instance is
+	// stale (a replay from another broker node): the newer one wins.
 	Since int64 `json:"since,omitempty"`
+	// Interval, in milliseconds, is how often an online instance says so
+	// again; 0 = never. A gateway takes an instance that has said nothing
+	// for ExpiryIntervals of them for gone, as if its Will had come: a
+	// broker node's loss sends no Will.
+	Interval int64 `json:"interval,omitempty"`
 }
+
+// ExpiryIntervals is how many of its presence intervals an online instance
+// may stay silent before gateways take it for gone.
+const ExpiryIntervals = 3
 
 // RandomID returns n random bytes as hex: a valid topic level, and
 // unguessable (correlation IDs must be).

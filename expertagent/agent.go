@@ -25,6 +25,7 @@ const (
 	DefaultAgentConnectTimeout  = 10 * time.Second
 	DefaultAgentShutdownTimeout = 10 * time.Second
 	DefaultAgentClaimAfter      = 250 * time.Millisecond
+	DefaultAgentPresenceEvery   = 30 * time.Second
 )
 
 // agentOpTimeout bounds each wait for a broker acknowledgement (PUBACK,
@@ -104,6 +105,11 @@ type AgentOptions struct {
 	// pool live. Quick requests are never claimed. 0 =
 	// DefaultAgentClaimAfter; negative = never claim.
 	ClaimAfter time.Duration
+	// PresenceEvery is how often the online status is published again
+	// while connected, so that gateways forget an instance whose broker
+	// node died without sending its Will (contract.ExpiryIntervals of
+	// these). 0 = DefaultAgentPresenceEvery; negative = never again.
+	PresenceEvery time.Duration
 	// Logger receives the agent's logs; nil = discard.
 	Logger *logrus.Entry
 }
@@ -137,6 +143,7 @@ type Agent struct {
 	filters     []string      // the pool's requests, then this instance's own
 	replyPrefix string        // ff/v2/mcp/<username>/<clientID>/: every reply topic up to its context
 	connected   chan struct{} // OnConnect signals (re)connections here; size 1, coalescing
+	onlineSince atomic.Int64  // Unix ms of the latest announce: the since of every online status until the next
 
 	// inMu guards the hand-off from the link's delivery goroutine to
 	// the workers: closing is set (and the channels closed) under the write
@@ -171,6 +178,9 @@ func NewAgent(opts AgentOptions) *Agent {
 	}
 	if opts.ClaimAfter == 0 {
 		opts.ClaimAfter = DefaultAgentClaimAfter
+	}
+	if opts.PresenceEvery == 0 {
+		opts.PresenceEvery = DefaultAgentPresenceEvery
 	}
 	log := opts.Logger
 	if log == nil {
@@ -366,6 +376,12 @@ func (a *Agent) serve(ctx context.Context) error {
 	retry := time.NewTimer(agentResubscribeDelay)
 	retry.Stop() // armed only after a failed resubscribe; since Go 1.23 Stop leaves no stale tick
 	defer retry.Stop()
+	var again <-chan time.Time // the periodic presence, once serving
+	if a.opts.PresenceEvery > 0 {
+		t := time.NewTicker(a.opts.PresenceEvery)
+		defer t.Stop()
+		again = t.C
+	}
 	first := true
 	for {
 		select {
@@ -373,6 +389,13 @@ func (a *Agent) serve(ctx context.Context) error {
 			return nil
 		case <-a.connected:
 		case <-retry.C:
+		case <-again:
+			if !first && a.link.isOpen() {
+				if err := a.publishPresence(ctx, contract.StatusOnline); err != nil {
+					a.log.WithError(err).Debug("periodic presence not sent")
+				}
+			}
+			continue
 		}
 		if err := a.announce(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -399,6 +422,7 @@ func (a *Agent) announce(ctx context.Context) error {
 	if err := a.subscribe(ctx); err != nil {
 		return err
 	}
+	a.onlineSince.Store(time.Now().UnixMilli())
 	return a.publishPresence(ctx, contract.StatusOnline)
 }
 

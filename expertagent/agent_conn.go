@@ -19,11 +19,20 @@ import (
 const agentSubackFailure = 0x80
 
 // presencePayload is the retained presence message for status.
+// An online status says since when (the latest announce, the same in the
+// periodic repeats) and how often it is repeated.
 func (a *Agent) presencePayload(status string) ([]byte, error) {
-	return json.Marshal(contract.Presence{
-		Status: status, ClientID: a.opts.ClientID, Name: a.opts.Name, Version: a.opts.Version,
-		Since: time.Now().UnixMilli(),
-	})
+	p := contract.Presence{Status: status, ClientID: a.opts.ClientID, Name: a.opts.Name, Version: a.opts.Version,
+		Since: time.Now().UnixMilli()}
+	if status == contract.StatusOnline {
+		if since := a.onlineSince.Load(); since != 0 {
+			p.Since = since
+		}
+		if a.opts.PresenceEvery > 0 {
+			p.Interval = a.opts.PresenceEvery.Milliseconds()
+		}
+	}
+	return json.Marshal(p)
 }
 
 func (a *Agent) publishPresence(ctx context.Context, status string) error {

@@ -2,6 +2,7 @@ package expertagent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -38,7 +39,10 @@ type agentLink interface {
 
 // newLink returns the link for the Agent's options.
 func (a *Agent) newLink() agentLink {
-	will, _ := a.presencePayload(contract.StatusOffline)
+	// The Will says no since: paho sends the one payload for every
+	// connection, and a since from the first would make gateways take the
+	// Will of a later one for a stale status.
+	will, _ := json.Marshal(contract.Presence{Status: contract.StatusOffline, ClientID: a.opts.ClientID, Name: a.opts.Name, Version: a.opts.Version})
 	return &agentPahoLink{client: mqtt.NewClient(a.pahoOptions(will))}
 }
 

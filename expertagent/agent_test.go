@@ -911,3 +911,30 @@ func TestAgentHandleExtension(t *testing.T) {
 		}
 	}
 }
+
+// While connected, the agent says it is online again every PresenceEvery,
+// with the since of its announce and the interval, so that a gateway can
+// forget it should its broker node die without sending its Will.
+func TestAgentRepeatsPresence(t *testing.T) {
+	e := agStartBroker(t)
+	statuses := make(chan contract.Presence, 16)
+	if err := e.Broker.Bus().Subscribe(agContext(t), contract.PresenceFilter, func(_ string, b []byte) {
+		var p contract.Presence
+		if json.Unmarshal(b, &p) == nil {
+			select {
+			case statuses <- p:
+			default:
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.startAgent(t, expertagent.AgentOptions{PresenceEvery: 50 * time.Millisecond}, agEchoTool())
+	first := agRecv(t, statuses, "the announce")
+	for i := range 2 {
+		again := agRecv(t, statuses, "a repeat")
+		if again.Status != contract.StatusOnline || again.Since != first.Since || again.Interval != 50 {
+			t.Fatalf("repeat %d = %+v, want online since %d every 50 ms (announce %+v)", i, again, first.Since, first)
+		}
+	}
+}

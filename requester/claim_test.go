@@ -64,9 +64,11 @@ func TestRequesterClaimedCallFailsWhenItsAgentGoes(t *testing.T) {
 				doomed.reply(t, q1.topic, q1.env.CorrelationID, claimMsg)
 				// The claim is in once a later message of the same publisher is
 				// (one connection, handled in order): announce again and wait
-				// for the requester to hear it.
+				// for the requester to hear it. A changed status (a new
+				// version) moves the generation; a mere repeat would not.
 				gen := r.PresenceGeneration()
-				doomed.announce(t, contract.StatusOnline)
+				p, _ := json.Marshal(contract.Presence{Status: contract.StatusOnline, ClientID: doomed.clientID, Name: "raw", Version: "1"})
+				doomed.publish(t, contract.PresenceTopic(doomed.agent, doomed.clientID), true, p)
 				rqPoll(t, "presence re-announced", func() bool { return r.PresenceGeneration() > gen })
 
 				doomed.kill()

@@ -61,6 +61,7 @@ func (w *presenceWatch) forgetAll() {
 	}
 	clear(w.agents)
 	clear(w.online)
+	clear(w.heard)
 	close(w.changed)
 	w.changed = make(chan struct{})
 	w.gen++

@@ -43,6 +43,7 @@ type presenceWatch struct {
 	mu     sync.Mutex
 	agents map[string]AgentStatus // by instanceKey
 	online map[string]int         // online instances by agent name
+	heard  map[string]heard       // by instanceKey, for the instances in agents
 	// changed is closed and replaced at every change, so waiters can wait
 	// for "something changed" without a callback.
 	changed chan struct{}
@@ -51,8 +52,17 @@ type presenceWatch struct {
 	gen uint64
 }
 
+// heard is what the expiry and the staleness checks need of an instance's
+// latest status.
+type heard struct {
+	stated   int64         // the status's own since (Unix ms); 0 if it said none
+	at       time.Time     // when it arrived
+	interval time.Duration // how often it said it would repeat an online status; 0 = never
+}
+
 func newPresenceWatch() *presenceWatch {
-	return &presenceWatch{agents: make(map[string]AgentStatus), online: make(map[string]int), changed: make(chan struct{})}
+	return &presenceWatch{agents: make(map[string]AgentStatus), online: make(map[string]int),
+		heard: make(map[string]heard), changed: make(chan struct{})}
 }
 
 // presenceChange is what one presence message changed.
@@ -72,6 +82,7 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (pre
 	}
 	key := instanceKey(agent, clientID)
 	var st AgentStatus
+	var h heard
 	cleared := len(payload) == 0
 	if !cleared {
 		var p contract.Presence
@@ -85,10 +96,30 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (pre
 		if p.Since > 0 {
 			st.Since = time.UnixMilli(p.Since)
 		}
+		h = heard{stated: p.Since, at: now, interval: time.Duration(max(p.Interval, 0)) * time.Millisecond}
 	}
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	old, had := w.agents[key]
+	if !cleared && had && h.stated > 0 && w.heard[key].stated > h.stated {
+		// Older than the status held (a replay, from another broker node
+		// say): the newer one wins.
+		return presenceChange{}, true
+	}
+	if !cleared && had && old.Online == st.Online && old.Name == st.Name && old.Version == st.Version &&
+		h.stated == w.heard[key].stated && h.stated != 0 {
+		// A repeat (the same since: a new since says the agent changed,
+		// its tools perhaps): nothing changed that anyone waits on.
+		w.agents[key], w.heard[key] = st, h
+		return presenceChange{}, true
+	}
+	return w.apply(key, agent, st, h, cleared), true
+}
+
+// apply records a status that changes something (cleared: the instance
+// is forgotten) and wakes those who wait for changes.
+func (w *presenceWatch) apply(key, agent string, st AgentStatus, h heard, cleared bool) presenceChange {
 	var ch presenceChange
 	if old, had := w.agents[key]; had && old.Online {
 		w.setOnline(agent, -1)
@@ -98,8 +129,9 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (pre
 	}
 	if cleared {
 		delete(w.agents, key)
+		delete(w.heard, key)
 	} else {
-		w.agents[key] = st
+		w.agents[key], w.heard[key] = st, h
 		if st.Online {
 			w.setOnline(agent, +1)
 		}
@@ -113,7 +145,26 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (pre
 	close(w.changed)
 	w.changed = make(chan struct{})
 	w.gen++
-	return ch, true
+	return ch
+}
+
+// expire takes offline, as their Will would, the online instances that
+// promised to repeat their status and have been silent for
+// contract.ExpiryIntervals of their intervals: a broker node that dies
+// sends no Will for the clients it held.
+func (w *presenceWatch) expire(now time.Time) []presenceChange {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []presenceChange
+	for key, st := range w.agents {
+		h := w.heard[key]
+		if !st.Online || h.interval <= 0 || now.Sub(h.at) <= contract.ExpiryIntervals*h.interval {
+			continue
+		}
+		st.Online, st.Since = false, now
+		out = append(out, w.apply(key, st.Agent, st, heard{at: now}, false))
+	}
+	return out
 }
 
 func (w *presenceWatch) setOnline(agent string, delta int) {
@@ -136,6 +187,7 @@ func (w *presenceWatch) forgetOldestOffline() {
 	}
 	if oldest != "" {
 		delete(w.agents, oldest)
+		delete(w.heard, oldest)
 	}
 }
 
@@ -177,6 +229,7 @@ func (w *presenceWatch) list(now time.Time) []AgentStatus {
 	for key, a := range w.agents {
 		if !a.Online && now.Sub(a.Since) > OfflineForgotten {
 			delete(w.agents, key)
+			delete(w.heard, key)
 			continue
 		}
 		out = append(out, a)

@@ -136,3 +136,67 @@ func TestPresenceWatchForgetsLongGone(t *testing.T) {
 		t.Errorf("listed %v, want old-online and recent", ids)
 	}
 }
+
+// A repeated status changes nothing anyone waits on; an older one than
+// the status held is stale; a status without since always applies.
+func TestPresenceWatchRepeatsAndStale(t *testing.T) {
+	w := newPresenceWatch()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	topic := contract.PresenceTopic("echo", "a1")
+	w.handle(topic, []byte(`{"status":"online","since":2000,"interval":30000}`), now)
+	gen := w.generation()
+	_, changed := w.onlineAgents()
+
+	if _, ok := w.handle(topic, []byte(`{"status":"online","since":2000,"interval":30000}`), now.Add(time.Second)); !ok {
+		t.Fatal("a repeat was not understood")
+	}
+	if w.generation() != gen {
+		t.Error("a repeat moved the generation (every tool list would be fetched again)")
+	}
+	select {
+	case <-changed:
+		t.Error("a repeat woke the waiters")
+	default:
+	}
+
+	// A new since says the agent changed (its tools perhaps): caches go.
+	w.handle(topic, []byte(`{"status":"online","since":3000,"interval":30000}`), now.Add(2*time.Second))
+	if w.generation() == gen {
+		t.Error("a new since did not move the generation")
+	}
+	if ch, ok := w.handle(topic, []byte(`{"status":"offline","since":1000}`), now); !ok || ch.instanceGone != "" {
+		t.Errorf("a stale offline status took the instance away: %+v", ch)
+	}
+	if on, _ := w.agentOnline("echo"); !on {
+		t.Fatal("the stale status applied")
+	}
+	// The Will says no since: it applies.
+	if ch, _ := w.handle(topic, []byte(`{"status":"offline"}`), now); ch.agentGone != "echo" {
+		t.Errorf("the Will did not take the agent away: %+v", ch)
+	}
+}
+
+// An instance that promised to repeat its online status and fell silent
+// for ExpiryIntervals of its intervals is taken for gone; one that keeps
+// repeating, or promised nothing, stays.
+func TestPresenceWatchExpires(t *testing.T) {
+	w := newPresenceWatch()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w.handle(contract.PresenceTopic("echo", "silent"), []byte(`{"status":"online","since":1,"interval":1000}`), t0)
+	w.handle(contract.PresenceTopic("echo", "chatty"), []byte(`{"status":"online","since":1,"interval":1000}`), t0)
+	w.handle(contract.PresenceTopic("other", "old"), []byte(`{"status":"online"}`), t0)
+	if got := w.expire(t0.Add(3 * time.Second)); len(got) != 0 {
+		t.Fatalf("expired at 3 intervals: %+v", got)
+	}
+	w.handle(contract.PresenceTopic("echo", "chatty"), []byte(`{"status":"online","since":1,"interval":1000}`), t0.Add(2500*time.Millisecond))
+	got := w.expire(t0.Add(3100 * time.Millisecond))
+	if len(got) != 1 || got[0].instanceGone != "echo/silent" || got[0].agentGone != "" {
+		t.Fatalf("expire = %+v, want echo/silent alone (chatty keeps echo online)", got)
+	}
+	if agents, _ := w.onlineAgents(); strings.Join(agents, ",") != "echo,other" {
+		t.Errorf("online agents %v", agents)
+	}
+	if got := w.expire(t0.Add(time.Hour)); len(got) != 1 || got[0].agentGone != "echo" {
+		t.Errorf("an hour on: %+v, want echo's last instance gone (other promised nothing)", got)
+	}
+}

@@ -112,6 +112,12 @@ func (r *Requester) handlePresence(topic string, payload []byte) {
 		r.log.WithField("topic", topic).Debug("dropped presence message")
 		return
 	}
+	r.presenceChanged(ch)
+}
+
+// presenceChanged fails the calls that a change leaves without their agent
+// (ErrNoAgent) or their claiming instance (ErrAgentGone).
+func (r *Requester) presenceChanged(ch presenceChange) {
 	if r.opts.IgnorePresence {
 		return
 	}

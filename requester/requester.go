@@ -137,6 +137,8 @@ type Requester struct {
 	// so it gets a context with the call's deadline.
 	publishWaits bool
 	stopLink     func() // stops watchLink (link.go)
+	expireDone   chan struct{}
+	expireWG     sync.WaitGroup // expirePresence
 
 	dropped, late, duplicates, mismatched, interimDropped, badPresence, claims atomic.Uint64
 
@@ -246,7 +248,30 @@ func (r *Requester) Start(ctx context.Context) error {
 	r.started = true
 	r.startedAt = time.Now()
 	r.cache.start(reapInterval(r.opts.ContextTTL))
+	r.expireDone = make(chan struct{})
+	r.expireWG.Go(r.expirePresence)
 	return nil
+}
+
+// presenceExpiryCheck is how often silent instances are looked for.
+const presenceExpiryCheck = time.Second
+
+// expirePresence takes offline the instances that stopped repeating their
+// online status (presenceWatch.expire), until Close.
+func (r *Requester) expirePresence() {
+	t := time.NewTicker(presenceExpiryCheck)
+	defer t.Stop()
+	for {
+		select {
+		case now := <-t.C:
+			for _, ch := range r.presence.expire(now) {
+				r.log.WithField("instance", ch.instanceGone).Warn("an agent instance stopped repeating its presence: taken for gone")
+				r.presenceChanged(ch)
+			}
+		case <-r.expireDone:
+			return
+		}
+	}
 }
 
 // enter registers a running Request; it fails once Close has begun.
@@ -779,6 +804,10 @@ func (r *Requester) Close(ctx context.Context) error {
 	r.mu.Unlock()
 
 	r.stopLink()
+	if started {
+		close(r.expireDone)
+		r.expireWG.Wait()
+	}
 	r.pending.failAll(ErrClosed)
 	var errs []error
 	select {
