@@ -125,11 +125,12 @@ func startToolsAgent(t *testing.T, brokerURL, name, tools string) func() {
 
 // startPoolInstance runs one instance of the pool agent in-process: its
 // echo says "pool:" before the text, and whoami_instance says its client ID.
-func startPoolInstance(t *testing.T, brokerURL, clientID string) {
+func startPoolInstance(t *testing.T, brokerURL, clientID string, exclusive ...bool) {
 	t.Helper()
 	a := expertagent.NewAgent(expertagent.AgentOptions{
 		BrokerURL: brokerURL, Username: agPool, Password: agentPassword, ClientID: clientID, Name: "pool",
-		Logger: testLogger(t).WithField("component", "pool"),
+		Exclusive: len(exclusive) > 0 && exclusive[0],
+		Logger:    testLogger(t).WithField("component", "pool"),
 	})
 	yes := true
 	for _, tool := range []expertagent.Tool{
@@ -506,5 +507,60 @@ func TestAgentsCommand(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "pool.echo") || !strings.Contains(string(out), "pool-2") {
 		t.Errorf("the instance and tool tables lack pool's:\n%s", out)
+	}
+}
+
+// A pool on a broker without shared subscriptions (its instances listen
+// without $share, as expert-agent --exclusive): with
+// --address-agent-instances the gateway sends each request to one
+// instance, in turn, and each is answered once; without it every instance
+// gets every request, and the extra answers are counted as duplicates.
+func TestPoolWithoutSharedSubscriptions(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		address    bool
+		duplicates bool
+	}{{"addressed", true, false}, {"to the pool", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startServer(t, server.Config{AddressAgentInstances: tc.address})
+			if _, err := srv.Store().AddIdentity(testCtx(t, 10*time.Second), agPool, acl.RoleExpertAgent, []byte(agentPassword)); err != nil {
+				t.Fatal(err)
+			}
+			e := &manyEnv{g: &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}, broker: "tcp://" + srv.MQTTAddr().String()}
+			for _, id := range []string{"pool-1", "pool-2"} {
+				startPoolInstance(t, e.broker, id, true)
+			}
+			poll(t, 10*time.Second, "both instances online", func() bool {
+				n := 0
+				for _, a := range srv.Requester().Agents() {
+					if a.Online {
+						n++
+					}
+				}
+				return n == 2
+			})
+			e.waitTools(t, []string{"echo", "whoami_instance"})
+			cs := e.g.connect(t, e.g.mcpURL(), e.g.token(t, acl.TokenSpec{UserID: "erin"}), "2025-11-25", nil)
+			before := srv.Requester().Stats()
+			seen := map[string]int{}
+			for range 20 {
+				res, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "whoami_instance"})
+				if err != nil || res.IsError {
+					t.Fatalf("whoami_instance: %+v, %v", res, err)
+				}
+				seen[textOf(t, res)]++
+			}
+			// A marker call: answers to the calls before it are in by now.
+			if _, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "m"}}); err != nil {
+				t.Fatal(err)
+			}
+			dups := srv.Requester().Stats().Duplicates - before.Duplicates
+			if tc.duplicates != (dups > 0) {
+				t.Errorf("%d duplicate answers, want duplicates %v", dups, tc.duplicates)
+			}
+			if tc.address && (seen["pool-1"] != 10 || seen["pool-2"] != 10) {
+				t.Errorf("answered by %v, want 10 each, in turn", seen)
+			}
+		})
 	}
 }

@@ -37,3 +37,58 @@ func TestRequesterExpiresSilentInstance(t *testing.T) {
 		t.Error("the silent agent is still online")
 	}
 }
+
+// With AddressInstances, on a broker where the pool has no shared
+// subscription (each instance listens to its own client ID only), each
+// request goes to one instance, in turn; an instance that dies holding a
+// call it has not answered yet fails that call at once.
+func TestRequesterAddressesInstances(t *testing.T) {
+	e := rqStartBroker(t)
+	r := rqRequester(t, e.Broker.Bus(), requester.Options{CallTimeout: time.Minute, AddressInstances: true})
+	var instances []*rqRaw
+	for _, id := range []string{"inst-a", "inst-b"} {
+		in := e.raw(t, rqRawOpts{clientID: id, will: &contract.Presence{Status: contract.StatusOffline, ClientID: id}})
+		in.subscribe(t, contract.RequestFilter(e.AgentUser, id))
+		in.announce(t, contract.StatusOnline)
+		instances = append(instances, in)
+	}
+	rqPoll(t, "both instances online", func() bool {
+		n := 0
+		for _, a := range r.Agents() {
+			if a.Online {
+				n++
+			}
+		}
+		return n == 2
+	})
+
+	for i := range 4 {
+		done := rqGo(func() error {
+			raw, err := r.CallTool(rqContext(t), rqCtx(i), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
+			if err == nil && rqText(t, raw) != "x" {
+				return errors.New("wrong answer")
+			}
+			return err
+		})
+		in := instances[i%2] // in turn, by client ID
+		q := in.nextRequest(t)
+		if tp, _ := contract.ParseTopic(q.topic); tp.Instance != in.clientID {
+			t.Fatalf("call %d on %s, want one addressed to %s", i, q.topic, in.clientID)
+		}
+		in.reply(t, q.topic, q.env.CorrelationID, rqResult(q.env.CorrelationID, `{"content":[{"type":"text","text":"x"}]}`))
+		if err := rqRecv(t, done); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+
+	done := rqGo(func() error {
+		_, err := r.CallTool(rqContext(t), rqCtx(9), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
+		return err
+	})
+	holder := instances[0] // the fifth turn
+	holder.nextRequest(t)
+	holder.kill()
+	if err := rqRecv(t, done); !errors.Is(err, requester.ErrAgentGone) {
+		t.Fatalf("the call of a dead instance ended with %v, want ErrAgentGone", err)
+	}
+}

@@ -199,6 +199,24 @@ func (w *presenceWatch) agentOnline(agent string) (bool, <-chan struct{}) {
 	return w.online[agent] > 0, w.changed
 }
 
+// pickInstance returns the n-th (mod their number) online instance of
+// agent, by client ID; false if none is online.
+func (w *presenceWatch) pickInstance(agent string, n uint64) (string, bool) {
+	w.mu.Lock()
+	var ids []string
+	for _, st := range w.agents {
+		if st.Online && st.Agent == agent {
+			ids = append(ids, st.ClientID)
+		}
+	}
+	w.mu.Unlock()
+	if len(ids) == 0 {
+		return "", false
+	}
+	sort.Strings(ids)
+	return ids[n%uint64(len(ids))], true
+}
+
 // onlineAgents returns the names of the agents with an instance online,
 // sorted, and a channel closed at the next change.
 func (w *presenceWatch) onlineAgents() ([]string, <-chan struct{}) {

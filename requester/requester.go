@@ -76,6 +76,12 @@ type Options struct {
 	// ContextTTL is the idle time after which a context's subscription is
 	// dropped; every use extends it. 0 means DefaultContextTTL (24h).
 	ContextTTL time.Duration
+	// AddressInstances sends each request to one online instance of the
+	// agent, chosen in turn from presence, instead of to the pool ("_")
+	// for the broker's shared subscription to pick: for brokers without
+	// $share (NATS, RabbitMQ treat it as a literal topic). The instance
+	// holds the call from the start, so its loss fails the call at once.
+	AddressInstances bool
 	// IgnorePresence: when false, a call to an agent with no instance
 	// online fails at once with ErrNoAgent, and its waiting calls fail when
 	// its last instance goes.
@@ -131,6 +137,7 @@ type Requester struct {
 	presence   *presenceWatch
 	idPrefix   string
 	seq        atomic.Uint64
+	turn       atomic.Uint64 // AddressInstances: the next instance in turn
 	onReply    MessageHandler
 	onPresence MessageHandler
 	// publishWaits: the bus's Publish may block (a network round trip),
@@ -469,7 +476,13 @@ func (r *Requester) await(ctx context.Context, dl *callDeadline, c contract.Cont
 	}
 
 	levels := c.Levels()
-	reqTopic := contract.TopicPrefix + agent + "/" + contract.AnyInstance + "/" + levels + "/" + contract.Request
+	instance := contract.AnyInstance
+	if r.opts.AddressInstances {
+		if in, ok := r.presence.pickInstance(agent, r.turn.Add(1)-1); ok {
+			instance = in
+		}
+	}
+	reqTopic := contract.TopicPrefix + agent + "/" + instance + "/" + levels + "/" + contract.Request
 	filter := contract.TopicPrefix + "+/+/" + levels + "/" + contract.Reply
 	sub := r.cache.acquireActive(filter)
 	if sub == nil {
@@ -481,6 +494,9 @@ func (r *Requester) await(ctx context.Context, dl *callDeadline, c contract.Cont
 	defer r.cache.release(sub)
 
 	p := newPendingCall(id, seq, agent, filter[len(contract.TopicPrefix)+len("+/+/"):])
+	if instance != contract.AnyInstance {
+		p.claim(instance) // it is that instance's call from the start
+	}
 	r.pending.add(p)
 	answered := false
 	defer func() { r.pending.remove(p, answered) }()

@@ -64,6 +64,10 @@ type Config struct {
 	CallTimeout time.Duration
 	// ListTimeout bounds an expert-agent tool list; 0 means 5s.
 	ListTimeout time.Duration
+	// AddressAgentInstances sends each request to one online instance of
+	// the agent (requester.Options.AddressInstances) instead of to its
+	// pool: for brokers without shared subscriptions.
+	AddressAgentInstances bool
 	// MaxContexts bounds the subscription cache; 0 means 10000.
 	MaxContexts int
 	// ContextTTL is how long an idle context keeps its subscription; 0 means 24h.
@@ -226,11 +230,12 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 
 	s.requester = requester.New(s.bus(), requester.Options{
-		CallTimeout: s.cfg.CallTimeout,
-		ListTimeout: s.cfg.ListTimeout,
-		MaxContexts: s.cfg.MaxContexts,
-		ContextTTL:  s.cfg.ContextTTL,
-		Logger:      s.cfg.Logger.WithField("component", "requester"),
+		CallTimeout:      s.cfg.CallTimeout,
+		ListTimeout:      s.cfg.ListTimeout,
+		AddressInstances: s.cfg.AddressAgentInstances,
+		MaxContexts:      s.cfg.MaxContexts,
+		ContextTTL:       s.cfg.ContextTTL,
+		Logger:           s.cfg.Logger.WithField("component", "requester"),
 	})
 	if err := s.requester.Start(ctx); err != nil {
 		return fmt.Errorf("start requester: %w", err)
