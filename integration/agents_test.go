@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ type manyEnv struct {
 func startMany(t *testing.T, mosquitto bool, cfg server.Config) *manyEnv {
 	t.Helper()
 	ids := map[string]acl.Role{agAlpha: acl.RoleExpertAgent, agBeta: acl.RoleExpertAgent, agPool: acl.RoleExpertAgent,
-		"silent": acl.RoleExpertAgent, agGateway: acl.RolePlatform}
+		"silent": acl.RoleExpertAgent, "delta": acl.RoleExpertAgent, agGateway: acl.RolePlatform}
 	e := &manyEnv{}
 	if mosquitto {
 		testenv.MosquittoBinary(t)
@@ -562,5 +563,75 @@ func TestPoolWithoutSharedSubscriptions(t *testing.T) {
 				t.Errorf("answered by %v, want 10 each, in turn", seen)
 			}
 		})
+	}
+}
+
+// Agents join and leave while calls run: the union follows (names
+// included: a second agent serving sha256 makes both qualified, and the
+// first one leaving makes the other plain again), a listening go-sdk
+// client hears list_changed each time, and the calls to the agents that
+// stay never fail.
+func TestAgentsJoinAndLeaveUnderLoad(t *testing.T) {
+	e := startMany(t, false, server.Config{})
+	tok := e.g.token(t, acl.TokenSpec{UserID: "frank"})
+	changed := make(chan struct{}, 16)
+	e.g.connect(t, e.g.mcpURL(), tok, "2025-11-25", &mcp.ClientOptions{ // the watcher
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	gw := e.g.srv.Handler().(*gateway.Gateway)
+	poll(t, 10*time.Second, "the watcher's GET stream", func() bool { return gw.ListeningStreams() >= 1 })
+	drain := func() {
+		for {
+			select {
+			case <-changed:
+			default:
+				return
+			}
+		}
+	}
+	waitChanged := func(what string) {
+		t.Helper()
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no list_changed after %s", what)
+		}
+	}
+
+	stop := make(chan struct{})
+	var calls, failures atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 4 {
+		cs := e.g.connect(t, e.g.mcpURL(), tok, "2025-11-25", nil)
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "alpha.echo", Arguments: map[string]any{"text": fmt.Sprint(i)}})
+				calls.Add(1)
+				if err != nil || res.IsError {
+					failures.Add(1)
+				}
+			}
+		})
+	}
+
+	drain()
+	startToolsAgent(t, e.broker, "delta", "sha256")
+	waitChanged("delta joined")
+	e.waitTools(t, []string{"alpha.echo", "beta.sha256", "countdown", "delta.sha256", "pool.echo", "time_now", "whoami_instance", "word_count"})
+
+	drain()
+	e.stopBeta()
+	waitChanged("beta left")
+	e.waitTools(t, []string{"alpha.echo", "countdown", "pool.echo", "sha256", "whoami_instance", "word_count"})
+
+	close(stop)
+	wg.Wait()
+	if calls.Load() == 0 || failures.Load() != 0 {
+		t.Errorf("%d of %d calls to alpha failed while agents came and went", failures.Load(), calls.Load())
 	}
 }
