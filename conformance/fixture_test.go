@@ -175,7 +175,7 @@ func testToolsList(t *testing.T, f *fx) {
 	}
 	want := []string{
 		"test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
-		"test_multiple_content_types", "test_error_handling", "test_tool_with_progress", "test_tool_with_logging",
+		"test_multiple_content_types", "test_trigger_tool_change", "test_error_handling", "test_tool_with_progress", "test_tool_with_logging",
 		"test_logging_tool", "test_missing_capability", "test_streaming_elicitation", "json_schema_2020_12_tool",
 		"test_x_mcp_header", "test_reconnection",
 		"test_sampling", "test_elicitation", "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums",

@@ -77,6 +77,12 @@ func (f *fixture) toolList() []*fixtureTool {
 				{Type: mcp.ContentResource, Resource: &mcp.ResourceContents{URI: mixedResourceURI, MimeType: "application/json", Text: mixedResourceJSON}},
 			}}, nil
 		}),
+		f.newTool("test_trigger_tool_change", "Says the tool list changed (notifications/tools/list_changed) while it runs, then returns: the conformance suite's hook for list-changed notifications.", "", func(ctx context.Context, req *expertagent.CallRequest, _ *exchange) (any, error) {
+			if err := req.ToolsChanged(ctx); err != nil {
+				return nil, err
+			}
+			return mcp.TextResult("tool list changed"), nil
+		}),
 		f.newTool("test_error_handling", "Always fails: returns a result with isError true (a tool error, not a protocol error).", "", func(context.Context, *expertagent.CallRequest, *exchange) (any, error) {
 			return mcp.ErrorResult("%s", errorText), nil
 		}),

@@ -27,14 +27,15 @@ var ErrInvalidLogLevel = errors.New("invalid log level")
 
 // MCP method names the Agent sends or serves itself.
 const (
-	agentMethodInitialize  = "initialize"
-	agentMethodPing        = "ping"
-	agentMethodToolsList   = "tools/list"
-	agentMethodToolsCall   = "tools/call"
-	agentMethodCancelled   = "notifications/cancelled"
-	agentMethodInitialized = "notifications/initialized"
-	agentMethodProgress    = "notifications/progress"
-	agentMethodLogMessage  = "notifications/message"
+	agentMethodInitialize   = "initialize"
+	agentMethodPing         = "ping"
+	agentMethodToolsList    = "tools/list"
+	agentMethodToolsCall    = "tools/call"
+	agentMethodCancelled    = "notifications/cancelled"
+	agentMethodInitialized  = "notifications/initialized"
+	agentMethodProgress     = "notifications/progress"
+	agentMethodLogMessage   = "notifications/message"
+	agentMethodToolsChanged = "notifications/tools/list_changed"
 )
 
 // MethodRequest is one JSON-RPC request or notification from the gateway,
@@ -127,6 +128,18 @@ type agentProgressParams struct {
 	Progress      float64         `json:"progress"`
 	Total         float64         `json:"total,omitempty"`
 	Message       string          `json:"message,omitempty"`
+}
+
+// ToolsChanged tells the gateway, during this request, that the agent's
+// tool list changed: it drops the list it cached for this request's
+// context, and tells the MCP clients that listen. (For every context at
+// once, publish the online presence again with a new since.) Errors as
+// for Progress.
+func (r *MethodRequest) ToolsChanged(ctx context.Context) error {
+	if r.call == nil {
+		return nil
+	}
+	return r.call.notify(ctx, agentMethodToolsChanged, struct{}{})
 }
 
 // agentLogLevels are MCP's logging levels (RFC 5424 severities).

@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/jsonrpc"
 )
 
 // keepAliveInterval is how often an idle listening stream gets an SSE
@@ -173,6 +175,64 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-g.done:
 			return
+		}
+	}
+}
+
+// subscriptionsListen serves subscriptions/listen (2026-07-28): the
+// answer is an event stream that carries, first,
+// notifications/subscriptions/acknowledged with the filter honoured, then
+// notifications/tools/list_changed if the client asked for them, each
+// tagged with the subscription ID (the request's id). It ends when the
+// client closes it, or with the final result when the server shuts down.
+// Only tool list changes are relayed; the other filter members are not
+// honoured, and the acknowledgement says so.
+func (g *Gateway) subscriptionsListen(r *request) answer {
+	if !r.tok.HasScope(acl.ScopeToolsList) {
+		return g.forbidden(r, "the token lacks the tools:list scope")
+	}
+	if !r.out.open() {
+		return failure(jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "subscriptions/listen answers with an event stream: Accept must include text/event-stream"))
+	}
+	var p struct {
+		Notifications struct {
+			ToolsListChanged bool `json:"toolsListChanged"`
+		} `json:"notifications"`
+	}
+	if len(r.params) > 0 {
+		if err := json.Unmarshal(r.params, &p); err != nil {
+			return invalidParams("invalid params: %v", err)
+		}
+	}
+	meta := `{"io.modelcontextprotocol/subscriptionId":` + string(r.id) + `}`
+	honoured := `{}`
+	if p.Notifications.ToolsListChanged {
+		honoured = `{"toolsListChanged":true}`
+	}
+	if !r.out.send([]byte(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":` + meta + `,"notifications":` + honoured + `}}`)) {
+		return answer{}
+	}
+	changed := []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":` + meta + `}}`)
+	wake := g.listeners.add()
+	defer g.listeners.remove(wake)
+	keepAlive := time.NewTicker(keepAliveInterval)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-wake:
+			if p.Notifications.ToolsListChanged && !r.out.send(changed) {
+				return answer{}
+			}
+		case <-keepAlive.C:
+			if k, ok := r.out.(interface{ keepAlive() bool }); ok && !k.keepAlive() {
+				return answer{}
+			}
+		case <-r.ctx.Done():
+			return answer{} // the client closed the stream
+		case <-g.listeners.ended:
+			return result([]byte(`{"_meta":` + meta + `}`))
+		case <-g.done:
+			return result([]byte(`{"_meta":` + meta + `}`))
 		}
 	}
 }

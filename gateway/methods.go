@@ -119,6 +119,11 @@ func (g *Gateway) handle(r *request) answer {
 			return methodNotFound(r)
 		}
 		return setLevel(r)
+	case "subscriptions/listen":
+		if !r.modern {
+			return methodNotFound(r)
+		}
+		return g.subscriptionsListen(r)
 	case "tools/list":
 		return g.toolsList(r)
 	case "tools/call":
@@ -140,13 +145,13 @@ func methodNotFound(r *request) answer {
 }
 
 // Capabilities the endpoint declares. Resources, prompts and completion
-// come from the expert agents. Legacy sessions hear of tool list changes on
-// their GET stream (listen.go). The 2026 wire has list changes and resource
-// subscriptions only through subscriptions/listen, which the gateway does
-// not serve yet: it declares neither there.
+// come from the expert agents. Clients hear of tool list changes on a
+// legacy session's GET stream, or on a 2026 subscriptions/listen stream
+// (listen.go); prompt and resource changes are not relayed yet, so neither
+// is declared.
 var (
 	capabilitiesJSON       = []byte(`{"tools":{"listChanged":true},"resources":{"subscribe":true},"prompts":{},"completions":{},"logging":{}}`)
-	modernCapabilitiesJSON = []byte(`{"tools":{},"resources":{},"prompts":{},"completions":{}}`)
+	modernCapabilitiesJSON = []byte(`{"tools":{"listChanged":true},"resources":{},"prompts":{},"completions":{}}`)
 )
 
 func (g *Gateway) initialize(r *request) answer {

@@ -52,6 +52,21 @@ func (rw *rpcWriter) send(msg []byte) bool {
 	return true
 }
 
+// keepAlive writes an SSE comment on a started stream, so that proxies
+// and clients do not take a quiet one for dead; false if it could not.
+func (rw *rpcWriter) keepAlive() bool {
+	if !rw.sse || rw.done {
+		return false
+	}
+	if _, err := rw.w.Write([]byte(": keep-alive\n\n")); err != nil {
+		return false
+	}
+	if f, ok := rw.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return true
+}
+
 func (rw *rpcWriter) writeEvent(msg []byte) {
 	if bytes.IndexByte(msg, '\n') >= 0 {
 		// An SSE data line ends at a newline: send the JSON on one line.

@@ -145,3 +145,35 @@ func TestGETStreamRefusals(t *testing.T) {
 		t.Fatal("the GET stream outlived its session")
 	}
 }
+
+// On the 2026 wire the go-sdk client opens subscriptions/listen itself
+// (discover declares tools.listChanged and it has a handler): it hears
+// agents come and go there, and closing the client ends the stream.
+func TestToolListChangedOnListenStream(t *testing.T) {
+	e := startGateway(t, server.Config{})
+	gw := e.srv.Handler().(*gateway.Gateway)
+	tok := e.token(t, acl.TokenSpec{UserID: "alice"})
+	changed := make(chan struct{}, 8)
+	cs := e.connect(t, e.mcpURL(), tok, "2026-07-28", &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	poll(t, 10*time.Second, "the client's listen stream", func() bool { return gw.ListeningStreams() == 1 })
+	for _, step := range []struct {
+		what string
+		do   func()
+	}{
+		{"the agent stopped", func() { e.agentStop() }},
+		{"the agent came back", func() { e.agentStop = startTestAgent(t, e.srv, "tagent") }},
+	} {
+		step.do()
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no notifications/tools/list_changed after %s", step.what)
+		}
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 10*time.Second, "the listen stream to end with the client", func() bool { return gw.ListeningStreams() == 0 })
+}
