@@ -63,6 +63,7 @@ var portableTests = []struct {
 	{"CreateTokenInvalid", TestCreateTokenInvalid},
 	{"ListTokens", TestListTokens},
 	{"TokenAgents", TestTokenAgents},
+	{"UserAgents", TestUserAgents},
 	{"RevokeToken", TestRevokeToken},
 	{"AuthenticateToken", TestAuthenticateToken},
 	{"AuthenticateTokenCache", TestAuthenticateTokenCache},

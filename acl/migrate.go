@@ -111,6 +111,18 @@ var migrations = []migration{
 			`ALTER TABLE tokens ADD COLUMN agents TEXT NOT NULL DEFAULT ''`,
 		},
 	},
+	{
+		version: 6,
+		name:    "user agent grants",
+		stmts: []string{
+			// The expert agents a user's tokens may use; no row = every agent.
+			`CREATE TABLE user_agents (
+	user_id TEXT NOT NULL,
+	agent   TEXT NOT NULL,
+	PRIMARY KEY (user_id, agent)
+)`,
+		},
+	},
 }
 
 // migrate brings db to the newest schema version. It refuses a database

@@ -35,6 +35,11 @@ RETURNING id`
 	qInsertToken = `INSERT INTO tokens (id, user_id, secret_hash, scopes, read_only, entities, name, created_ms, expires_ms, agents)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (id) DO NOTHING`
+	// Per-user agent grants (acl/user_agents.go).
+	qSelectUserAgents = `SELECT agent FROM user_agents WHERE user_id = $1 ORDER BY agent`
+	qListUserAgents   = `SELECT user_id, agent FROM user_agents ORDER BY user_id, agent`
+	qDeleteUserAgents = `DELETE FROM user_agents WHERE user_id = $1`
+	qInsertUserAgent  = `INSERT INTO user_agents (user_id, agent) VALUES ($1, $2)`
 	qTokenColumns     = `id, user_id, secret_hash, scopes, read_only, entities, name, created_ms, expires_ms, last_used_ms, revoked_ms, agents`
 	qSelectToken      = `SELECT ` + qTokenColumns + ` FROM tokens WHERE id = $1`
 	qListTokens       = `SELECT ` + qTokenColumns + ` FROM tokens ORDER BY created_ms, id`

@@ -130,7 +130,7 @@ type Token struct {
 	Scopes   []string
 	ReadOnly bool
 	Entities []Entity // empty = not narrowed
-	Agents   []string // empty = every agent
+	Agents   []string // nil = every agent (an authenticated token's: within its user's grants)
 	Name     string
 	// Zero times are "not set": never expires, never used, not revoked.
 	Created, ExpiresAt, LastUsed, RevokedAt time.Time
@@ -148,9 +148,10 @@ func (t Token) HasScope(s string) bool {
 }
 
 // AllowsAgent reports whether the token may list and call the tools of the
-// expert agent named agent: every agent when it is not limited.
+// expert agent named agent: every agent when Agents is nil (not limited),
+// none when it is empty (its own list and its user's grants share none).
 func (t Token) AllowsAgent(agent string) bool {
-	return len(t.Agents) == 0 || slices.Contains(t.Agents, agent)
+	return t.Agents == nil || slices.Contains(t.Agents, agent)
 }
 
 // AllowsEntity reports whether the token may reach entity e. A token that is

@@ -129,6 +129,11 @@ func (s *Store) lookupToken(ctx context.Context, id string, now time.Time) (*tok
 	case err != nil:
 		return nil, fmt.Errorf("authenticate token %s: %w", id, err)
 	}
+	granted, err := s.UserAgents(ctx, row.tok.UserID)
+	if err != nil {
+		return nil, fmt.Errorf("authenticate token %s: %w", id, err)
+	}
+	row.tok.Agents = narrowAgents(row.tok.Agents, granted)
 	e := &tokenEntry{tokenRow: row, loaded: now}
 	e.lastUsed.Store(max(row.lastMs, a.usage.lastQueued(id)))
 	if a.cache != nil {
@@ -139,6 +144,17 @@ func (s *Store) lookupToken(ctx context.Context, id string, now time.Time) (*tok
 		a.mu.Unlock()
 	}
 	return e, nil
+}
+
+// invalidateAll drops every cached row (a user's grants changed).
+func (a *tokenAuth) invalidateAll() {
+	if a.cache == nil {
+		return
+	}
+	a.mu.Lock()
+	a.gen++
+	a.cache.Purge()
+	a.mu.Unlock()
 }
 
 // invalidate drops the cached row of token id. Call it after the write that

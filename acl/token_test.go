@@ -359,7 +359,7 @@ func TestTokenMigrationOnVersion1Database(t *testing.T) {
 	s := openTestStoreIn(t, dir, StoreOptions{})
 	// Turn the database back into what a version-1 toolbus left.
 	// Every step after 1 goes, or the store would see a newer version.
-	for _, q := range []string{`DROP TABLE tokens`, `DROP TABLE IF EXISTS audit_segments`, `DROP TABLE IF EXISTS ended_sessions`,
+	for _, q := range []string{`DROP TABLE tokens`, `DROP TABLE IF EXISTS audit_segments`, `DROP TABLE IF EXISTS ended_sessions`, `DROP TABLE IF EXISTS user_agents`,
 		`DELETE FROM schema_migrations WHERE version >= 2`} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
@@ -401,4 +401,60 @@ func tokensEqual(a, b Token) bool {
 	return a.ID == b.ID && a.UserID == b.UserID && slices.Equal(a.Scopes, b.Scopes) && a.ReadOnly == b.ReadOnly &&
 		slices.Equal(a.Entities, b.Entities) && a.Name == b.Name && a.Created.Equal(b.Created) &&
 		a.ExpiresAt.Equal(b.ExpiresAt) && a.LastUsed.Equal(b.LastUsed) && a.RevokedAt.Equal(b.RevokedAt)
+}
+
+// A user's agent grants narrow every token of theirs at once: a token
+// without its own list gets the grants, one with a list keeps what both
+// allow (possibly nothing), and no grants means every agent again.
+func TestUserAgents(t *testing.T) {
+	s := openTestStore(t, StoreOptions{})
+	ctx := testContext(t)
+	open, _ := createTestToken(t, s, TokenSpec{UserID: "alice"})
+	own, _ := createTestToken(t, s, TokenSpec{UserID: "alice", Agents: []string{"search", "files"}})
+	narrow, _ := createTestToken(t, s, TokenSpec{UserID: "alice", Agents: []string{"search"}})
+	other, _ := createTestToken(t, s, TokenSpec{UserID: "bob"})
+	agentsOf := func(secret string) []string {
+		t.Helper()
+		tok, err := s.AuthenticateToken(ctx, secret) // right after a write: not a stale cache entry
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok.Agents
+	}
+	if err := s.SetUserAgents(ctx, "alice", []string{"files", "web", "files"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.UserAgents(ctx, "alice"); err != nil || !slices.Equal(got, []string{"files", "web"}) {
+		t.Fatalf("UserAgents = %v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		name, secret string
+		want         []string
+	}{
+		{"no list of its own", open, []string{"files", "web"}},
+		{"a list of its own", own, []string{"files"}},
+		{"nothing in common", narrow, []string{}},
+		{"another user", other, nil},
+	} {
+		if got := agentsOf(tc.secret); !slices.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+			t.Errorf("%s: agents %#v, want %#v", tc.name, got, tc.want)
+		}
+	}
+	if tok, _ := s.AuthenticateToken(ctx, narrow); tok.AllowsAgent("search") || tok.AllowsAgent("web") {
+		t.Error("a token whose list and grants share nothing allows an agent")
+	}
+	if all, err := s.ListUserAgents(ctx); err != nil || len(all) != 1 || !slices.Equal(all["alice"], []string{"files", "web"}) {
+		t.Errorf("ListUserAgents = %v, %v", all, err)
+	}
+	if err := s.SetUserAgents(ctx, "alice", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := agentsOf(open); got != nil {
+		t.Errorf("after the grants went: %v, want every agent", got)
+	}
+	for _, bad := range [][]string{{"a/b"}, {""}, {"+"}} {
+		if err := s.SetUserAgents(ctx, "alice", bad); !errors.Is(err, ErrInvalidTokenSpec) {
+			t.Errorf("SetUserAgents(%q) = %v, want ErrInvalidTokenSpec", bad, err)
+		}
+	}
 }

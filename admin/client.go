@@ -125,6 +125,18 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/tokens/"+seg(id), nil, nil, nil)
 }
 
+// ListUserAgents is Service.ListUserAgents over HTTP.
+func (c *Client) ListUserAgents(ctx context.Context) ([]UserAgents, error) {
+	var out userAgentsList
+	return out.Users, c.do(ctx, http.MethodGet, "/users/agents", nil, nil, &out)
+}
+
+// SetUserAgents is Service.SetUserAgents over HTTP.
+func (c *Client) SetUserAgents(ctx context.Context, user string, req UserAgentsRequest) (UserAgents, error) {
+	var out UserAgents
+	return out, c.do(ctx, http.MethodPut, "/users/"+seg(user)+"/agents", nil, req, &out)
+}
+
 // ListIdentities is Service.ListIdentities over HTTP.
 func (c *Client) ListIdentities(ctx context.Context) ([]Identity, error) {
 	var out identityList

@@ -66,6 +66,14 @@ func (h *Handler) routes() {
 		return Done{Done: "revoked token " + id}, svc.RevokeToken(r.Context(), id)
 	})).Methods(http.MethodDelete)
 
+	r.Handle(p+"/users/agents", endpoint(h, http.StatusOK, noBody, func(r *http.Request, _ none) (any, error) {
+		all, err := svc.ListUserAgents(r.Context())
+		return userAgentsList{Users: all}, err
+	})).Methods(http.MethodGet)
+	r.Handle(p+"/users/{user}/agents", endpoint(h, http.StatusOK, jsonBody, func(r *http.Request, req UserAgentsRequest) (any, error) {
+		return svc.SetUserAgents(r.Context(), mux.Vars(r)["user"], req)
+	})).Methods(http.MethodPut)
+
 	r.Handle(p+"/identities", endpoint(h, http.StatusOK, noBody, func(r *http.Request, _ none) (any, error) {
 		ids, err := svc.ListIdentities(r.Context())
 		return identityList{Identities: ids}, err
@@ -215,6 +223,9 @@ type (
 	}
 	identityList struct {
 		Identities []Identity `json:"identities"`
+	}
+	userAgentsList struct {
+		Users []UserAgents `json:"users"`
 	}
 	ruleList struct {
 		Rules []Rule `json:"rules"`

@@ -69,6 +69,19 @@ type TokenRequest struct {
 	Name string `json:"name,omitempty"`
 }
 
+// UserAgents are the expert agents a user's tokens may use ([] = every
+// agent).
+type UserAgents struct {
+	User   string   `json:"user"`
+	Agents []string `json:"agents"`
+}
+
+// UserAgentsRequest sets a user's agents (PUT /users/{user}/agents); []
+// or absent lifts the limit.
+type UserAgentsRequest struct {
+	Agents []string `json:"agents"`
+}
+
 // CreatedToken is a new token with its secret, which is shown this once.
 type CreatedToken struct {
 	Token  Token  `json:"token"`

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +38,9 @@ type Store interface {
 	RemoveRule(ctx context.Context, id int64) error
 
 	QueryAudit(ctx context.Context, q acl.AuditQuery) ([]acl.AuditEvent, string, error)
+
+	SetUserAgents(ctx context.Context, user string, agents []string) error
+	ListUserAgents(ctx context.Context) (map[string][]string, error)
 }
 
 // Policy is the running broker's authorizer. *acl.Policy satisfies it.
@@ -198,6 +203,38 @@ func (s *Service) RevokeToken(ctx context.Context, id string) error {
 	return s.change(ctx, "token.revoke", "token "+id, func() error {
 		return s.opts.Store.RevokeToken(ctx, id)
 	})
+}
+
+// ListUserAgents lists the users whose tokens are limited to some expert
+// agents, by user.
+func (s *Service) ListUserAgents(ctx context.Context) ([]UserAgents, error) {
+	all, err := s.opts.Store.ListUserAgents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]UserAgents, 0, len(all))
+	for u, agents := range all {
+		out = append(out, UserAgents{User: u, Agents: agents})
+	}
+	slices.SortFunc(out, func(a, b UserAgents) int { return strings.Compare(a.User, b.User) })
+	return out, nil
+}
+
+// SetUserAgents limits every token of user to these expert agents; an
+// empty list lifts the limit.
+func (s *Service) SetUserAgents(ctx context.Context, user string, req UserAgentsRequest) (UserAgents, error) {
+	err := s.change(ctx, "user.agents", "user "+user, func() error {
+		err := s.opts.Store.SetUserAgents(ctx, user, req.Agents)
+		if errors.Is(err, acl.ErrInvalidTokenSpec) {
+			return invalid("%v", err)
+		}
+		return err
+	})
+	agents := req.Agents
+	if agents == nil {
+		agents = []string{}
+	}
+	return UserAgents{User: user, Agents: agents}, err
 }
 
 // ListIdentities lists the MQTT identities by username.

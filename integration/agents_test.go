@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/gateway"
@@ -633,5 +634,46 @@ func TestAgentsJoinAndLeaveUnderLoad(t *testing.T) {
 	wg.Wait()
 	if calls.Load() == 0 || failures.Load() != 0 {
 		t.Errorf("%d of %d calls to alpha failed while agents came and went", failures.Load(), calls.Load())
+	}
+}
+
+// An operator limits a user to agent alpha through the admin API: that
+// user's tokens (made before, with no list of their own) list and call
+// alpha's tools alone at once; lifting the limit gives every agent back.
+func TestUserAgentGrants(t *testing.T) {
+	e := startMany(t, false, server.Config{})
+	adm, err := admin.NewClient(e.g.base, e.g.token(t, acl.TokenSpec{UserID: "ops", Scopes: []string{acl.ScopeAdmin}}), admin.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := e.g.token(t, acl.TokenSpec{UserID: "gina"})
+	list := func() []string {
+		t.Helper()
+		cs := e.g.connect(t, e.g.mcpURL(), tok, "2026-07-28", nil)
+		defer cs.Close()
+		l, err := cs.ListTools(testCtx(t, 10*time.Second), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return unionAgentTools(l)
+	}
+	if got := list(); !slices.Equal(got, agentTools) {
+		t.Fatalf("before any grant: %v", got)
+	}
+	if _, err := adm.SetUserAgents(testCtx(t, 10*time.Second), "gina", admin.UserAgentsRequest{Agents: []string{agAlpha}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := list(), []string{"alpha.echo", "countdown", "word_count"}; !slices.Equal(got, want) {
+		t.Errorf("gina limited to alpha: %v, want %v", got, want)
+	}
+	grants, err := adm.ListUserAgents(testCtx(t, 10*time.Second))
+	if err != nil || len(grants) != 1 || grants[0].User != "gina" || !slices.Equal(grants[0].Agents, []string{agAlpha}) {
+		t.Errorf("grants = %+v, %v", grants, err)
+	}
+	if _, err := adm.SetUserAgents(testCtx(t, 10*time.Second), "gina", admin.UserAgentsRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); !slices.Equal(got, agentTools) {
+		t.Errorf("after the limit was lifted: %v", got)
 	}
 }

@@ -23,6 +23,9 @@ type door interface {
 	CreateToken(ctx context.Context, req admin.TokenRequest) (admin.CreatedToken, error)
 	RevokeToken(ctx context.Context, id string) error
 
+	ListUserAgents(ctx context.Context) ([]admin.UserAgents, error)
+	SetUserAgents(ctx context.Context, user string, req admin.UserAgentsRequest) (admin.UserAgents, error)
+
 	ListIdentities(ctx context.Context) ([]admin.Identity, error)
 	AddIdentity(ctx context.Context, req admin.IdentityRequest) (admin.IdentityChange, error)
 	SetDisabled(ctx context.Context, username string, disabled bool) (admin.IdentityChange, error)

@@ -7,8 +7,11 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/toolbus/toolbus/admin"
 )
 
 // The commands that show a running toolbus: they need --server URL --token T.
@@ -190,4 +193,62 @@ func runContexts(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 func secondsString(s float64) string {
 	return (time.Duration(s * float64(time.Second))).Round(time.Second).String()
+}
+
+// runAgentsGrant is `toolbus agents grant --user U --agents a,b`: every
+// token of the user may use only those agents' tools (--agents "" lifts
+// the limit).
+func runAgentsGrant(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("agents grant", stderr)
+	d := addDoorFlags(fs, true)
+	user := fs.String("user", "", "the user whose tokens are limited")
+	agents := fs.String("agents", "", `comma-separated expert agents (their MQTT usernames); "" = every agent again`)
+	if err := parseDoorFlags(fs, d, args); err != nil {
+		return err
+	}
+	if *user == "" {
+		return errors.New("agents grant: --user is required")
+	}
+	dr, closeDoor, err := d.open(ctx, "agents grant", existingStore)
+	if err != nil {
+		return err
+	}
+	defer closeDoor()
+	got, err := dr.SetUserAgents(ctx, *user, admin.UserAgentsRequest{Agents: splitList(*agents)})
+	if err != nil {
+		return err
+	}
+	if d.json {
+		return printJSON(stdout, got)
+	}
+	_, err = fmt.Fprintf(stdout, "user %s may use: %s\n", got.User, formatAgents(got.Agents))
+	return err
+}
+
+// runAgentsGrants is `toolbus agents grants`: the users limited to some
+// agents.
+func runAgentsGrants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("agents grants", stderr)
+	d := addDoorFlags(fs, true)
+	if err := parseDoorFlags(fs, d, args); err != nil {
+		return err
+	}
+	dr, closeDoor, err := d.open(ctx, "agents grants", existingStore)
+	if err != nil {
+		return err
+	}
+	defer closeDoor()
+	all, err := dr.ListUserAgents(ctx)
+	if err != nil {
+		return err
+	}
+	if d.json {
+		return printJSON(stdout, all)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "USER\tAGENTS")
+	for _, u := range all {
+		fmt.Fprintf(tw, "%s\t%s\n", u.User, strings.Join(u.Agents, ","))
+	}
+	return tw.Flush()
 }

@@ -41,6 +41,8 @@ commands:
   acl rule remove        remove a topic ACL rule
   clients                list the connected MQTT clients          (needs --server)
   agents                 list the expert agents and their tools   (needs --server)
+  agents grant           limit a user's tokens to some agents: --user U --agents a,b ("" lifts it)
+  agents grants          list the users limited to some agents
   contexts list          list the cached contexts                 (needs --server)
   contexts evict         evict (unsubscribe) a cached context     (needs --server)
   audit                  query the audit log (--since --until --user --tool --outcome --kind --limit)
@@ -90,6 +92,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "clients":
 		return runClients(ctx, withoutList(rest), stdout, stderr)
 	case "agents":
+		if len(rest) > 0 && rest[0] == "grant" {
+			return runAgentsGrant(ctx, rest[1:], stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "grants" {
+			return runAgentsGrants(ctx, rest[1:], stdout, stderr)
+		}
 		return runAgents(ctx, withoutList(rest), stdout, stderr)
 	case "contexts":
 		return runContexts(ctx, rest, stdout, stderr)

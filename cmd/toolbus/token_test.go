@@ -326,3 +326,33 @@ func TestTokenCommandUsage(t *testing.T) {
 		t.Errorf("token create -h = %v, help %q", err, errOut)
 	}
 }
+
+// `agents grant` limits a user's tokens (in the store: a token made
+// before follows), `agents grants` lists the limits, and --agents ""
+// lifts one.
+func TestAgentsGrant(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	secret, _ := createToken(t, dir, "--user", "alice")
+	out, errOut, err := runCLI(t, "agents", "grant", "--data-dir", dir, "--user", "alice", "--agents", "search,files")
+	if err != nil || !strings.Contains(out, "user alice may use: search,files") {
+		t.Fatalf("agents grant: %v %q %q", err, out, errOut)
+	}
+	tok, err := authenticate(t, dir, secret)
+	if err != nil || !slices.Equal(tok.Agents, []string{"files", "search"}) {
+		t.Fatalf("alice's token after the grant: agents %v, %v", tok.Agents, err)
+	}
+	out, _, err = runCLI(t, "agents", "grants", "--data-dir", dir)
+	if err != nil || !strings.Contains(out, "alice") || !strings.Contains(out, "files,search") {
+		t.Errorf("agents grants: %v\n%s", err, out)
+	}
+	if _, _, err := runCLI(t, "agents", "grant", "--data-dir", dir, "--user", "alice", "--agents", "a/b"); err == nil {
+		t.Error("an agent name that is no topic level was granted")
+	}
+	if _, _, err := runCLI(t, "agents", "grant", "--data-dir", dir, "--user", "alice", "--agents", ""); err != nil {
+		t.Fatal(err)
+	}
+	if tok, _ := authenticate(t, dir, secret); tok.Agents != nil {
+		t.Errorf("after lifting the grant: agents %v, want every agent", tok.Agents)
+	}
+}
