@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -91,9 +92,12 @@ func (g *Gateway) fanOut(r *request, agents []string, method string, params json
 // owners of what they list recorded for the routed methods.
 func (g *Gateway) mergeList(r *request, m agentMethod, agents []string) answer {
 	msgs, errs := g.fanOut(r, agents, r.method, r.params)
-	items := make([]json.RawMessage, 0)
-	seen := map[string]bool{}
-	o := g.ownersOf(r)
+	type listed struct {
+		agent string
+		item  map[string]json.RawMessage
+	}
+	var all []listed
+	holders := map[string]int{} // prompt name -> how many agents list it
 	for i, agent := range agents {
 		if errs[i] != nil {
 			var rpcErr *jsonrpc.Error
@@ -109,20 +113,31 @@ func (g *Gateway) mergeList(r *request, m agentMethod, agents []string) answer {
 			g.logger(r.ctx).WithError(err).WithField("agent", agent).Warn(r.method + ": the agent's answer is not a list")
 			continue
 		}
+		named := map[string]bool{}
 		for _, it := range res[m.list] {
-			key, exposed := g.own(o, r.method, agent, it)
-			if key == "" || seen[key] {
-				continue
+			all = append(all, listed{agent, it})
+			var name string
+			if json.Unmarshal(it["name"], &name) == nil && !named[name] {
+				named[name] = true
+				holders[name]++
 			}
-			seen[key] = true
-			if exposed != "" {
-				it["name"], _ = json.Marshal(exposed)
-			}
-			it["_meta"] = withAgentMeta(it["_meta"], agent)
-			b, err := json.Marshal(it)
-			if err == nil {
-				items = append(items, b)
-			}
+		}
+	}
+	items := make([]json.RawMessage, 0, len(all))
+	seen := map[string]bool{}
+	o := g.ownersOf(r)
+	for _, l := range all {
+		key, exposed := g.own(o, r.method, l.agent, l.item, holders)
+		if key == "" || seen[key] {
+			continue
+		}
+		seen[key] = true
+		if exposed != "" {
+			l.item["name"], _ = json.Marshal(exposed)
+		}
+		l.item["_meta"] = withAgentMeta(l.item["_meta"], l.agent)
+		if b, err := json.Marshal(l.item); err == nil {
+			items = append(items, b)
 		}
 	}
 	out, _ := json.Marshal(map[string][]json.RawMessage{m.list: items})
@@ -131,8 +146,8 @@ func (g *Gateway) mergeList(r *request, m agentMethod, agents []string) answer {
 
 // own records who owns one listed item and returns its key in the union
 // ("" to leave it out) and, for a prompt whose name another agent holds
-// too, the name it is listed under.
-func (g *Gateway) own(o *owners, method, agent string, it map[string]json.RawMessage) (key, exposed string) {
+// too (holders), the name it is listed under: <agent>.<prompt>, as tools.
+func (g *Gateway) own(o *owners, method, agent string, it map[string]json.RawMessage, holders map[string]int) (key, exposed string) {
 	str := func(k string) string {
 		var s string
 		_ = json.Unmarshal(it[k], &s)
@@ -158,7 +173,9 @@ func (g *Gateway) own(o *owners, method, agent string, it map[string]json.RawMes
 			return "", ""
 		}
 		prefix, _, _ := strings.Cut(tpl, "{")
-		o.templates = append(o.templates, ownedTemplate{prefix: prefix, agent: agent})
+		if t := (ownedTemplate{prefix: prefix, agent: agent}); !slices.Contains(o.templates, t) {
+			o.templates = append(o.templates, t)
+		}
 		return agent + " " + tpl, ""
 	case "prompts/list":
 		name := str("name")
@@ -166,7 +183,7 @@ func (g *Gateway) own(o *owners, method, agent string, it map[string]json.RawMes
 			return "", ""
 		}
 		listed := name
-		if cur, taken := o.prompts[name]; taken && cur.agent != agent {
+		if holders[name] > 1 {
 			listed = agent + AgentSeparator + name
 		}
 		o.prompts[listed] = ownedName{agent: agent, name: name}

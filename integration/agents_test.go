@@ -677,3 +677,111 @@ func TestUserAgentGrants(t *testing.T) {
 		t.Errorf("after the limit was lifted: %v", got)
 	}
 }
+
+// startDocsAgent runs an SDK agent that serves resources and prompts only:
+// resources <name>://home, a template <name>://page/{id}, and the prompts
+// "summarize" and "<name>_only". Each answer says which agent made it.
+func startDocsAgent(t *testing.T, srv *server.Server, name string) {
+	t.Helper()
+	if _, err := srv.Store().AddIdentity(testCtx(t, 10*time.Second), name, acl.RoleExpertAgent, []byte(agentPassword)); err != nil {
+		t.Fatal(err)
+	}
+	a := expertagent.NewAgent(expertagent.AgentOptions{BrokerURL: "tcp://" + srv.MQTTAddr().String(), Username: name, Password: agentPassword,
+		ClientID: name + "-1", Logger: testLogger(t).WithField("component", name)})
+	params := func(req *expertagent.MethodRequest) map[string]any {
+		var p map[string]any
+		_ = json.Unmarshal(req.Params, &p)
+		return p
+	}
+	a.Handle("resources/list", func(context.Context, *expertagent.MethodRequest) (any, error) {
+		return map[string]any{"resources": []map[string]string{{"uri": name + "://home", "name": name + " home"}}}, nil
+	})
+	a.Handle("resources/templates/list", func(context.Context, *expertagent.MethodRequest) (any, error) {
+		return map[string]any{"resourceTemplates": []map[string]string{{"uriTemplate": name + "://page/{id}", "name": name + " pages"}}}, nil
+	})
+	a.Handle("resources/read", func(_ context.Context, req *expertagent.MethodRequest) (any, error) {
+		uri, _ := params(req)["uri"].(string)
+		return map[string]any{"contents": []map[string]string{{"uri": uri, "text": "read by " + name}}}, nil
+	})
+	a.Handle("prompts/list", func(context.Context, *expertagent.MethodRequest) (any, error) {
+		return map[string]any{"prompts": []map[string]string{{"name": "summarize"}, {"name": name + "_only"}}}, nil
+	})
+	a.Handle("prompts/get", func(_ context.Context, req *expertagent.MethodRequest) (any, error) {
+		got, _ := params(req)["name"].(string)
+		return map[string]any{"messages": []map[string]any{{"role": "user", "content": map[string]string{"type": "text", "text": name + " got " + got}}}}, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		t.Fatalf("%s: %v", name, err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s not ready", name)
+	}
+}
+
+// Resources and prompts of two agents: listed together, each tagged with
+// its agent; a prompt name both hold is <agent>.<prompt> for each; a read
+// or a get goes to the agent that listed the URI, template or prompt,
+// under its own name there; what nobody listed is -32602.
+func TestManyAgentsResourcesAndPrompts(t *testing.T) {
+	srv := startServer(t, server.Config{})
+	startDocsAgent(t, srv, "docs")
+	startDocsAgent(t, srv, "wiki")
+	poll(t, 10*time.Second, "both agents online", func() bool {
+		return len(srv.Requester().OnlineAgents(context.Background())) == 2
+	})
+	e := &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
+	cs := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "hal"}), "2025-11-25", nil)
+	ctx := testCtx(t, 20*time.Second)
+
+	res, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, r := range res.Resources {
+		uris = append(uris, r.URI+"@"+fmt.Sprint(r.Meta["io.toolbus/agent"]))
+	}
+	slices.Sort(uris)
+	if want := []string{"docs://home@docs", "wiki://home@wiki"}; !slices.Equal(uris, want) {
+		t.Errorf("resources %v, want %v", uris, want)
+	}
+	prompts, err := cs.ListPrompts(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range prompts.Prompts {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"docs.summarize", "docs_only", "wiki.summarize", "wiki_only"}; !slices.Equal(names, want) {
+		t.Errorf("prompts %v, want %v", names, want)
+	}
+
+	for uri, want := range map[string]string{"docs://home": "read by docs", "wiki://home": "read by wiki", "wiki://page/7": "read by wiki"} {
+		r, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil || len(r.Contents) != 1 || r.Contents[0].Text != want {
+			t.Errorf("read %s: %+v, %v; want %q", uri, r, err, want)
+		}
+	}
+	for name, want := range map[string]string{"wiki.summarize": "wiki got summarize", "docs_only": "docs got docs_only"} {
+		p, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name})
+		if err != nil || len(p.Messages) != 1 || p.Messages[0].Content.(*mcp.TextContent).Text != want {
+			t.Errorf("get %s: %+v, %v; want %q", name, p, err, want)
+		}
+	}
+	for _, call := range []func() error{
+		func() error { _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "other://x"}); return err },
+		func() error { _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "summarize"}); return err },
+	} {
+		var rpcErr *jsonrpc.Error
+		if err := call(); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
+			t.Errorf("what no agent lists: err = %v, want -32602", err)
+		}
+	}
+}
