@@ -706,6 +706,10 @@ func startDocsAgent(t *testing.T, srv *server.Server, name string) {
 	a.Handle("prompts/list", func(context.Context, *expertagent.MethodRequest) (any, error) {
 		return map[string]any{"prompts": []map[string]string{{"name": "summarize"}, {"name": name + "_only"}}}, nil
 	})
+	a.Handle("completion/complete", func(_ context.Context, req *expertagent.MethodRequest) (any, error) {
+		ref, _ := params(req)["ref"].(map[string]any)
+		return map[string]any{"completion": map[string]any{"values": []string{name + " completes " + fmt.Sprint(ref["name"], ref["uri"])}}}, nil
+	})
 	a.Handle("prompts/get", func(_ context.Context, req *expertagent.MethodRequest) (any, error) {
 		got, _ := params(req)["name"].(string)
 		return map[string]any{"messages": []map[string]any{{"role": "user", "content": map[string]string{"type": "text", "text": name + " got " + got}}}}, nil
@@ -773,6 +777,18 @@ func TestManyAgentsResourcesAndPrompts(t *testing.T) {
 		p, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name})
 		if err != nil || len(p.Messages) != 1 || p.Messages[0].Content.(*mcp.TextContent).Text != want {
 			t.Errorf("get %s: %+v, %v; want %q", name, p, err, want)
+		}
+	}
+	for _, tc := range []struct {
+		ref  *mcp.CompleteReference
+		want string
+	}{
+		{&mcp.CompleteReference{Type: "ref/prompt", Name: "docs.summarize"}, "docs completes summarize<nil>"},
+		{&mcp.CompleteReference{Type: "ref/resource", URI: "wiki://page/{id}"}, "wiki completes <nil>wiki://page/{id}"},
+	} {
+		c, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: tc.ref, Argument: mcp.CompleteParamsArgument{Name: "id", Value: "1"}})
+		if err != nil || len(c.Completion.Values) != 1 || c.Completion.Values[0] != tc.want {
+			t.Errorf("complete %+v: %+v, %v; want %q", tc.ref, c, err, tc.want)
 		}
 	}
 	for _, call := range []func() error{
