@@ -101,6 +101,12 @@ func TestSessions(t *testing.T) {
 	if _, err := ss.lookup(id2, "alice", "tb_1"); !errors.Is(err, errSessionEnded) {
 		t.Fatalf("ended session: err = %v", err)
 	}
+	// Another token cannot tell an ended session from an unknown one.
+	for _, who := range [][2]string{{"bob", "tb_2"}, {"alice", "tb_2"}} {
+		if _, err := ss.lookup(id2, who[0], who[1]); !errors.Is(err, errSessionUnknown) {
+			t.Fatalf("another token's ended session: err = %v, want errSessionUnknown", err)
+		}
+	}
 	now = now.Add(2 * time.Hour)
 	ss.sweep()
 	if n := ss.count(); n != 0 {

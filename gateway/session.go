@@ -152,7 +152,9 @@ func (ss *sessions) lookup(id, userID, tokenID string) (*session, error) {
 	ss.mu.Unlock()
 	if !known {
 		c, ok := ss.verify(id)
-		if !ok {
+		if !ok || c.UserID != userID || c.TokenID != tokenID {
+			// Ownership first: a stranger must not learn whether another
+			// token's session was ended, live or forged.
 			return nil, errSessionUnknown
 		}
 		ss.mu.Lock()

@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -71,8 +72,56 @@ func main() {
 }
 
 // run dispatches one command line. It is main without the process around it,
-// so tests can drive the CLI.
+// so tests can drive the CLI. -h or --help anywhere on the line prints the
+// usage of what comes before it to stdout and succeeds.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if i := helpIndex(args); i >= 0 {
+		return help(ctx, args, i, stdin, stdout)
+	}
+	return dispatch(ctx, args, stdin, stdout, stderr)
+}
+
+// helpIndex is the position of the first -h, -help or --help in args
+// (before a "--"), or -1.
+func helpIndex(args []string) int {
+	for i, a := range args {
+		switch a {
+		case "--":
+			return -1
+		case "-h", "-help", "--help":
+			return i
+		}
+	}
+	return -1
+}
+
+// help answers a request for help: a group of commands (`toolbus token
+// --help`) gets the lines of the usage that name it; a command gets its
+// flag set's usage, on stdout.
+func help(ctx context.Context, args []string, at int, stdin io.Reader, stdout io.Writer) error {
+	words := strings.Join(args[:at], " ")
+	switch words {
+	case "", "help":
+		_, err := fmt.Fprint(stdout, usage)
+		return err
+	case "token", "mqtt-user", "acl", "acl rule", "contexts", "config", "config check":
+		fmt.Fprintf(stdout, "usage: toolbus %s ... [flags]\n\n", words)
+		for _, line := range strings.Split(usage, "\n") {
+			if strings.HasPrefix(line, "  "+words+" ") {
+				fmt.Fprintln(stdout, line)
+			}
+		}
+		_, err := fmt.Fprintf(stdout, "\nRun 'toolbus %s <subcommand> -h' for its flags.\n", words)
+		return err
+	}
+	err := dispatch(ctx, args, stdin, stdout, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return flag.ErrHelp

@@ -130,9 +130,13 @@ func disconnectNote(ch admin.IdentityChange, disconnecting bool) string {
 	}
 }
 
+// errNoPassword is readPassword's error for an empty stdin: a password is
+// generated only when asked for, never because a pipe happened to be empty.
+var errNoPassword = errors.New("no password on stdin: pipe one in (one line), or pass --generate-password")
+
 // readPassword takes the password from stdin (one line, when stdin is not a
-// terminal), or returns "" (generate one) when asked to, when stdin is a
-// terminal, or when it is empty.
+// terminal), or returns "" (generate one) when asked to or when stdin is a
+// terminal. An empty stdin is errNoPassword.
 func readPassword(stdin io.Reader, generate bool) (string, error) {
 	if generate || isTerminal(stdin) {
 		return "", nil
@@ -142,7 +146,10 @@ func readPassword(stdin io.Reader, generate bool) (string, error) {
 		return "", fmt.Errorf("read password from stdin: %w", err)
 	}
 	line = strings.TrimRight(line, "\r\n")
-	if line != "" && len(line) < admin.MinPasswordLen {
+	if line == "" {
+		return "", errNoPassword
+	}
+	if len(line) < admin.MinPasswordLen {
 		return "", fmt.Errorf("password from stdin: at least %d characters", admin.MinPasswordLen)
 	}
 	return line, nil

@@ -120,12 +120,15 @@ func tokenList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func tokenRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("token revoke", stderr)
 	d := addDoorFlags(fs, false)
-	id := fs.String("id", "", "ID of the token (its visible prefix, as 'token list' shows it)")
+	id := fs.String("id", "", "ID of the token (its visible prefix, as 'token list' shows it), or the whole token")
 	if err := parseDoorFlags(fs, d, args); err != nil {
 		return err
 	}
 	if *id == "" {
 		return errors.New("token revoke: --id is required")
+	}
+	if tokenID := acl.TokenIDOf(*id); tokenID != "" {
+		*id = tokenID // the whole token was given: its ID is its prefix
 	}
 	dr, closeDoor, err := d.open(ctx, "token revoke", existingStore)
 	if err != nil {

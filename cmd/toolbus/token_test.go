@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -322,8 +321,8 @@ func TestTokenCommandUsage(t *testing.T) {
 			t.Errorf("%v succeeded", args)
 		}
 	}
-	if _, errOut, err := runCLI(t, "token", "create", "-h"); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut, "-entity") {
-		t.Errorf("token create -h = %v, help %q", err, errOut)
+	if out, _, err := runCLI(t, "token", "create", "-h"); err != nil || !strings.Contains(out, "-entity") {
+		t.Errorf("token create -h = %v, help %q", err, out)
 	}
 }
 
@@ -354,5 +353,48 @@ func TestAgentsGrant(t *testing.T) {
 	}
 	if tok, _ := authenticate(t, dir, secret); tok.Agents != nil {
 		t.Errorf("after lifting the grant: agents %v, want every agent", tok.Agents)
+	}
+}
+
+// `token revoke --id` takes the whole token too (what `token create`
+// printed): its ID is its prefix.
+func TestTokenRevokeWholeToken(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	secret, _ := createToken(t, dir, "--user", "alice")
+	out, errOut, err := runCLI(t, "token", "revoke", "--data-dir", dir, "--id", secret)
+	if err != nil {
+		t.Fatalf("token revoke with the whole token: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(out, "revoked token "+secret[:len("tb_xxxxxxxx")]+" ") || strings.Contains(out, secret) {
+		t.Errorf("revoke output %q: want the token's ID, never the secret", out)
+	}
+	if _, err := authenticate(t, dir, secret); !errors.Is(err, acl.ErrTokenRevoked) {
+		t.Fatalf("the token still authenticates: %v", err)
+	}
+}
+
+// `mqtt-user add` generates a password only when asked (or on a terminal):
+// an empty pipe is an error that says what to do, and adds nothing.
+func TestMQTTUserAddEmptyStdin(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	createToken(t, dir, "--user", "alice") // makes the store
+	for _, stdin := range []string{"", "\n"} {
+		var out, errOut bytes.Buffer
+		err := run(t.Context(), []string{"mqtt-user", "add", "--data-dir", dir, "--username", "agent1", "--role", "expert-agent"},
+			strings.NewReader(stdin), &out, &errOut)
+		if !errors.Is(err, errNoPassword) {
+			t.Errorf("stdin %q: err = %v, want errNoPassword", stdin, err)
+		}
+	}
+	out, _, err := runCLI(t, "mqtt-user", "list", "--data-dir", dir)
+	if err != nil || strings.Contains(out, "agent1") {
+		t.Errorf("an identity was added after all: %v\n%s", err, out)
+	}
+	var out2, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"mqtt-user", "add", "--data-dir", dir, "--username", "agent1", "--role", "expert-agent"},
+		strings.NewReader("a-long-enough-password\n"), &out2, &errOut); err != nil {
+		t.Fatalf("password on stdin: %v\n%s", err, errOut.String())
 	}
 }
