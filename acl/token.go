@@ -33,6 +33,9 @@ const (
 	ScopeMetrics = "metrics"
 )
 
+// BuiltinScopes are the scopes every toolbus knows; tools may add their own.
+var BuiltinScopes = []string{ScopeToolsList, ScopeToolsCall, ScopeAdmin, ScopeMetrics}
+
 // DefaultScopes are the scopes of a token created without any (TokenSpec.Scopes nil).
 var DefaultScopes = []string{ScopeToolsList, ScopeToolsCall}
 

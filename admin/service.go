@@ -82,6 +82,10 @@ type Options struct {
 	AgentTools func(ctx context.Context, tok acl.Token) ([]AgentTool, error)
 	// ToolsTimeout bounds AgentTools; 0 means 5s.
 	ToolsTimeout time.Duration
+	// ToolScopes are the scopes tools declare (platformtools.ToolScopes),
+	// which a token may carry beside acl.BuiltinScopes; any other scope
+	// is refused, naming the valid ones.
+	ToolScopes []string
 	// Settings returns the process's effective settings (GET /config);
 	// nil means none to show (a data directory).
 	Settings func() []Setting
@@ -180,6 +184,11 @@ func (s *Service) ListTokens(ctx context.Context, user string) ([]Token, error) 
 func (s *Service) CreateToken(ctx context.Context, req TokenRequest) (CreatedToken, error) {
 	var out CreatedToken
 	err := s.change(ctx, "token.create", "user "+req.User, func() error {
+		for _, sc := range req.Scopes {
+			if !slices.Contains(acl.BuiltinScopes, sc) && !slices.Contains(s.opts.ToolScopes, sc) {
+				return invalid("unknown scope %q: the scopes are %s", sc, strings.Join(s.ValidScopes(), ", "))
+			}
+		}
 		spec := acl.TokenSpec{UserID: req.User, Scopes: req.Scopes, ReadOnly: req.ReadOnly, Entities: req.Entities, Agents: req.Agents, Name: req.Name}
 		if req.TTL != "" {
 			ttl, err := time.ParseDuration(req.TTL)
@@ -196,6 +205,11 @@ func (s *Service) CreateToken(ctx context.Context, req TokenRequest) (CreatedTok
 		return nil
 	})
 	return out, err
+}
+
+// ValidScopes are the scopes a token may carry here.
+func (s *Service) ValidScopes() []string {
+	return append(slices.Clone(acl.BuiltinScopes), s.opts.ToolScopes...)
 }
 
 // RevokeToken revokes the token with this ID.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/toolbus/toolbus/mcp"
 )
@@ -141,6 +142,19 @@ func Builtins() []Tool {
 			},
 		},
 	}
+}
+
+// ToolScopes are the scopes the built-in tools declare (Tool.Scope), sorted:
+// a token may carry them beside acl.BuiltinScopes.
+func ToolScopes() []string {
+	var out []string
+	for _, t := range Builtins() {
+		if t.Scope != "" && !slices.Contains(out, t.Scope) {
+			out = append(out, t.Scope)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Register adds the built-in tools to r.

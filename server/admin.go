@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
+	"github.com/toolbus/toolbus/platformtools"
 )
 
 // withAdmin returns the REST API of the gateway: the admin API under
@@ -27,7 +28,7 @@ func (s *Server) withAdmin(api http.Handler) http.Handler {
 // process does not run stay nil interfaces (not typed nils): without an
 // embedded broker, /clients answers 501 and identity changes are not live.
 func (s *Server) adminHandler() http.Handler {
-	opts := admin.Options{Store: s.store, Logger: s.cfg.Logger}
+	opts := admin.Options{Store: s.store, Logger: s.cfg.Logger, ToolScopes: platformtools.ToolScopes()}
 	opts.Settings = s.cfg.Settings
 	opts.OnChange = s.auditChange()
 	if s.policy != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/internal/envflag"
+	"github.com/toolbus/toolbus/platformtools"
 )
 
 // door is the operators' model as the CLI reaches it: through the admin API
@@ -139,7 +140,8 @@ func (d *doorFlags) open(ctx context.Context, cmd string, how doorOpen) (door, f
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := admin.NewService(admin.Options{Store: store, OnChange: recordLocalChange(store, os.Stderr)}) // audit.go
+	svc, err := admin.NewService(admin.Options{Store: store, ToolScopes: platformtools.ToolScopes(),
+		OnChange: recordLocalChange(store, os.Stderr)}) // audit.go
 	if err != nil {
 		_ = store.Close()
 		return nil, nil, err

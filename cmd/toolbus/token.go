@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
+	"github.com/toolbus/toolbus/platformtools"
 )
 
 // runToken manages personal access tokens, through the admin API of a
@@ -41,7 +43,8 @@ func tokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("token create", stderr)
 	d := addDoorFlags(fs, false)
 	user := fs.String("user", "", "user who owns the token (letters, digits, _ and -)")
-	scopes := fs.String("scopes", "", "comma-separated scopes (default "+strings.Join(acl.DefaultScopes, ",")+")")
+	scopes := fs.String("scopes", "", "comma-separated scopes, of "+strings.Join(append(slices.Clone(acl.BuiltinScopes), platformtools.ToolScopes()...), ", ")+
+		" (default "+strings.Join(acl.DefaultScopes, ",")+")")
 	readOnly := fs.Bool("read-only", false, "allow only tools annotated readOnlyHint: true")
 	var entities entityList
 	fs.Var(&entities, "entity", "narrow the token to entity TYPE/ID (repeat, or separate with commas; default: any entity)")

@@ -398,3 +398,22 @@ func TestMQTTUserAddEmptyStdin(t *testing.T) {
 		t.Fatalf("password on stdin: %v\n%s", err, errOut.String())
 	}
 }
+
+// A mistyped scope is refused, naming the valid ones, and mints nothing;
+// `token create -h` lists them too.
+func TestTokenCreateUnknownScope(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	createToken(t, dir, "--user", "alice")
+	_, _, err := runCLI(t, "token", "create", "--data-dir", dir, "--user", "bob", "--scopes", "tool:call")
+	if err == nil || !strings.Contains(err.Error(), `unknown scope "tool:call"`) || !strings.Contains(err.Error(), "tools:list, tools:call, admin, metrics") {
+		t.Fatalf("token create --scopes tool:call: %v", err)
+	}
+	out, _, err := runCLI(t, "token", "list", "--data-dir", dir, "--user", "bob")
+	if err != nil || strings.Contains(out, "bob") {
+		t.Errorf("a token was minted for bob after all: %v\n%s", err, out)
+	}
+	if out, _, _ := runCLI(t, "token", "create", "-h"); !strings.Contains(out, "tools:list, tools:call, admin, metrics") {
+		t.Errorf("token create -h does not list the scopes:\n%s", out)
+	}
+}
