@@ -93,6 +93,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
+./bin/toolbus init --data-dir "$work/data" > /dev/null
 ./bin/toolbus mqtt-user add --data-dir "$work/data" --username bench-agent --role expert-agent --generate-password \
   | tail -n 1 > "$work/agent.pw"
 ./bin/toolbus mqtt-user add --data-dir "$work/data" --username bench-floor --role platform --generate-password \

@@ -128,6 +128,7 @@ wait_for_line() {
   return 1
 }
 
+bin/toolbus init --data-dir "$work/data" >/dev/null || die "toolbus init failed"
 bin/toolbus mqtt-user add --data-dir "$work/data" --username conformance-agent --role expert-agent \
   --generate-password >"$work/agent.out" 2>&1 || { cat "$work/agent.out" >&2; die "mqtt-user add failed"; }
 agent_password=$(tail -n 1 "$work/agent.out")

@@ -12,7 +12,7 @@ MQTT_ADDR=${TOOLBUS_MQTT_ADDR:-127.0.0.1:1883}
 # Two agents, by name (their MQTT usernames), and the tools each serves.
 declare -A AGENT_TOOLS=([demo-text]=echo,word_count,sha256 [demo-clock]=countdown,time_now)
 
-mkdir -p "$DATA_DIR"
+./bin/toolbus init --data-dir "$DATA_DIR" >/dev/null
 # A fresh password for each demo agent on every start: the old ones are not kept anywhere.
 declare -A AGENT_PASSWORD
 for agent in "${!AGENT_TOOLS[@]}"; do

@@ -43,6 +43,7 @@ func TestOperatorCommandsBothDoors(t *testing.T) {
 	isolateEnv(t)
 	liveDir, offDir := t.TempDir(), t.TempDir()
 	url, tok := startToolbus(t, liveDir)
+	initStore(t, offDir)
 	doors := []struct {
 		name string
 		args []string

@@ -107,8 +107,7 @@ func (d *doorFlags) remote() bool { return d.server != "" }
 type doorOpen int
 
 const (
-	existingStore doorOpen = iota // fail if there is none (list, change, remove)
-	createStore                   // create it if needed (create, add)
+	existingStore doorOpen = iota // fail if there is none: only serve and init create a store
 	serverOnly                    // no data-directory door (clients, agents, contexts)
 )
 
@@ -132,11 +131,7 @@ func (d *doorFlags) open(ctx context.Context, cmd string, how doorOpen) (door, f
 		store *acl.Store
 		err   error
 	)
-	if how == createStore {
-		store, err = acl.Open(ctx, d.dataDir, acl.StoreOptions{})
-	} else {
-		store, err = openExistingStore(ctx, d.dataDir)
-	}
+	store, err = openExistingStore(ctx, d.dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,4 +152,24 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// runInit is `toolbus init --data-dir DIR`: it creates the store (or
+// checks an existing one), so that identities and tokens can be made
+// before the first serve. No other command but serve creates a store.
+func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("init", stderr)
+	dataDir := fs.String("data-dir", "./data", "directory of the store (created if missing)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	store, err := acl.Open(ctx, *dataDir, acl.StoreOptions{})
+	if err != nil {
+		return err
+	}
+	if err := store.Close(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "toolbus store ready in %s\n", *dataDir)
+	return err
 }

@@ -27,6 +27,7 @@ const usage = `usage: toolbus <command> [flags]
 
 commands:
   serve                  run the gateway, the embedded MQTT broker and the store
+  init                   create the store in --data-dir (serve does too; no other command does)
   mqtt-user add          add an MQTT identity (password on stdin, or generated and printed)
   mqtt-user list         list MQTT identities
   mqtt-user disable      disable an MQTT identity (with --server: its clients are disconnected)
@@ -129,6 +130,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		return runServe(ctx, rest, stdout, stderr)
+	case "init":
+		return runInit(ctx, rest, stdout, stderr)
 	case "mqtt-user":
 		return runMQTTUser(ctx, rest, stdin, stdout, stderr)
 	case "token":

@@ -36,7 +36,6 @@ func runMQTTUser(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	how := existingStore
 	switch sub {
 	case "add":
-		how = createStore
 		username = fs.String("username", "", "MQTT username (letters, digits, _ and -)")
 		role = fs.String("role", "", "role: expert-agent, platform or client")
 		genPassword = fs.Bool("generate-password", false, "generate a password and print it instead of reading stdin")

@@ -65,7 +65,7 @@ func tokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if req.Scopes, err = parseScopes(*scopes); err != nil {
 		return err
 	}
-	dr, closeDoor, err := d.open(ctx, "token create", createStore)
+	dr, closeDoor, err := d.open(ctx, "token create", existingStore)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,8 @@ func tokenRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 func openExistingStore(ctx context.Context, dataDir string) (*acl.Store, error) {
 	if _, err := os.Stat(filepath.Join(dataDir, acl.DBFileName)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no toolbus store in %s (check --data-dir)", dataDir)
+			// A mistyped --data-dir must not leave a new, empty store behind.
+			return nil, fmt.Errorf("no toolbus store in %s (check --data-dir; `toolbus init --data-dir %s` creates one)", dataDir, dataDir)
 		}
 		return nil, err
 	}

@@ -40,9 +40,18 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	return out.String(), errOut.String(), err
 }
 
+// initStore runs `toolbus init` on dir (it is idempotent).
+func initStore(t *testing.T, dir string) {
+	t.Helper()
+	if _, errOut, err := runCLI(t, "init", "--data-dir", dir); err != nil {
+		t.Fatalf("init: %v\n%s", err, errOut)
+	}
+}
+
 // createToken runs `token create` and returns the secret from the last line.
 func createToken(t *testing.T, dir string, args ...string) (secret, stdout string) {
 	t.Helper()
+	initStore(t, dir)
 	out, errOut, err := runCLI(t, append([]string{"token", "create", "--data-dir", dir}, args...)...)
 	if err != nil {
 		t.Fatalf("token create %v: %v\nstderr: %s", args, err, errOut)
@@ -112,6 +121,7 @@ func TestTokenCreate(t *testing.T) {
 func TestTokenCreateErrors(t *testing.T) {
 	isolateEnv(t)
 	dir := t.TempDir()
+	initStore(t, dir)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -284,6 +294,7 @@ func TestReadOnlyCommandsNeedExistingStore(t *testing.T) {
 func TestTokenFlagsFromEnvironment(t *testing.T) {
 	isolateEnv(t)
 	dir := t.TempDir()
+	initStore(t, dir)
 	t.Setenv("TOOLBUS_DATA_DIR", dir)
 	t.Setenv("TOOLBUS_SCOPES", "tools:list")
 	t.Setenv("TOOLBUS_ENTITY", "repo/r1,repo/r2")
@@ -416,4 +427,27 @@ func TestTokenCreateUnknownScope(t *testing.T) {
 	if out, _, _ := runCLI(t, "token", "create", "-h"); !strings.Contains(out, "tools:list, tools:call, admin, metrics") {
 		t.Errorf("token create -h does not list the scopes:\n%s", out)
 	}
+}
+
+// Only serve and init create a store: a write command on a mistyped
+// --data-dir fails, saying how to make one, and leaves nothing behind.
+func TestWriteCommandsNeedAStore(t *testing.T) {
+	isolateEnv(t)
+	missing := filepath.Join(t.TempDir(), "typo")
+	for _, args := range [][]string{
+		{"token", "create", "--data-dir", missing, "--user", "alice"},
+		{"mqtt-user", "add", "--data-dir", missing, "--username", "a1", "--role", "expert-agent", "--generate-password"},
+		{"agents", "grant", "--data-dir", missing, "--user", "alice", "--agents", "x"},
+	} {
+		if _, _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), "toolbus init --data-dir") {
+			t.Errorf("%v: err = %v, want one naming toolbus init", args, err)
+		}
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a write command created %s (%v)", missing, err)
+	}
+	if out, _, err := runCLI(t, "init", "--data-dir", missing); err != nil || !strings.Contains(out, "store ready") {
+		t.Fatalf("init: %v %q", err, out)
+	}
+	createToken(t, missing, "--user", "alice")
 }
