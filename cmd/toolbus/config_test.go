@@ -90,3 +90,31 @@ func TestConfigPrecedence(t *testing.T) {
 		}
 	}
 }
+
+// Every fault of a config file names the file and line, including values
+// the flag takes but serve refuses later (a rate limit, a log level), and
+// a tab in the indentation.
+func TestConfigCheckNamesTheLine(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, text, want string }{
+		{"rate limit", "http-addr: 127.0.0.1:0\nrate-limit: {token: \"abc\"}\n", ":2: rate-limit-token: rate limit must be"},
+		{"log level", "log-level: loud\n", ":1: log-level: not a valid logrus Level"},
+		{"tab", "http-addr: a\n\tcall-timeout: 5s\n", ":2: not valid YAML"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
+			if err := os.WriteFile(path, []byte(tc.text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := runCLI(t, "config", "check", path)
+			if err == nil || !strings.Contains(err.Error(), path+tc.want) {
+				t.Errorf("config check: %v, want %q", err, path+tc.want)
+			}
+		})
+	}
+	// The same value from a flag names the flag, as before.
+	if _, _, err := runCLI(t, "serve", "--check-config", "--log-level", "loud", "--data-dir", dir); err == nil || !strings.HasPrefix(err.Error(), "--log-level:") {
+		t.Errorf("serve --log-level loud: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/toolbus/toolbus/admin"
@@ -28,8 +29,37 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 }
 
 // flagSources says where each flag not left at its default got its value:
-// "flag" (the command line), "env" or "file".
+// "flag" (the command line), "env" or "file"; for one set by the file, the
+// key "@" + name holds "PATH:LINE" (no flag name starts with '@').
 type flagSources map[string]string
+
+// located prefixes an error about a flag set by the config file with the
+// file and line that set it (the error names the flag as --NAME), so that
+// a value the flag accepted but the command refuses later (a rate limit, a
+// log level) is found in the file as fast as one the flag refused.
+func (s flagSources) located(err error) error {
+	if err == nil {
+		return nil
+	}
+	m := flagNameRE.FindStringSubmatch(err.Error())
+	if m == nil || s["@"+m[1]] == "" {
+		return err
+	}
+	msg := strings.TrimPrefix(err.Error(), "--"+m[1]+": ")
+	return &locatedError{text: s["@"+m[1]] + ": " + m[1] + ": " + msg, err: err}
+}
+
+// flagNameRE finds the flag an error is about.
+var flagNameRE = regexp.MustCompile(`--([a-z0-9][a-z0-9-]*)`)
+
+// locatedError is an error with the file and line of its setting in front.
+type locatedError struct {
+	text string
+	err  error
+}
+
+func (e *locatedError) Error() string { return e.text }
+func (e *locatedError) Unwrap() error { return e.err }
 
 // explicit reports whether the command line or the environment set the
 // flag: a config file read again later (SIGHUP) must not override it.
@@ -66,6 +96,11 @@ func parseCommandFlags(fs *flag.FlagSet, args []string) (flagSources, error) {
 				src[f.Name] = "file"
 			}
 		})
+		for _, st := range file.Settings {
+			if src[st.Key] == "file" {
+				src["@"+st.Key] = fmt.Sprintf("%s:%d", file.Path, st.Line)
+			}
+		}
 	}
 	return src, nil
 }

@@ -65,19 +65,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log, err := newLogger(*logLevel, *logFormat, stderr)
 	if err != nil {
-		return err
+		return sources.located(err)
 	}
 	cfg.Logger = log
 	if cfg.RateLimits, err = parseRateLimits("--", func(name string) string { return fs.Lookup(name).Value.String() }); err != nil {
-		return err
+		return sources.located(err)
 	}
 	if err := auditRetention(); err != nil {
-		return err
+		return sources.located(err)
 	}
 	cfg.AllowedHosts = splitList(*allowedHosts)
 	cfg.AllowedOrigins = splitList(*allowedOrigins)
 	if cfg.BrokerTLS, err = brokerTLS(cfg.BrokerURL, *brokerCA, *brokerCert, *brokerKey); err != nil {
-		return err
+		return sources.located(err)
 	}
 
 	live := &liveSettings{list: effectiveSettings(fs, sources)}
