@@ -71,9 +71,13 @@ func startServeProc(t *testing.T, dataDir, httpAddr, mqttAddr string, extra ...s
 	}
 }
 
-// cliToken mints a token with the real CLI and returns its secret.
+// cliToken mints a token with the real CLI (after `toolbus init`, which
+// makes the store if it is not there yet) and returns its secret.
 func cliToken(t *testing.T, dataDir, user string, extra ...string) string {
 	t.Helper()
+	if out, err := exec.Command(bins.toolbus, "init", "--data-dir", dataDir).CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
 	args := append([]string{"token", "create", "--data-dir", dataDir, "--user", user}, extra...)
 	out, err := exec.Command(bins.toolbus, args...).CombinedOutput()
 	if err != nil {

@@ -24,6 +24,9 @@ import (
 // returns the password it generated.
 func addAgentIdentity(t *testing.T, dataDir, username string) string {
 	t.Helper()
+	if out, err := exec.Command(bins.toolbus, "init", "--data-dir", dataDir).CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
 	out, err := exec.Command(bins.toolbus, "mqtt-user", "add", "--data-dir", dataDir,
 		"--username", username, "--role", "expert-agent", "--generate-password").CombinedOutput()
 	if err != nil {
