@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,5 +50,46 @@ func TestExampleAgent(t *testing.T) {
 	bad, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{"name": 42}})
 	if err != nil || !bad.IsError || !strings.Contains(textOf(t, bad), "invalid arguments") {
 		t.Errorf("greet with a number: %+v, %v; want an isError result", bad, err)
+	}
+}
+
+// A fresh `toolbus serve` says how to make the first token (nothing can
+// call it without one), and the command it prints works; once a token
+// exists, it says nothing of the kind.
+func TestServeHintsFirstToken(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	serve := func() (hint string) {
+		t.Helper()
+		lines := make(chan string, 64)
+		p := startProc(t, lines, bins.toolbus, "serve", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0")
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case l := <-lines:
+				if strings.HasPrefix(l, "toolbus: no token yet") {
+					hint = l
+				}
+				if strings.HasPrefix(l, "toolbus: http://") { // printed after the hint, if any
+					if err := p.stop(t, syscall.SIGTERM, 20*time.Second); err != nil {
+						t.Errorf("serve stop: %v", err)
+					}
+					return hint
+				}
+			case <-deadline:
+				t.Fatal("serve did not start")
+			}
+		}
+	}
+	hint := serve()
+	_, cmdLine, ok := strings.Cut(hint, "create the first: ")
+	if !ok || !strings.Contains(cmdLine, "--data-dir "+dataDir) {
+		t.Fatalf("fresh serve: hint %q", hint)
+	}
+	args := strings.Fields(strings.ReplaceAll(cmdLine, "YOU", "root"))[1:] // without "toolbus"
+	if out, err := exec.Command(bins.toolbus, args...).CombinedOutput(); err != nil {
+		t.Fatalf("the printed command failed: %v\n%s", err, out)
+	}
+	if hint := serve(); hint != "" {
+		t.Errorf("serve with a token still hints: %q", hint)
 	}
 }

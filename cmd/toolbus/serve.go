@@ -115,6 +115,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// The hint before the address line: scripts wait for that one.
+	firstTokenHint(ctx, srv, cfg, stdout)
 	fmt.Fprintf(stdout, "toolbus: http://%s/api/v1/mcp  %s  platform-id %s\n", srv.HTTPAddr(), mqtt, srv.PlatformID())
 	serveUntilDone(ctx, hup, srv, fs, sources, live, log)
 	log.Info("shutting down")
@@ -165,4 +167,17 @@ func brokerTLS(brokerURL, caFile, certFile, keyFile string) (*tls.Config, error)
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
+}
+
+// firstTokenHint tells a fresh install how to get in: with no token in the
+// store yet, nothing can call the endpoint, and nothing else says so.
+func firstTokenHint(ctx context.Context, srv *server.Server, cfg server.Config, stdout io.Writer) {
+	if cfg.StoreURL != "" {
+		return // the CLI's data-directory door is SQLite's only (docs/scale-out.md)
+	}
+	toks, err := srv.Store().ListTokens(ctx, "")
+	if err != nil || len(toks) > 0 {
+		return
+	}
+	fmt.Fprintf(stdout, "toolbus: no token yet; create the first: toolbus token create --data-dir %s --user YOU --scopes tools:list,tools:call,admin\n", cfg.DataDir)
 }
