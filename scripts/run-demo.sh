@@ -9,28 +9,44 @@ cd "$(dirname "$0")/.."
 DATA_DIR=${TOOLBUS_DATA_DIR:-./data}
 HTTP_ADDR=${TOOLBUS_HTTP_ADDR:-127.0.0.1:8080}
 MQTT_ADDR=${TOOLBUS_MQTT_ADDR:-127.0.0.1:1883}
+BIN=${TOOLBUS_BIN_DIR:-./bin}
+
+# A second `make run` would find the ports taken, and meanwhile reset the
+# demo agents' passwords under the running ones: refuse first, touch nothing.
+for addr in "$HTTP_ADDR" "$MQTT_ADDR"; do
+  if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
+    echo "make run: something listens on $addr already (another make run?): stop it, or set TOOLBUS_HTTP_ADDR and TOOLBUS_MQTT_ADDR" >&2
+    exit 1
+  fi
+done
 # Two agents, by name (their MQTT usernames), and the tools each serves.
 declare -A AGENT_TOOLS=([demo-text]=echo,word_count,sha256 [demo-clock]=countdown,time_now)
 
-./bin/toolbus init --data-dir "$DATA_DIR" >/dev/null
+"$BIN/toolbus" init --data-dir "$DATA_DIR" >/dev/null
 # A fresh password for each demo agent on every start: the old ones are not kept anywhere.
 declare -A AGENT_PASSWORD
 for agent in "${!AGENT_TOOLS[@]}"; do
-  ./bin/toolbus mqtt-user remove --data-dir "$DATA_DIR" --username "$agent" >/dev/null 2>&1 || true
-  AGENT_PASSWORD[$agent]=$(./bin/toolbus mqtt-user add --data-dir "$DATA_DIR" --username "$agent" \
+  "$BIN/toolbus" mqtt-user remove --data-dir "$DATA_DIR" --username "$agent" >/dev/null 2>&1 || true
+  AGENT_PASSWORD[$agent]=$("$BIN/toolbus" mqtt-user add --data-dir "$DATA_DIR" --username "$agent" \
     --role expert-agent --generate-password | tail -n 1)
 done
 
-TOKEN=$(./bin/toolbus token create --data-dir "$DATA_DIR" --user demo --name "make run" --ttl 24h | tail -n 1)
+TOKEN=$("$BIN/toolbus" token create --data-dir "$DATA_DIR" --user demo --name "make run" --ttl 24h | tail -n 1)
 
-pids=()
+pids=()   # the server first, then the agents
+# Ctrl-C: the agents stop first (they say offline while the broker is up),
+# then the server; quietly, and the demo ends with 0.
 cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  wait || true
+  trap - EXIT INT TERM
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    kill -TERM "${pids[i]}" 2>/dev/null || true
+    wait "${pids[i]}" 2>/dev/null || true
+  done
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'cleanup; exit 0' INT TERM
 
-./bin/toolbus serve --data-dir "$DATA_DIR" --http-addr "$HTTP_ADDR" --mqtt-addr "$MQTT_ADDR" --log-format text &
+"$BIN/toolbus" serve --data-dir "$DATA_DIR" --http-addr "$HTTP_ADDR" --mqtt-addr "$MQTT_ADDR" --log-format text &
 pids+=($!)
 
 for _ in $(seq 1 100); do
@@ -40,7 +56,7 @@ done
 curl -fsS "http://$HTTP_ADDR/readyz" >/dev/null || { echo "toolbus did not become ready" >&2; exit 1; }
 
 for agent in "${!AGENT_TOOLS[@]}"; do
-  TOOLBUS_AGENT_PASSWORD="${AGENT_PASSWORD[$agent]}" ./bin/expert-agent --broker-url "tcp://$MQTT_ADDR" \
+  TOOLBUS_AGENT_PASSWORD="${AGENT_PASSWORD[$agent]}" "$BIN/expert-agent" --broker-url "tcp://$MQTT_ADDR" \
     --username "$agent" --tools "${AGENT_TOOLS[$agent]}" --log-format text &
   pids+=($!)
 done

@@ -1,0 +1,87 @@
+package integration
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/internal/testenv"
+)
+
+// `make run`'s script: a second one while the first runs refuses at once,
+// saying why, and touches nothing (no token minted, no password reset);
+// Ctrl-C (SIGINT) stops the first, agents before the server, with exit 0.
+func TestMakeRunTwiceAndCtrlC(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	env := append(os.Environ(), "TOOLBUS_BIN_DIR="+filepath.Dir(bins.toolbus), "TOOLBUS_DATA_DIR="+dataDir,
+		"TOOLBUS_HTTP_ADDR="+freeAddr(t), "TOOLBUS_MQTT_ADDR="+freeAddr(t))
+	first := exec.Command("bash", "../scripts/run-demo.sh")
+	first.Env = env
+	first.Stderr = testenv.Writer(t)
+	out, err := first.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	running := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		signalled := false
+		for sc.Scan() {
+			if !signalled && strings.HasPrefix(sc.Text(), "toolbus is running") {
+				signalled = true
+				close(running)
+			}
+		}
+		done <- first.Wait()
+	}()
+	t.Cleanup(func() { _ = first.Process.Kill() })
+	select {
+	case <-running:
+	case err := <-done:
+		t.Fatalf("make run exited: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("make run did not start")
+	}
+	tokens := func() int {
+		t.Helper()
+		o, err := exec.Command(bins.toolbus, "token", "list", "--data-dir", dataDir, "--json").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(o), `"id"`)
+	}
+	before := tokens()
+
+	second := exec.Command("bash", "../scripts/run-demo.sh")
+	second.Env = env
+	o, err := second.CombinedOutput()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 || !strings.Contains(string(o), "listens on") {
+		t.Fatalf("second make run: %v\n%s", err, o)
+	}
+	if after := tokens(); after != before {
+		t.Errorf("the refused run minted %d tokens", after-before)
+	}
+
+	if err := first.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("make run after Ctrl-C: %v, want exit 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("make run did not stop after Ctrl-C")
+	}
+}
