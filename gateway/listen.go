@@ -115,18 +115,8 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotAcceptable, "not_acceptable", "Accept must include text/event-stream")
 		return
 	}
-	tok, _, _ := acl.TokenFrom(r.Context())
-	id := r.Header.Get(headerSessionID)
-	if id == "" {
-		writeError(w, http.StatusBadRequest, "missing_session", "missing "+headerSessionID+" header")
-		return
-	}
-	s, err := g.sessions.lookup(id, tok.UserID, tok.ID)
-	if err == nil {
-		err = g.sessions.checkShared(r.Context(), s)
-	}
-	if err != nil {
-		g.refuse(w, r, http.StatusNotFound, "unknown_session", err.Error())
+	s, ok := g.sessionOf(w, r)
+	if !ok {
 		return
 	}
 	ended, ok := s.openStream()

@@ -403,17 +403,15 @@ func (g *Gateway) acceptLegacy(rw *rpcWriter, r *http.Request, req *request, hea
 	return true
 }
 
-func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request) {
-	if modernHeader(r.Header.Get(headerProtocolVersion)) {
-		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "the stateless protocol has no sessions to delete")
-		return
-	}
+// sessionOf finds the session a GET or DELETE names (Mcp-Session-Id), for
+// the caller's token; it answers 400 without the header, and 404 for a
+// session that is unknown, ended or another token's.
+func (g *Gateway) sessionOf(w http.ResponseWriter, r *http.Request) (*session, bool) {
 	tok, _, _ := acl.TokenFrom(r.Context())
 	id := r.Header.Get(headerSessionID)
 	if id == "" {
 		writeError(w, http.StatusBadRequest, "missing_session", "missing "+headerSessionID+" header")
-		return
+		return nil, false
 	}
 	s, err := g.sessions.lookup(id, tok.UserID, tok.ID)
 	if err == nil {
@@ -421,6 +419,19 @@ func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		g.refuse(w, r, http.StatusNotFound, "unknown_session", err.Error())
+		return nil, false
+	}
+	return s, true
+}
+
+func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if modernHeader(r.Header.Get(headerProtocolVersion)) {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "the stateless protocol has no sessions to delete")
+		return
+	}
+	s, ok := g.sessionOf(w, r)
+	if !ok {
 		return
 	}
 	if err := g.sessions.endShared(r.Context(), s); err != nil {
