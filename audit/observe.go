@@ -97,6 +97,12 @@ func (l *Log) BrokerEvent(e broker.Event) {
 		if e.Err != nil {
 			r.Reason = "acl: " + clip(e.Err.Error())
 		}
+	case broker.EventLoginRefused:
+		r.Kind, r.Outcome, r.Action = acl.AuditMQTTDenied, gateway.OutcomeRefused, "connect"
+		r.Reason = "login"
+		if e.Err != nil {
+			r.Reason = "login: " + clip(e.Err.Error())
+		}
 	default:
 		return
 	}

@@ -16,6 +16,9 @@ const (
 	EventConnect    = "connect"    // a client logged in and has its session
 	EventDisconnect = "disconnect" // a logged-in client's connection ended
 	EventDenied     = "denied"     // the ACL refused a publish or a subscription
+	// EventLoginRefused: a CONNECT was refused; Err says why (the client
+	// only ever hears "bad username or password").
+	EventLoginRefused = "login_refused"
 )
 
 // Event is something the audit log wants to know of the broker

@@ -49,7 +49,8 @@ type aclHook struct {
 	logins         chan struct{} // bounds concurrent Authenticator calls (each may run a KDF)
 	ids            identities
 	log            *logrus.Entry
-	v1Warned       sync.Map // *mqtt.Client -> struct{}: told once that it speaks contract v1
+	v1Warned       sync.Map    // *mqtt.Client -> struct{}: told once that it speaks contract v1
+	events         func(Event) // Options.Events: refused logins are audited
 }
 
 func newACLHook(ctx context.Context, srv *mqtt.Server, o Options, maxLogins int) *aclHook {
@@ -62,6 +63,7 @@ func newACLHook(ctx context.Context, srv *mqtt.Server, o Options, maxLogins int)
 		maxKeepAlive:   uint16(seconds(o.MaxKeepAlive, math.MaxUint16)),
 		logins:         make(chan struct{}, maxLogins),
 		log:            o.Logger,
+		events:         o.Events,
 	}
 }
 
@@ -103,6 +105,10 @@ func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool
 			log = log.WithError(err)
 		}
 		log.WithField("reason", reason).Info("login refused")
+		if h.events != nil {
+			h.events(Event{Time: time.Now(), Kind: EventLoginRefused, ClientID: cl.ID, Username: username,
+				Remote: cl.Net.Remote, Action: "connect", Err: errors.New(reason)})
+		}
 		return false
 	}
 

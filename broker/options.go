@@ -77,8 +77,9 @@ type Options struct {
 	// at-least-once delivery from the broker.
 	InlineQoS byte
 
-	// Events, if set, hears of every login and disconnect of a network
-	// client and of every publish or subscription the ACL refused (the
+	// Events, if set, hears of every login, refused login and disconnect
+	// of a network client and of every publish or subscription the ACL
+	// refused (the
 	// audit log; see events.go). It runs on the broker's goroutines and
 	// must not block. nil adds nothing to the broker.
 	Events func(Event)

@@ -301,6 +301,15 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 	if d := denied[0]; d.Action != "publish" || d.Target != "not/allowed" || d.ClientID != "dev1-c" || d.Outcome != gateway.OutcomeRefused {
 		t.Errorf("MQTT refusal %+v", d)
 	}
+	// A login the broker refuses (a wrong password): audited with why,
+	// though the client hears only "bad username or password".
+	if _, err := mqttClient(t, e.srv, "dev1", "not-the-password", "dev1-bad", nil); err == nil {
+		t.Fatal("a wrong password logged in")
+	}
+	logins := waitAudit(t, st, "refused login", acl.AuditQuery{Kind: acl.AuditMQTTDenied, User: "dev1"}, 2)
+	if l := logins[1]; l.Action != "connect" || l.Reason != "login: bad credentials" || l.ClientID != "dev1-bad" || l.Outcome != gateway.OutcomeRefused {
+		t.Errorf("refused login %+v", l)
+	}
 
 	// Admin changes through the API: one made, one refused.
 	adminSecret := e.token(t, acl.TokenSpec{UserID: "root", Scopes: []string{acl.ScopeAdmin}})
