@@ -74,6 +74,21 @@ func (g *Gateway) fanOut(r *request, agents []string, method string, params json
 	defer cancel()
 	sub := *r
 	sub.ctx = ctx
+	// The agents' notifications reach the client from as many goroutines:
+	// one at a time on its stream.
+	sub.out = &lockedStream{s: r.out}
+	if r.sess != nil {
+		// What agentRequest does per request, done once for all of them: the
+		// client's cancellation ends every one, and they learn its
+		// capabilities.
+		key := string(r.id)
+		r.sess.setInflight(key, cancel)
+		defer r.sess.setInflight(key, nil)
+		if caps := r.sess.caps; len(caps) > 0 {
+			params = withMeta(params, metaClientCapabilities, caps)
+		}
+		sub.sess = nil
+	}
 	var wg sync.WaitGroup
 	for i, agent := range agents {
 		wg.Go(func() {
@@ -315,4 +330,18 @@ func (g *Gateway) route(r *request, m agentMethod, agents []string) answer {
 		return agentRPCError(msg.Error)
 	}
 	return passResult(r, m, msg.Result)
+}
+
+// lockedStream lets several goroutines send on one request's stream.
+type lockedStream struct {
+	mu sync.Mutex
+	s  stream
+}
+
+func (l *lockedStream) open() bool { return l.s.open() }
+
+func (l *lockedStream) send(msg []byte) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.send(msg)
 }

@@ -703,7 +703,12 @@ func startDocsAgent(t *testing.T, srv *server.Server, name string) {
 		uri, _ := params(req)["uri"].(string)
 		return map[string]any{"contents": []map[string]string{{"uri": uri, "text": "read by " + name}}}, nil
 	})
-	a.Handle("prompts/list", func(context.Context, *expertagent.MethodRequest) (any, error) {
+	a.Handle("prompts/list", func(ctx context.Context, req *expertagent.MethodRequest) (any, error) {
+		for i := range 5 { // log lines from two agents at once share the client's stream
+			if err := req.Log(ctx, "info", fmt.Sprintf("%s lists, %d", name, i)); err != nil {
+				return nil, err
+			}
+		}
 		return map[string]any{"prompts": []map[string]string{{"name": "summarize"}, {"name": name + "_only"}}}, nil
 	})
 	a.Handle("completion/complete", func(_ context.Context, req *expertagent.MethodRequest) (any, error) {
@@ -739,8 +744,14 @@ func TestManyAgentsResourcesAndPrompts(t *testing.T) {
 		return len(srv.Requester().OnlineAgents(context.Background())) == 2
 	})
 	e := &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
-	cs := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "hal"}), "2025-11-25", nil)
+	var logged atomic.Int64
+	cs := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "hal"}), "2025-11-25", &mcp.ClientOptions{
+		LoggingMessageHandler: func(context.Context, *mcp.LoggingMessageRequest) { logged.Add(1) },
+	})
 	ctx := testCtx(t, 20*time.Second)
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
 
 	res, err := cs.ListResources(ctx, nil)
 	if err != nil {
@@ -765,6 +776,9 @@ func TestManyAgentsResourcesAndPrompts(t *testing.T) {
 	slices.Sort(names)
 	if want := []string{"docs.summarize", "docs_only", "wiki.summarize", "wiki_only"}; !slices.Equal(names, want) {
 		t.Errorf("prompts %v, want %v", names, want)
+	}
+	if n := logged.Load(); n != 10 {
+		t.Errorf("%d log messages relayed during prompts/list, want 5 of each agent", n)
 	}
 
 	for uri, want := range map[string]string{"docs://home": "read by docs", "wiki://home": "read by wiki", "wiki://page/7": "read by wiki"} {
