@@ -72,6 +72,36 @@ func (c Context) ReplyTopic(agent, instance string) string {
 	return TopicPrefix + agent + "/" + instance + "/" + c.Levels() + "/" + Reply
 }
 
+// ReplyKey is what every reply topic of this context and its ReplyFilter
+// share: the five context levels and "res", after the agent and instance.
+func (c Context) ReplyKey() string { return c.Levels() + "/" + Reply }
+
+// SplitReply splits a reply topic into its agent, its instance and its
+// ReplyKey, without copying and without validating the levels (the broker
+// has: it lets an agent publish replies only as itself).
+func SplitReply(topic string) (agent, instance, key string, ok bool) {
+	rest, ok := strings.CutPrefix(topic, TopicPrefix)
+	if !ok {
+		return "", "", "", false
+	}
+	agent, rest, ok1 := strings.Cut(rest, "/")
+	instance, key, ok2 := strings.Cut(rest, "/")
+	if !ok1 || !ok2 || !strings.HasSuffix(key, "/"+Reply) {
+		return "", "", "", false
+	}
+	return agent, instance, key, true
+}
+
+// ReplyFilterKey returns the ReplyKey of a context's ReplyFilter; false
+// for any other filter.
+func ReplyFilterKey(filter string) (string, bool) {
+	rest, ok := strings.CutPrefix(filter, TopicPrefix+"+/+/")
+	if !ok || strings.ContainsAny(rest, "+#") || !strings.HasSuffix(rest, "/"+Reply) {
+		return "", false
+	}
+	return rest, true
+}
+
 // ReplyFilter matches the replies of every agent in this context: the one
 // subscription a gateway holds per context.
 func (c Context) ReplyFilter() string {

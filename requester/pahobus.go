@@ -78,7 +78,7 @@ type PahoBus struct {
 
 	mu      sync.RWMutex
 	exact   map[string]MessageHandler
-	replies map[string]pahoReplyRoute // by pahoReplyKey
+	replies map[string]pahoReplyRoute // by contract.ReplyFilterKey: one per context, not scanned like wild
 	wild    []pahoWildRoute
 	closed  bool
 	// up: the current connection is open as far as the bus knows. It goes
@@ -240,7 +240,7 @@ func (b *PahoBus) dispatch(_ paho.Client, m paho.Message) {
 		h(topic, m.Payload())
 		return
 	}
-	if _, _, key, ok := replyKeyOf(topic); ok {
+	if _, _, key, ok := contract.SplitReply(topic); ok {
 		if r, ok := b.replies[key]; ok {
 			b.mu.RUnlock()
 			r.h(topic, m.Payload())
@@ -524,25 +524,12 @@ func subackCode(tok paho.Token, filter string) (code byte, ok bool) {
 	return code, ok
 }
 
-// pahoReplyKey returns the key under which a context's reply filter
-// (contract.Context.ReplyFilter) is routed: the part after its agent and
-// instance wildcards, which every reply of the context shares. Such
-// filters, one per context, go in a map rather than the wildcard list,
-// which every message scans.
-func pahoReplyKey(filter string) (string, bool) {
-	rest, ok := strings.CutPrefix(filter, contract.TopicPrefix+"+/+/")
-	if !ok || strings.ContainsAny(rest, "+#") || !strings.HasSuffix(rest, "/"+contract.Reply) {
-		return "", false
-	}
-	return rest, true
-}
-
 func (b *PahoBus) addRoute(filter string, h MessageHandler) {
 	if !pahoIsWildcard(filter) {
 		b.exact[filter] = h
 		return
 	}
-	if key, ok := pahoReplyKey(filter); ok {
+	if key, ok := contract.ReplyFilterKey(filter); ok {
 		b.replies[key] = pahoReplyRoute{filter: filter, h: h}
 		return
 	}
@@ -560,7 +547,7 @@ func (b *PahoBus) removeRoute(filter string) {
 		delete(b.exact, filter)
 		return
 	}
-	if key, ok := pahoReplyKey(filter); ok {
+	if key, ok := contract.ReplyFilterKey(filter); ok {
 		delete(b.replies, key)
 		return
 	}

@@ -21,7 +21,7 @@ type pendingCall struct {
 	id  string
 	seq uint64 // the sequence number id was made from
 	// agent is the agent the call went to, and replyKey the context's
-	// part of its reply topics (replyKeyOf): a reply from another agent,
+	// part of its reply topics (contract.ReplyKey): a reply from another agent,
 	// or on another context's topic, must not complete the call.
 	agent    string
 	replyKey string

@@ -260,16 +260,16 @@ func TestReplyKeyOf(t *testing.T) {
 		{"ff/v1/mcp/p/u/s/_/_/res", "", "", "", false},
 	} {
 		t.Run(tc.topic, func(t *testing.T) {
-			agent, instance, key, ok := replyKeyOf(tc.topic)
+			agent, instance, key, ok := contract.SplitReply(tc.topic)
 			if agent != tc.agent || instance != tc.instance || key != tc.key || ok != tc.ok {
-				t.Errorf("replyKeyOf = %q %q %q %v, want %q %q %q %v", agent, instance, key, ok, tc.agent, tc.instance, tc.key, tc.ok)
+				t.Errorf("SplitReply = %q %q %q %v, want %q %q %q %v", agent, instance, key, ok, tc.agent, tc.instance, tc.key, tc.ok)
 			}
 		})
 	}
 	// The key of a reply is the key of its context's reply filter, as the
 	// pending call holds it.
 	c := contract.Context{PlatformID: "p", UserID: "u", SessionID: "s", EntityType: "_", EntityID: "_"}
-	if _, _, key, _ := replyKeyOf(c.ReplyTopic("echo", "i1")); key != c.Levels()+"/"+contract.Reply {
+	if _, _, key, _ := contract.SplitReply(c.ReplyTopic("echo", "i1")); key != c.Levels()+"/"+contract.Reply {
 		t.Errorf("key %q", key)
 	}
 }
@@ -288,16 +288,16 @@ func TestPahoReplyKey(t *testing.T) {
 		{contract.PresenceFilter, "", false},
 	} {
 		t.Run(tc.filter, func(t *testing.T) {
-			if key, ok := pahoReplyKey(tc.filter); key != tc.key || ok != tc.ok {
-				t.Errorf("pahoReplyKey = %q %v, want %q %v", key, ok, tc.key, tc.ok)
+			if key, ok := contract.ReplyFilterKey(tc.filter); key != tc.key || ok != tc.ok {
+				t.Errorf("ReplyFilterKey = %q %v, want %q %v", key, ok, tc.key, tc.ok)
 			}
 		})
 	}
 	// Every reply of the context, whoever sends it, is routed under its
 	// filter's key.
-	want, _ := pahoReplyKey(c.ReplyFilter())
+	want, _ := contract.ReplyFilterKey(c.ReplyFilter())
 	for _, from := range [][2]string{{"echo", "i1"}, {"search", "s9"}} {
-		if _, _, key, _ := replyKeyOf(c.ReplyTopic(from[0], from[1])); key != want {
+		if _, _, key, _ := contract.SplitReply(c.ReplyTopic(from[0], from[1])); key != want {
 			t.Errorf("the key %q of %s's reply is not its filter's %q", key, from, want)
 		}
 	}

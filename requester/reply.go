@@ -3,7 +3,6 @@ package requester
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -11,23 +10,6 @@ import (
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 )
-
-// replyKeyOf returns the agent, the instance and the context's part
-// (<5 context levels>/res) of a reply topic, without copying: the broker
-// lets an agent publish replies only under its own username and client ID,
-// so the topic says who answered.
-func replyKeyOf(topic string) (agent, instance, key string, ok bool) {
-	rest, ok := strings.CutPrefix(topic, contract.TopicPrefix)
-	if !ok {
-		return "", "", "", false
-	}
-	agent, rest, ok1 := strings.Cut(rest, "/")
-	instance, key, ok2 := strings.Cut(rest, "/")
-	if !ok1 || !ok2 || !strings.HasSuffix(key, "/"+contract.Reply) {
-		return "", "", "", false
-	}
-	return agent, instance, key, true
-}
 
 // handleReply is the MessageHandler of every context's reply filter. It
 // runs on the bus's delivery goroutine: it decodes, matches and hands off,
@@ -58,7 +40,7 @@ func (r *Requester) handleReply(topic string, payload []byte) {
 		r.log.WithField("correlationId", env.CorrelationID).Debug("reply for no open call")
 		return
 	}
-	agent, instance, key, ok := replyKeyOf(topic)
+	agent, instance, key, ok := contract.SplitReply(topic)
 	if !ok || agent != p.agent || key != p.replyKey {
 		// Someone who learnt a correlation ID answers it from another
 		// agent, or in another context: never let that complete the call.

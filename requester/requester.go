@@ -493,6 +493,7 @@ func (r *Requester) await(ctx context.Context, dl *callDeadline, c contract.Cont
 	}
 	defer r.cache.release(sub)
 
+	// The filter's tail is the context's ReplyKey (no second string built).
 	p := newPendingCall(id, seq, agent, filter[len(contract.TopicPrefix)+len("+/+/"):])
 	if instance != contract.AnyInstance {
 		p.claim(instance) // it is that instance's call from the start
@@ -696,7 +697,7 @@ func (r *Requester) Send(ctx context.Context, c contract.Context, correlationID 
 		return ErrClosed
 	}
 	p, kind := r.pending.lookup(correlationID)
-	if kind != replyPending || p.replyKey != c.Levels()+"/"+contract.Reply {
+	if kind != replyPending || p.replyKey != c.ReplyKey() {
 		return fmt.Errorf("requester: send %q: %w", correlationID, ErrNoCall)
 	}
 	raw, err := json.Marshal(msg)

@@ -33,7 +33,6 @@ func runMQTTUser(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	d := addDoorFlags(fs, sub == "list")
 	var username, role *string
 	var genPassword, disconnect *bool
-	how := existingStore
 	switch sub {
 	case "add":
 		username = fs.String("username", "", "MQTT username (letters, digits, _ and -)")
@@ -55,7 +54,7 @@ func runMQTTUser(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if username != nil && *username == "" {
 		return fmt.Errorf("mqtt-user %s: --username is required", sub)
 	}
-	dr, closeDoor, err := d.open(ctx, "mqtt-user "+sub, how)
+	dr, closeDoor, err := d.open(ctx, "mqtt-user "+sub, existingStore)
 	if err != nil {
 		return err
 	}
