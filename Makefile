@@ -12,9 +12,11 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 # Every test: static checks, the whole Go suite with the race detector, then
-# the official MCP conformance suite through the gateway (installs Node.js 22
-# and the suite from npm on the first run).
+# the official MCP conformance suite through the gateway. scripts/npm-tools.sh
+# installs Node.js 22, the suite and server-everything (which Go tests start)
+# from npm on the first run, and is offline after that.
 test: lint
+	./scripts/npm-tools.sh
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	@# A test left out of -race builds (a race inside paho on reconnect), run plain:
 	$(GO) test -count=1 -run 'TestExternalBrokerRestartUnderLoad' ./integration/
@@ -72,6 +74,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFlatSchema$$' -fuzztime $(FUZZTIME) ./platformtools/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $(FUZZTIME) ./contract/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTopic$$' -fuzztime $(FUZZTIME) ./contract/
+	$(GO) test -run '^$$' -fuzz '^FuzzHeldBy$$' -fuzztime $(FUZZTIME) ./contract/
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) ./contract/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./contract/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgentEncode$$' -fuzztime $(FUZZTIME) ./expertagent/

@@ -53,6 +53,9 @@ var (
 	// not confirm the first request subscriptions (an identity without the
 	// expert-agent role, say).
 	ErrAgentSubscribe = errors.New("cannot subscribe to requests")
+	// ErrAgentNotServing is returned by Changed while the agent is not
+	// serving: before Ready, without a broker connection, or once stopping.
+	ErrAgentNotServing = errors.New("agent not serving")
 )
 
 // AgentOptions configures an Agent. Every field but BrokerURL and Username
@@ -423,6 +426,34 @@ func (a *Agent) announce(ctx context.Context) error {
 		return err
 	}
 	a.onlineSince.Store(time.Now().UnixMilli())
+	return a.publishPresence(ctx, contract.StatusOnline)
+}
+
+// Changed tells the gateways that what the agent serves (its tools,
+// resources or prompts) changed, for every context at once: it publishes
+// the online presence again with a new since, so that gateways drop what
+// they cached of its lists and tell the MCP clients that listen. It fails
+// with ErrAgentNotServing while the agent is not serving.
+func (a *Agent) Changed(ctx context.Context) error {
+	select {
+	case <-a.ready:
+	default:
+		return ErrAgentNotServing
+	}
+	a.inMu.RLock()
+	closing := a.closing
+	a.inMu.RUnlock()
+	if closing || !a.link.isOpen() {
+		return ErrAgentNotServing
+	}
+	// A new since, strictly later than the last: two changes within one
+	// millisecond must still read as two.
+	for {
+		old := a.onlineSince.Load()
+		if a.onlineSince.CompareAndSwap(old, max(time.Now().UnixMilli(), old+1)) {
+			break
+		}
+	}
 	return a.publishPresence(ctx, contract.StatusOnline)
 }
 

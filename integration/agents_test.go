@@ -154,20 +154,7 @@ func startPoolInstance(t *testing.T, brokerURL, clientID string, exclusive ...bo
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("pool instance %s: %v", clientID, err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("pool instance %s did not stop", clientID)
-		}
-	})
+	runUntilCleanup(t, "pool instance "+clientID, a.Run)
 }
 
 // unionAgentTools lists the tools of a list that some agent serves (those
@@ -777,6 +764,9 @@ func TestManyAgentsResourcesAndPrompts(t *testing.T) {
 	if want := []string{"docs.summarize", "docs_only", "wiki.summarize", "wiki_only"}; !slices.Equal(names, want) {
 		t.Errorf("prompts %v, want %v", names, want)
 	}
+	// The go-sdk client hands notifications to their handler after the
+	// response that followed them may have returned: wait for the count.
+	poll(t, 5*time.Second, "5 log messages of each agent relayed during prompts/list", func() bool { return logged.Load() >= 10 })
 	if n := logged.Load(); n != 10 {
 		t.Errorf("%d log messages relayed during prompts/list, want 5 of each agent", n)
 	}

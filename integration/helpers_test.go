@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"os/exec"
 	"strings"
@@ -100,3 +101,23 @@ func (p *proc) stop(t *testing.T, sig syscall.Signal, d time.Duration) error {
 
 // poll calls cond until it is true or d passes.
 var poll = testenv.Poll
+
+// runUntilCleanup runs run (an agent's or a bridge's Run) until the test
+// ends, then cancels its context and checks that it returned nil in time.
+func runUntilCleanup(t testing.TB, what string, run func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("%s did not stop", what)
+		}
+	})
+}

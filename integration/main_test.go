@@ -14,6 +14,9 @@ var bins struct {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(upstreamEnv) == "stdio" {
+		os.Exit(runStdioUpstream()) // a bridge test started this binary as its upstream
+	}
 	dir, err := os.MkdirTemp("", "toolbus-integration-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -199,9 +199,26 @@ func (w *presenceWatch) agentOnline(agent string) (bool, <-chan struct{}) {
 	return w.online[agent] > 0, w.changed
 }
 
+// instanceOnline reports whether instance clientID of agent is online.
+func (w *presenceWatch) instanceOnline(agent, clientID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.agents[instanceKey(agent, clientID)].Online
+}
+
 // pickInstance returns the n-th (mod their number) online instance of
 // agent, by client ID; false if none is online.
 func (w *presenceWatch) pickInstance(agent string, n uint64) (string, bool) {
+	ids := w.onlineInstances(agent)
+	if len(ids) == 0 {
+		return "", false
+	}
+	return ids[n%uint64(len(ids))], true
+}
+
+// onlineInstances returns the client IDs of agent's online instances,
+// sorted.
+func (w *presenceWatch) onlineInstances(agent string) []string {
 	w.mu.Lock()
 	var ids []string
 	for _, st := range w.agents {
@@ -210,11 +227,8 @@ func (w *presenceWatch) pickInstance(agent string, n uint64) (string, bool) {
 		}
 	}
 	w.mu.Unlock()
-	if len(ids) == 0 {
-		return "", false
-	}
 	sort.Strings(ids)
-	return ids[n%uint64(len(ids))], true
+	return ids
 }
 
 // onlineAgents returns the names of the agents with an instance online,

@@ -405,7 +405,7 @@ func (r *Requester) Request(ctx context.Context, c contract.Context, agent strin
 	}
 	defer r.leave()
 	defer dl.release()
-	return r.await(ctx, &dl, c, agent, id, seq, method, payload, interim)
+	return r.await(ctx, &dl, c, agent, contract.HeldBy(params), id, seq, method, payload, interim)
 }
 
 // callDeadline is one call's deadline: the earlier of its ctx's and
@@ -465,8 +465,9 @@ func (d *callDeadline) err() error {
 }
 
 // await publishes one encoded request (correlation ID id) and waits for its
-// final answer.
-func (r *Requester) await(ctx context.Context, dl *callDeadline, c contract.Context, agent, id string, seq uint64, method string, payload []byte, interim InterimFunc) (*jsonrpc.Message, error) {
+// final answer. held is the instance whose requestState the request echoes
+// (contract.HoldState): it goes to that instance alone; "" if none.
+func (r *Requester) await(ctx context.Context, dl *callDeadline, c contract.Context, agent, held, id string, seq uint64, method string, payload []byte, interim InterimFunc) (*jsonrpc.Message, error) {
 	if !r.opts.IgnorePresence {
 		if online, _ := r.presence.agentOnline(agent); !online {
 			if err := r.waitForAgent(dl.context(), agent); err != nil {
@@ -477,7 +478,15 @@ func (r *Requester) await(ctx context.Context, dl *callDeadline, c contract.Cont
 
 	levels := c.Levels()
 	instance := contract.AnyInstance
-	if r.opts.AddressInstances {
+	switch {
+	case held != "":
+		// Only that instance holds the request: another would not know it,
+		// and a gone one will never answer.
+		if !r.opts.IgnorePresence && !r.presence.instanceOnline(agent, held) {
+			return nil, fmt.Errorf("requester: %s: instance %s, which held the request: %w", method, held, ErrAgentGone)
+		}
+		instance = held
+	case r.opts.AddressInstances:
 		if in, ok := r.presence.pickInstance(agent, r.turn.Add(1)-1); ok {
 			instance = in
 		}
@@ -610,10 +619,11 @@ func (r *Requester) waitForAgent(ctx context.Context, agent string) error {
 }
 
 // sendCancelled tells the agent that call p is abandoned, so it can stop
-// working on it: the instance that claimed it, or else the pool (which
-// hands it to one instance: with several, perhaps not the one at work).
-// ctx is the call's own, possibly done: the publish gets a short deadline
-// of its own.
+// working on it: the instance that claimed it, or else each online
+// instance of the pool (the pool's own topic would hand it to one, with
+// several perhaps not the one at work; the others ignore a call they do
+// not know). ctx is the call's own, possibly done: the publishes get a
+// short deadline of their own.
 func (r *Requester) sendCancelled(ctx context.Context, c contract.Context, p *pendingCall, deadlineExceeded bool) {
 	id := p.id
 	reason := "cancelled by the client"
@@ -629,8 +639,16 @@ func (r *Requester) sendCancelled(ctx context.Context, c contract.Context, p *pe
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelPublishTimeout)
 	defer cancel()
-	if err := r.bus.Publish(pctx, c.RequestTopic(p.agent, instanceOf(p)), payload); err != nil {
-		r.log.WithError(err).WithField("correlationId", id).Debug("could not send notifications/cancelled")
+	instances := []string{instanceOf(p)}
+	if instances[0] == contract.AnyInstance {
+		if online := r.presence.onlineInstances(p.agent); len(online) > 0 {
+			instances = online
+		}
+	}
+	for _, in := range instances {
+		if err := r.bus.Publish(pctx, c.RequestTopic(p.agent, in), payload); err != nil {
+			r.log.WithError(err).WithField("correlationId", id).Debug("could not send notifications/cancelled")
+		}
 	}
 }
 

@@ -66,8 +66,8 @@ func TestRequesterManyCallsManyContexts(t *testing.T) {
 }
 
 // A responder that never answers: the call fails with ErrTimeout at its
-// deadline, the agent's pool is told notifications/cancelled (no instance
-// claimed the call), the pending table is empty and the call left no
+// deadline, each online instance of the agent's pool is told
+// notifications/cancelled (no instance claimed the call), the pending table is empty and the call left no
 // goroutine behind.
 func TestRequesterTimeout(t *testing.T) {
 	for _, kind := range []busKind{busInline, busPaho} {
@@ -107,7 +107,9 @@ func TestRequesterTimeout(t *testing.T) {
 			}
 			if err := json.Unmarshal(cancel.msg.Params, &p); err != nil || cancel.msg.Method != "notifications/cancelled" ||
 				p.RequestID != q.env.CorrelationID || cancel.env.CorrelationID != q.env.CorrelationID || p.Reason != "deadline exceeded" ||
-				cancel.topic != c.RequestTopic(e.AgentUser, contract.AnyInstance) {
+				// Unclaimed, the cancel goes to each online instance of the
+				// pool: the pool's own topic might hand it to another.
+				cancel.topic != c.RequestTopic(e.AgentUser, "silent") {
 				t.Fatalf("after the timeout: %s %+v on %s (%v)", cancel.msg.Method, p, cancel.topic, err)
 			}
 			if s := r.Stats(); s.Pending != 0 {
@@ -830,5 +832,45 @@ func TestRequesterCancelGoesToClaimingInstance(t *testing.T) {
 				t.Fatalf("after the cancel: %s %+v on %s (%v)", n.msg.Method, p, n.topic, err)
 			}
 		})
+	}
+}
+
+// A round whose requestState names the instance that holds the request
+// (contract.HoldState) goes to that instance alone, whichever the pool
+// would pick; one naming an instance that is not online fails at once.
+func TestRequesterHeldRound(t *testing.T) {
+	e := rqStartBroker(t)
+	var insts []*rqRaw
+	for _, id := range []string{"a1", "a2"} {
+		in := e.raw(t, rqRawOpts{clientID: id})
+		in.serve(t)
+		in.announce(t, contract.StatusOnline)
+		insts = append(insts, in)
+	}
+	r := rqRequester(t, e.bus(t, busInline), requester.Options{CallTimeout: time.Minute})
+	c := rqCtx(1)
+	rqPoll(t, "both instances online", func() bool { return len(r.Agents()) == 2 })
+	for i := range 4 {
+		params, _ := json.Marshal(map[string]any{"name": "x", "requestState": contract.HoldState("a2", fmt.Sprint("state-", i))})
+		got := rqGo(func() error {
+			m, err := r.Request(rqContext(t), c, e.AgentUser, nil, "tools/call", params, nil)
+			if err == nil && string(m.Result) != `{"n":1}` {
+				err = fmt.Errorf("result %s", m.Result)
+			}
+			return err
+		})
+		q := insts[1].nextRequest(t)
+		if q.topic != c.RequestTopic(e.AgentUser, "a2") {
+			t.Fatalf("round %d went to %s, want instance a2's own topic", i, q.topic)
+		}
+		insts[1].reply(t, q.topic, q.env.CorrelationID, rqResult(q.env.CorrelationID, `{"n":1}`))
+		if err := rqRecv(t, got); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	params, _ := json.Marshal(map[string]any{"name": "x", "requestState": contract.HoldState("a9", "s")})
+	if _, err := r.Request(rqContext(t), c, e.AgentUser, nil, "tools/call", params, nil); !errors.Is(err, requester.ErrAgentGone) {
+		t.Errorf("a round held by an instance not online: %v, want ErrAgentGone", err)
 	}
 }

@@ -8,8 +8,8 @@
 # What it does:
 #   - installs the pinned suite and the Node.js 22 it needs from
 #     conformance/suite/package{,-lock}.json into .cache/conformance (git-ignored)
-#     with npm ci; once installed at those pins it does not call npm again, so
-#     later runs work offline;
+#     with scripts/npm-tools.sh (npm ci); once installed at those pins it does
+#     not call npm again, so later runs work offline;
 #   - builds toolbus, conformance-agent and conformance-proxy into bin/;
 #   - starts `toolbus serve` on free loopback ports with a fresh data dir, an
 #     expert-agent identity for the fixture agent and a token for the suite;
@@ -36,7 +36,6 @@ cd "$(dirname "$0")/.."
 REVISIONS=${CONFORMANCE_REVISIONS:-"2025-11-25 2026-07-28"}
 TIMEOUT_MS=${CONFORMANCE_TIMEOUT_MS:-30000}
 CALL_TIMEOUT=${CONFORMANCE_CALL_TIMEOUT:-20s}
-PINS=conformance/suite
 EXPECTED=conformance/expected-failures.yaml
 CACHE=.cache/conformance
 RESULTS=results/conformance
@@ -47,43 +46,11 @@ SUITE=$CACHE/node_modules/@modelcontextprotocol/conformance
 say() { echo "conformance.sh: $*" >&2; }
 die() { say "$*"; exit 2; }
 
-# pinned NAME prints the version conformance/suite/package.json pins NAME to.
-pinned() {
-  sed -n -E "s|^ *\"$1\": *\"([^\"]+)\".*|\1|p" "$PINS/package.json" | head -n 1
-}
-# installed DIR prints the version of the package installed in DIR, if any.
-installed() {
-  [[ -f $1/package.json ]] || return 0
-  sed -n -E 's/^ *"version": *"([^"]+)".*/\1/p' "$1/package.json" | head -n 1
-}
-
 # --- install ------------------------------------------------------------------
-suite_pin=$(pinned @modelcontextprotocol/conformance)
-node_pin=$(pinned "node-linux-$(uname -m | sed -e 's/x86_64/x64/' -e 's/aarch64/arm64/')")
-[[ -n $suite_pin ]] || die "$PINS/package.json pins no @modelcontextprotocol/conformance"
-[[ -n $node_pin ]] || die "$PINS/package.json pins no Node.js for $(uname -s)/$(uname -m)"
-
-install_ok() {
-  [[ $(installed "$SUITE") == "$suite_pin" ]] &&
-    [[ -x $NODE ]] && [[ $("$NODE" --version 2>/dev/null) == "v$node_pin" ]] &&
-    cmp -s "$PINS/package-lock.json" "$CACHE/package-lock.json"
-}
-if install_ok; then
-  say "suite $suite_pin and Node.js $node_pin already in $CACHE"
-else
-  command -v npm >/dev/null || die "npm is needed once, to install the suite into $CACHE"
-  say "installing suite $suite_pin and Node.js $node_pin into $CACHE (npm ci)"
-  start=$SECONDS
-  rm -rf "$CACHE"
-  mkdir -p "$CACHE"
-  cp "$PINS/package.json" "$PINS/package-lock.json" "$CACHE/"
-  # npm itself may run on an older Node than the suite needs; the engine
-  # warnings that causes are noise (the suite runs on the Node installed here).
-  npm ci --prefix "$CACHE" --no-audit --no-fund --loglevel=error --engine-strict=false >"$CACHE/npm.log" 2>&1 ||
-    { cat "$CACHE/npm.log" >&2; die "npm ci failed"; }
-  install_ok || die "after npm ci, $CACHE does not hold suite $suite_pin with Node.js $node_pin (see $CACHE/npm.log)"
-  say "installed in $((SECONDS - start)) s ($(du -sh "$CACHE" | cut -f1))"
-fi
+# The pinned suite and Node.js 22 (scripts/npm-tools.sh: npm ci once, then
+# offline).
+scripts/npm-tools.sh || die "scripts/npm-tools.sh failed"
+[[ -x $NODE && -f $SUITE/dist/index.js ]] || die "scripts/npm-tools.sh left no suite in $CACHE"
 
 # --- build --------------------------------------------------------------------
 [[ -d cmd/conformance-agent ]] || die "cmd/conformance-agent is missing"

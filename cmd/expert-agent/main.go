@@ -20,6 +20,10 @@
 // heap grow that far before Go collects it: a busy agent keeps little live
 // and would otherwise collect several times a second (see package gctune).
 //
+// `expert-agent bridge` serves an existing MCP server instead (package
+// bridge): a stdio server it starts (`-- COMMAND ARG...`) or a Streamable
+// HTTP one (--upstream-url), with the same broker flags.
+//
 // Every flag also reads the environment variable TOOLBUS_AGENT_<FLAG>
 // (e.g. TOOLBUS_AGENT_PASSWORD); a flag on the command line wins.
 package main
@@ -83,6 +87,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 
 // run serves until ctx is done (SIGINT/SIGTERM in main).
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "bridge" {
+		return runBridge(ctx, args[1:], getenv, stderr)
+	}
 	c, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		return err

@@ -39,6 +39,20 @@ type Common struct {
 // common flags. --username is required: it is the agent's name on the bus
 // (expertagent.AgentOptions.Username), and nothing could stand in for it.
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, name string) (*Common, error) {
+	c, rest, err := ParseArgs(fs, args, getenv, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", rest)
+	}
+	return c, nil
+}
+
+// ParseArgs is Parse for a command that takes arguments after its flags
+// (a command line after "--", say): it returns them instead of refusing
+// them.
+func ParseArgs(fs *flag.FlagSet, args []string, getenv func(string) string, name string) (*Common, []string, error) {
 	c := &Common{}
 	o := &c.Opts
 	var logLevel string
@@ -55,28 +69,25 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, name str
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
 	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return nil, nil, err
 	}
 	if err := envflag.Apply(fs, EnvPrefix, getenv); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if o.Username == "" {
-		return nil, fmt.Errorf("--username (or %sUSERNAME) is required: the MQTT identity with the expert-agent role, "+
+		return nil, nil, fmt.Errorf("--username (or %sUSERNAME) is required: the MQTT identity with the expert-agent role, "+
 			"whose name is the agent's name on the bus", EnvPrefix)
 	}
 	lvl, err := logrus.ParseLevel(logLevel)
 	if err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+		return nil, nil, fmt.Errorf("--log-level: %w", err)
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
-		return nil, fmt.Errorf("--log-format: want json or text, got %q", c.LogFormat)
+		return nil, nil, fmt.Errorf("--log-format: want json or text, got %q", c.LogFormat)
 	}
 	c.LogLevel = lvl
 	o.Version = buildVersion()
-	return c, nil
+	return c, fs.Args(), nil
 }
 
 // buildVersion is the module version the binary was built from, or the
