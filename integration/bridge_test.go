@@ -36,7 +36,11 @@ func startBridge(t testing.TB, srv *server.Server, username, clientID string, o 
 		!errors.Is(err, acl.ErrExists) {
 		t.Fatal(err)
 	}
-	o.Agent = expertagent.AgentOptions{BrokerURL: "tcp://" + srv.MQTTAddr().String(), Username: username, Password: agentPassword,
+	url := o.Agent.BrokerURL // tcp:// to srv's broker unless set
+	if url == "" {
+		url = "tcp://" + srv.MQTTAddr().String()
+	}
+	o.Agent = expertagent.AgentOptions{BrokerURL: url, Username: username, Password: agentPassword,
 		ClientID: clientID, ShutdownTimeout: 2 * time.Second}
 	if o.Logger == nil {
 		o.Logger = testLogger(t).WithField("test", username)
@@ -235,6 +239,21 @@ func TestBridgeHTTPUpstream(t *testing.T) {
 	})
 	if n := unauthorized.Load(); n != 0 {
 		t.Errorf("%d upstream requests without the bridge's credential", n)
+	}
+}
+
+// A bridge behind a proxy that lets only HTTP out reaches the embedded
+// broker over WebSocket (toolbus serve --mqtt-ws-addr).
+func TestBridgeOverWebSocket(t *testing.T) {
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newUpstream(nil) }, nil))
+	t.Cleanup(hs.Close)
+	srv := startServer(t, server.Config{MQTTWSAddr: "127.0.0.1:0"})
+	startBridge(t, srv, "files", "files-1", bridge.Options{URL: hs.URL,
+		Agent: expertagent.AgentOptions{BrokerURL: "ws://" + srv.MQTTWSAddr().String() + "/mqtt"}})
+	e := &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
+	c := connectBridgeClient(t, e, "2025-11-25", "hal")
+	if got := c.callText(t, "add", map[string]any{"a": 1, "b": 2}); got != "1+2=3" {
+		t.Errorf("add over a WebSocket link = %q", got)
 	}
 }
 

@@ -34,6 +34,11 @@ type Config struct {
 	// MQTTAddr is the embedded broker's TCP listen address; "" means
 	// 127.0.0.1:1883. Port 0 picks a free port. Unused with BrokerURL.
 	MQTTAddr string
+	// MQTTWSAddr is an optional listen address of the embedded broker for
+	// MQTT over WebSocket (plain ws://, any path), for agents that can
+	// reach the gateway only through HTTP proxies; "" means none. Unused
+	// with BrokerURL.
+	MQTTWSAddr string
 
 	// BrokerURL is an external MQTT broker (tcp://host:port or
 	// ssl://host:port; ws:// and wss:// work too): no embedded broker is
@@ -216,6 +221,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	} else {
 		s.broker, err = broker.New(broker.Options{
 			Addr:          s.cfg.MQTTAddr,
+			WSAddr:        s.cfg.MQTTWSAddr,
 			Authenticator: s.store,
 			Authorizer:    s.policy,
 			Events:        s.auditBrokerEvents(),
@@ -260,7 +266,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.httpDone = make(chan error, 1)
 	go func() { s.httpDone <- s.http.Serve(s.httpLn) }()
 	s.log.WithFields(logrus.Fields{
-		"http": s.httpLn.Addr().String(), "mqtt": addrString(s.MQTTAddr()), "brokerUrl": s.cfg.BrokerURL, "platformId": s.cfg.PlatformID,
+		"http": s.httpLn.Addr().String(), "mqtt": addrString(s.MQTTAddr()), "mqttWs": addrString(s.MQTTWSAddr()), "brokerUrl": s.cfg.BrokerURL, "platformId": s.cfg.PlatformID,
 	}).Info("toolbus started")
 	return nil
 }
@@ -279,6 +285,15 @@ func (s *Server) MQTTAddr() net.Addr {
 		return nil
 	}
 	return s.broker.Addr()
+}
+
+// MQTTWSAddr is the bound address of the embedded broker's WebSocket
+// listener, once started; nil without Config.MQTTWSAddr.
+func (s *Server) MQTTWSAddr() net.Addr {
+	if s.broker == nil {
+		return nil
+	}
+	return s.broker.WSAddr()
 }
 
 // PlatformID is this process's name on the bus.

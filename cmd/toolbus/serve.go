@@ -23,6 +23,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var cfg server.Config
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address of the gateway")
 	fs.StringVar(&cfg.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "TCP listen address of the embedded MQTT broker")
+	fs.StringVar(&cfg.MQTTWSAddr, "mqtt-ws-addr", "", "listen address of the embedded MQTT broker for MQTT over WebSocket (ws://HOST:PORT/mqtt; put a TLS proxy in front for wss://); off by default")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory of the store")
 	fs.StringVar(&cfg.StoreURL, "store-url", "", "shared PostgreSQL store for several replicas, postgres://user:password@host:port/db (prefer TOOLBUS_STORE_URL: a flag shows in ps); default: SQLite in --data-dir (see docs/scale-out.md)")
 	fs.StringVar(&cfg.PlatformID, "platform-id", "", "this gateway's name on the bus (default: random per start)")
