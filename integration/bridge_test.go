@@ -82,7 +82,7 @@ type bridgeClient struct {
 func connectBridgeClient(t *testing.T, e *gwEnv, version, user string) *bridgeClient {
 	t.Helper()
 	c := &bridgeClient{started: make(chan struct{}, 8)}
-	c.cs = e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: user}), version, &mcp.ClientOptions{
+	c.cs = e.connectWith(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: user}), version, []*mcp.Root{{URI: "file:///work/" + user}}, &mcp.ClientOptions{
 		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			return &mcp.CreateMessageResult{Model: "test", Role: "assistant", Content: &mcp.TextContent{Text: "forty-two"}}, nil
 		},
@@ -132,8 +132,8 @@ func (c *bridgeClient) callTexts(t *testing.T, name string, args any) string {
 // credential, joins the bus through a bridge beside another agent: MCP
 // clients of both protocol eras list the union, call its tools with
 // progress, read its resource, get its prompt, answer the sampling and the
-// elicitation it asks for during a call, and cancel a call upstream; the
-// upstream's tool list change reaches them.
+// elicitation it asks for during a call, list their roots for it, and
+// cancel a call upstream; the upstream's tool list change reaches them.
 func TestBridgeHTTPUpstream(t *testing.T) {
 	hooks := &upstreamHooks{blockStarted: make(chan struct{}, 4), blockCancelled: make(chan struct{}, 4)}
 	upstream := newUpstream(hooks)
@@ -176,7 +176,7 @@ func TestBridgeHTTPUpstream(t *testing.T) {
 				}
 			}
 			slices.Sort(names)
-			if want := []string{"add", "ask", "block", "echo", "pid", "slow", "whoami"}; !slices.Equal(names, want) {
+			if want := []string{"add", "ask", "block", "echo", "pid", "roots", "slow", "whoami"}; !slices.Equal(names, want) {
 				t.Errorf("tools %v, want the upstream's and the other agent's %v", names, want)
 			}
 			if got := c.callText(t, "add", map[string]any{"a": 2, "b": 40}); got != "2+40=42" {
@@ -209,6 +209,9 @@ func TestBridgeHTTPUpstream(t *testing.T) {
 				if got := c.callText(t, "ask", nil); got != "model said forty-two; accept is Ada" {
 					t.Errorf("ask = %q, want the client's answers", got)
 				}
+			}
+			if got := c.callText(t, "roots", nil); got != "file:///work/hal" {
+				t.Errorf("roots = %q, want the client's", got)
 			}
 
 			cctx, cancel := context.WithCancel(ctx)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -74,6 +75,18 @@ func newUpstream(hooks *upstreamHooks) *mcp.Server {
 				said = tc.Text
 			}
 			return text(fmt.Sprintf("model said %s; %s is %v", said, e.Action, e.Content["name"])), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "roots", Description: "Lists the client's roots."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			r, err := req.Session.ListRoots(ctx, nil)
+			if err != nil {
+				return nil, nil, fmt.Errorf("roots: %w", err)
+			}
+			var uris []string
+			for _, root := range r.Roots {
+				uris = append(uris, root.URI)
+			}
+			return text(strings.Join(uris, ",")), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "block", Description: "Waits until cancelled."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {

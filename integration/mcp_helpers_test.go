@@ -347,7 +347,14 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // connect opens an MCP session with the official go-sdk client.
 func (e *gwEnv) connect(t *testing.T, url, token, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	return e.connectWith(t, url, token, version, nil, opts)
+}
+
+// connectWith is connect for a client with roots.
+func (e *gwEnv) connectWith(t *testing.T, url, token, version string, roots []*mcp.Root, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolbus-it", Version: "1"}, opts)
+	c.AddRoots(roots...)
 	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{token}}}
 	cs, err := c.Connect(testCtx(t, 15*time.Second), tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
