@@ -58,6 +58,11 @@ bench:
 # suite and Node.js 22 into .cache/conformance with npm; later runs are
 # offline. checks.json per scenario and the logs land in results/conformance/.
 # Fails on a scored failure that conformance/expected-failures.yaml does not list.
+# Then (CONFORMANCE_BRIDGE=0 skips it) the suite against mark3labs/mcp-go's
+# conformance server, directly and through the gateway and `expert-agent
+# bridge`, scores printed side by side; fails on a scenario that passes
+# directly but not through the bridge, unless it is the upstream's own flake
+# or conformance/expected-failures-bridge.yaml lists it.
 conformance:
 	./scripts/conformance.sh
 

@@ -61,6 +61,7 @@ type call struct {
 	noted chan struct{} // size 1: notes were added
 
 	// Guarded by lifetime.mu.
+	state   string                     // held: the round's state, new each round (single use)
 	notes   []note                     // to relay to the caller, in order
 	req     *expertagent.MethodRequest // the bus request waiting now; nil while held
 	caps    json.RawMessage            // what that request's client can answer
@@ -147,14 +148,16 @@ func (l *lifetime) await(ctx context.Context, req *expertagent.MethodRequest, p 
 			return o.result, nil
 		case a := <-c.asks:
 			l.relayNotes(ctx, req, c)
+			state := contract.RandomID(16)
 			l.mu.Lock()
-			c.req, c.pending = nil, a
+			c.req, c.pending, c.state = nil, a, state
+			l.held[state] = c
 			c.expiry = time.AfterFunc(l.b.opts.HoldTimeout, func() { l.expire(c) })
 			l.mu.Unlock()
 			return inputRequired{
 				ResultType:    "input_required",
 				InputRequests: map[string]inputRequest{a.key: {Method: a.method, Params: a.params}},
-				RequestState:  contract.HoldState(l.b.opts.Agent.ClientID, c.id),
+				RequestState:  contract.HoldState(l.b.opts.Agent.ClientID, state),
 			}, nil
 		case <-ctx.Done():
 			l.forget(c)
@@ -182,13 +185,14 @@ func (l *lifetime) resume(ctx context.Context, req *expertagent.MethodRequest, p
 		user = req.Caller.UserID
 	}
 	l.mu.Lock()
-	c := l.open[id]
-	if c == nil || c.pending == nil || c.user != user || c.target != target {
+	c := l.held[id]
+	if c == nil || c.user != user || c.target != target {
 		l.mu.Unlock()
 		return fail(errNotHeld)
 	}
+	delete(l.held, id)
 	a := c.pending
-	c.pending = nil
+	c.pending, c.state = nil, ""
 	c.expiry.Stop()
 	// Running again before the answer goes: the upstream's next question
 	// is this round's.
@@ -221,7 +225,8 @@ func (l *lifetime) forget(c *call) {
 	l.mu.Lock()
 	delete(l.open, c.id)
 	delete(l.tokens, c.token)
-	c.req, c.pending = nil, nil
+	delete(l.held, c.state)
+	c.req, c.pending, c.state = nil, nil, ""
 	if c.expiry != nil {
 		c.expiry.Stop()
 	}
@@ -296,6 +301,8 @@ func (l *lifetime) askClient(ctx context.Context, method string, params any) (js
 		return nil, fmt.Errorf("%s: the call ended before the client answered", method)
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-l.ctx.Done():
+		return nil, fmt.Errorf("%s: the bridge is stopping", method)
 	}
 }
 
@@ -324,7 +331,16 @@ func (l *lifetime) sample(ctx context.Context, r *sdk.CreateMessageRequest) (*sd
 
 // elicit is the upstream's elicitation/create, asked of the caller.
 func (l *lifetime) elicit(ctx context.Context, r *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
-	raw, err := l.askClient(ctx, "elicitation/create", r.Params)
+	var params any = r.Params
+	if r.Params != nil && r.Params.Mode == "" {
+		// The go-sdk writes an absent mode as "mode":"", which clients
+		// refuse; absent, it means a form, as the upstream meant.
+		params = struct {
+			*sdk.ElicitParams
+			Mode string `json:"mode,omitempty"`
+		}{ElicitParams: r.Params}
+	}
+	raw, err := l.askClient(ctx, "elicitation/create", params)
 	if err != nil {
 		return nil, err
 	}

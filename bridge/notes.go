@@ -195,9 +195,57 @@ type tapTransport struct {
 }
 
 func (t tapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if v := req.Header.Get("Mcp-Protocol-Version"); v >= modernProtocol && req.Method == http.MethodPost && req.Body != nil {
+		var err error
+		if req, err = withNotificationMeta(req, v); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err == nil && resp.Body != nil {
 		resp.Body = &tapReader{r: resp.Body, tap: t.tap, sse: true}
 	}
 	return resp, err
+}
+
+// modernProtocol is the first MCP version whose messages each carry their
+// protocol version in _meta.
+const modernProtocol = "2026-07-28"
+
+// withNotificationMeta gives a notification the bridge's go-sdk client
+// posts on a 2026 session the _meta protocol version it lacks (the go-sdk
+// leaves it out of notifications/cancelled), which strict servers answer
+// with HTTP 400, and the go-sdk then ends the session.
+func withNotificationMeta(req *http.Request, version string) (*http.Request, error) {
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Contains(body, []byte(`"notifications/`)) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(body, &m) == nil && m["id"] == nil && m["method"] != nil {
+			var params map[string]json.RawMessage
+			_ = json.Unmarshal(m["params"], &params)
+			if params == nil {
+				params = map[string]json.RawMessage{}
+			}
+			var meta map[string]json.RawMessage
+			_ = json.Unmarshal(params["_meta"], &meta)
+			if meta == nil {
+				meta = map[string]json.RawMessage{}
+			}
+			if meta[protocolMetaPrefix+"protocolVersion"] == nil {
+				meta[protocolMetaPrefix+"protocolVersion"], _ = json.Marshal(version)
+				params["_meta"], _ = json.Marshal(meta)
+				m["params"], _ = json.Marshal(params)
+				body, _ = json.Marshal(m)
+			}
+		}
+	}
+	req = req.Clone(req.Context())
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.ContentLength = int64(len(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return req, nil
 }

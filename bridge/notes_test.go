@@ -1,12 +1,17 @@
 package bridge
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"strings"
 	"testing"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/toolbus/toolbus/expertagent"
 )
 
 // The tap sees every message line once, in order, however the stream is
@@ -101,5 +106,37 @@ func TestDeclares(t *testing.T) {
 	}
 	if declares(nil, "sampling") || declares([]byte(`[1]`), "sampling") {
 		t.Error("no capabilities declare something")
+	}
+}
+
+// An elicitation without a mode is asked of the client without one, not
+// with "mode":"" (which clients refuse), and the client's answer is the
+// upstream's.
+func TestElicitWithoutMode(t *testing.T) {
+	b, err := New(Options{URL: "http://127.0.0.1:1/mcp", Agent: expertagent.AgentOptions{Username: "u"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLifetime(b)
+	defer l.close()
+	c := &call{id: "c1", asks: make(chan *ask), ended: make(chan struct{}), cancel: func() {},
+		req: &expertagent.MethodRequest{}, caps: json.RawMessage(`{"elicitation":{}}`)}
+	l.open[c.id] = c
+	type result struct {
+		res *sdk.ElicitResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := l.elicit(context.Background(), &sdk.ElicitRequest{Params: &sdk.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object"}}})
+		done <- result{res, err}
+	}()
+	a := <-c.asks
+	if a.method != "elicitation/create" || strings.Contains(string(a.params), `"mode"`) || !strings.Contains(string(a.params), `"message":"name?"`) {
+		t.Errorf("asked %s %s", a.method, a.params)
+	}
+	a.answer <- answer{result: json.RawMessage(`{"action":"accept","content":{"name":"Ada"}}`)}
+	if r := <-done; r.err != nil || r.res.Action != "accept" || r.res.Content["name"] != "Ada" {
+		t.Errorf("elicit = %+v, %v", r.res, r.err)
 	}
 }

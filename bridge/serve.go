@@ -44,6 +44,7 @@ type lifetime struct {
 
 	mu       sync.Mutex
 	open     map[string]*call // by id: every call open upstream
+	held     map[string]*call // by the state of the round they wait for
 	tokens   map[string]*call // by the progress token sent upstream
 	readOnly map[string]bool  // readOnlyHint by tool, from the latest tools/list; nil = not listed yet
 	seq      uint64
@@ -54,6 +55,7 @@ func newLifetime(b *Bridge) *lifetime {
 	return &lifetime{
 		b: b, log: b.log, ctx: ctx, cancel: cancel,
 		open:   make(map[string]*call),
+		held:   make(map[string]*call),
 		tokens: make(map[string]*call),
 	}
 }
@@ -62,12 +64,44 @@ func newLifetime(b *Bridge) *lifetime {
 // stops a stdio upstream's process).
 func (l *lifetime) close() {
 	l.closeOnce.Do(func() {
+		l.releaseHeld()
 		l.cancel()
+		l.forgetAll()
 		if l.cs != nil {
 			_ = l.cs.Close()
 		}
 		l.stderr.flush()
 	})
+}
+
+// heldReleaseWait bounds how long a closing lifetime waits for the calls
+// it held to end upstream.
+const heldReleaseWait = 2 * time.Second
+
+// releaseHeld answers the questions of the calls held for a next round
+// with an error, and waits (heldReleaseWait at most) for those calls to
+// end upstream: a server that closed its session while its own request
+// was unanswered could wait for the answer for ever (the go-sdk's does).
+func (l *lifetime) releaseHeld() {
+	l.mu.Lock()
+	var held []*call
+	for _, c := range l.held {
+		held = append(held, c)
+		c.pending.answer <- answer{err: errors.New("the bridge is stopping; the client's answer will not come")}
+		delete(l.held, c.state)
+		c.pending, c.state = nil, ""
+		c.expiry.Stop()
+	}
+	l.mu.Unlock()
+	t := time.NewTimer(heldReleaseWait)
+	defer t.Stop()
+	for _, c := range held {
+		select {
+		case <-c.done:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // wait returns once no goroutine of the lifetime runs.
@@ -76,17 +110,21 @@ func (l *lifetime) wait() {
 	l.calls.Wait()
 }
 
-// ended forgets the calls held for a next round: the upstream that held
-// them is gone. (The calls running fail on their own, with the session.)
+// ended forgets the calls open upstream: the upstream that held them is
+// gone. (The calls running fail on their own too, with the session.)
 func (l *lifetime) ended(err error) {
 	l.log.WithError(err).Warn("upstream ended")
+	l.forgetAll()
+}
+
+func (l *lifetime) forgetAll() {
 	l.mu.Lock()
-	held := make([]*call, 0, len(l.open))
+	open := make([]*call, 0, len(l.open))
 	for _, c := range l.open {
-		held = append(held, c)
+		open = append(open, c)
 	}
 	l.mu.Unlock()
-	for _, c := range held {
+	for _, c := range open {
 		l.forget(c)
 	}
 }

@@ -291,6 +291,61 @@ func TestBridgeHeldStateUnknown(t *testing.T) {
 	}
 }
 
+// A held call resumes only for the user it was started for: another
+// user's round that echoes its requestState gets the same answer as for a
+// call never held, and the owner's round then goes on.
+func TestBridgeHeldStateOtherUser(t *testing.T) {
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newUpstream(nil) }, nil))
+	t.Cleanup(hs.Close)
+	srv := startServer(t, server.Config{})
+	startBridge(t, srv, "files", "files-1", bridge.Options{URL: hs.URL, ProtocolVersion: "2025-11-25"})
+	e := &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
+	manual := func(user string) *mcp.ClientSession {
+		return e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: user}), "2026-07-28", &mcp.ClientOptions{
+			MultiRoundTrip:       &mcp.MultiRoundTripOptions{Disabled: true}, // the test answers by hand
+			CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { return nil, nil },
+			ElicitationHandler:   func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, nil },
+		})
+	}
+	hal, eve := manual("hal"), manual("eve")
+	ctx := testCtx(t, 20*time.Second)
+	first, err := hal.CallTool(ctx, &mcp.CallToolParams{Name: "ask"})
+	if err != nil || !first.NeedsInput() || len(first.InputRequests) != 1 || !strings.HasPrefix(first.RequestState, "@files-1/") {
+		t.Fatalf("ask = %+v, %v; want an input required result held by files-1", first, err)
+	}
+	var key string
+	for k := range first.InputRequests {
+		key = k
+	}
+	sample := mcp.InputResponseMap{key: &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "forty-two"}}}
+
+	stolen, err := eve.CallTool(ctx, &mcp.CallToolParams{Name: "ask", RequestState: first.RequestState, InputResponses: sample})
+	if err != nil || !stolen.IsError || !strings.Contains(textOf(t, stolen), "no longer holds") {
+		t.Errorf("another user's round = %+v, %v; want the tool error of a call not held", stolen, err)
+	}
+	second, err := hal.CallTool(ctx, &mcp.CallToolParams{Name: "ask", RequestState: first.RequestState, InputResponses: sample})
+	if err != nil || !second.NeedsInput() || second.RequestState == first.RequestState {
+		t.Fatalf("the owner's round = %+v, %v; want the next question (elicitation), with a state of its own", second, err)
+	}
+	replay, err := hal.CallTool(ctx, &mcp.CallToolParams{Name: "ask", RequestState: first.RequestState, InputResponses: sample})
+	if err != nil || !replay.IsError {
+		t.Errorf("a round's state used twice = %+v, %v; want the tool error of a call not held", replay, err)
+	}
+	for k := range second.InputRequests {
+		key = k
+	}
+	done, err := hal.CallTool(ctx, &mcp.CallToolParams{Name: "ask", RequestState: second.RequestState,
+		InputResponses: mcp.InputResponseMap{key: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}}})
+	if err != nil || done.IsError || textOf(t, done) != "model said forty-two; accept is Ada" {
+		t.Errorf("the last round = %+v, %v", done, err)
+	}
+	// A call left held: the bridge still stops at once (startBridge's
+	// cleanup checks), its upstream's question unanswered.
+	if left, err := hal.CallTool(ctx, &mcp.CallToolParams{Name: "ask"}); err != nil || !left.NeedsInput() {
+		t.Errorf("ask = %+v, %v; want a call held", left, err)
+	}
+}
+
 // waitFor waits for one value on ch, or fails the test after 10 s.
 func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()

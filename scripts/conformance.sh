@@ -27,9 +27,42 @@
 #     passes, or when the harness itself fails. Not-scored failures are
 #     reported only.
 #
+# Then, unless CONFORMANCE_BRIDGE=0, the same suite against an upstream that
+# passes it on its own, mark3labs/mcp-go's conformance example server
+# (github.com/mark3labs/mcp-go/examples/conformance, built into
+# bin/mcpgo-conformance), once directly and once through toolbus, MQTT and
+# `expert-agent bridge` (docs/bridge.md):
+#   - starts two mcp-go servers on free loopback ports (one for the direct
+#     runs, one behind the bridge), and a second `toolbus serve` with its own
+#     data dir, expert-agent identity (mcpgo), token and conformance-proxy,
+#     whose only agent is the bridge, so the suite calls the upstream's tools
+#     by their bare names;
+#   - per revision, runs the suite directly (results/conformance/mcpgo-direct/
+#     <rev>/), then starts a bridge that asks the upstream for that same
+#     revision (--upstream-protocol <rev>, as the suite does directly; the
+#     bridge is one client of the upstream, at one version) and runs the suite
+#     through the gateway (results/conformance/mcpgo-bridge/<rev>/), with the
+#     scenario selection and options of the run above;
+#   - prints per revision `conformance <rev> mcp-go: direct N/M, through
+#     toolbus+bridge K/M scored` (the two full runs) and each scored scenario
+#     that passes directly but fails through the bridge, with its failed checks;
+#   - fails on such a scenario unless conformance/expected-failures-bridge.yaml
+#     lists it (a listed one that passes is reported only). A scenario that
+#     fails directly is never held against the bridge. mcp-go itself drops a
+#     call's last notification now and then (tools-call-with-progress,
+#     tools-call-with-logging), so such a scenario first runs again on its own
+#     directly, up to CONFORMANCE_BRIDGE_RETRIES (default 10) times: failing
+#     there with the very same failed checks and messages makes it the
+#     upstream's flake, reported and not failed. It then runs through the
+#     bridge on its own (up to 3 times) to tell whether the failure depends on
+#     what ran before it. The bridge's logs are logs/bridge-<n>.log.
+#
 # Environment: CONFORMANCE_REVISIONS (default "2025-11-25 2026-07-28"),
 # CONFORMANCE_TIMEOUT_MS (per scenario, default 30000),
-# CONFORMANCE_CALL_TIMEOUT (the gateway's --call-timeout, default 20s).
+# CONFORMANCE_CALL_TIMEOUT (the gateway's --call-timeout, default 20s),
+# CONFORMANCE_BRIDGE (0: skip the mcp-go runs), CONFORMANCE_BRIDGE_RETRIES,
+# CONFORMANCE_BRIDGE_UPSTREAM_PROTOCOL (the bridge's --upstream-protocol for
+# every revision instead of the revision under test; "newest": its default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -172,10 +205,234 @@ case $status in
 1) say "unexpected failures (or stale entries in $EXPECTED): see above and $RESULTS/<rev>/" ;;
 *) say "the harness could not score a run: see above" ;;
 esac
-# The result lines last: not scored first, then one scored line per revision.
-for line in 2 1; do
-  for rev in $REVISIONS; do
-    if [[ -f $RESULTS/$rev/summary.txt ]]; then sed -n "${line}p" "$RESULTS/$rev/summary.txt"; fi
+
+# --- mcp-go, directly and through toolbus + bridge --------------------------------
+BRIDGE=${CONFORMANCE_BRIDGE:-1}
+BRIDGE_RETRIES=${CONFORMANCE_BRIDGE_RETRIES:-10}
+BRIDGE_PROTOCOL=${CONFORMANCE_BRIDGE_UPSTREAM_PROTOCOL:-}
+BRIDGE_EXPECTED=conformance/expected-failures-bridge.yaml
+SUITE_BOUND=1800 # seconds, a whole revision; a single scenario gets TIMEOUT_MS + 30 s
+bstatus=0
+
+# The result lines last: not scored first, then one scored line per revision,
+# then the mcp-go lines.
+print_results() {
+  local line rev
+  for line in 2 1; do
+    for rev in $REVISIONS; do
+      if [[ -f $RESULTS/$rev/summary.txt ]]; then sed -n "${line}p" "$RESULTS/$rev/summary.txt"; fi
+    done
   done
-done
+  for rev in $REVISIONS; do
+    if [[ -f $RESULTS/mcpgo-bridge/$rev/compare.txt ]]; then cat "$RESULTS/mcpgo-bridge/$rev/compare.txt"; fi
+  done
+}
+# bdie reports a harness failure of the mcp-go part, after the results so far.
+bdie() {
+  say "mcp-go: $*"
+  print_results
+  exit 2
+}
+
+# free_port prints a loopback TCP port that was free a moment ago.
+free_port() {
+  "$NODE" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+}
+
+# start_upstream LOG starts bin/mcpgo-conformance on a free loopback port and
+# sets up_port once GET /health answers (10 s), trying three ports.
+start_upstream() {
+  local port pid
+  for _ in 1 2 3; do
+    port=$(free_port) || return 1
+    CONFORMANCE_ADDR=127.0.0.1:$port bin/mcpgo-conformance >>"$LOGS/$1.log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    for _ in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      if curl --noproxy '*' -fsS --max-time 2 "http://127.0.0.1:$port/health" >/dev/null 2>&1 && kill -0 "$pid" 2>/dev/null; then
+        up_port=$port
+        return 0
+      fi
+      sleep 0.1
+    done
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  return 1
+}
+
+# bridge_ready URL CLIENTID: through the proxy at URL, platform_agents shows
+# exactly one agent online, mcpgo as instance CLIENTID, serving test_simple_text.
+bridge_ready() {
+  "$NODE" -e '
+    const [url, clientId] = process.argv.slice(1);
+    const v = "2026-07-28";
+    fetch(url, {
+      method: "POST", signal: AbortSignal.timeout(5000),
+      headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream",
+        "MCP-Protocol-Version": v, "Mcp-Method": "tools/call", "Mcp-Name": "platform_agents" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "platform_agents", arguments: {},
+        _meta: { "io.modelcontextprotocol/protocolVersion": v, "io.modelcontextprotocol/clientCapabilities": {},
+          "io.modelcontextprotocol/clientInfo": { name: "conformance.sh", version: "1" } } } }),
+    }).then((r) => r.text()).then((t) => {
+      const m = JSON.parse(t.startsWith("{") ? t : t.split("\n").find((l) => l.startsWith("data:")).slice(5));
+      const s = JSON.parse(m.result.content[0].text);
+      const online = s.agents.filter((a) => a.online);
+      const ok = online.length === 1 && online[0].agent === "mcpgo" && online[0].clientId === clientId &&
+        s.tools.some((x) => x.name === "test_simple_text" && x.agent === "mcpgo");
+      process.exit(ok ? 0 : 1);
+    }).catch(() => process.exit(1));' "$1" "$2"
+}
+
+# start_bridge PROTOCOL TAG starts `expert-agent bridge` (instance mcpgo-TAG)
+# in front of the upstream, asking it for PROTOCOL ("newest": the bridge's
+# default), and waits (30 s) until the gateway routes to it alone.
+start_bridge() {
+  local proto=() log=$LOGS/bridge-$2.log
+  [[ $1 == newest ]] || proto=(--upstream-protocol "$1")
+  TOOLBUS_AGENT_PASSWORD=$bridge_password bin/expert-agent bridge --broker-url "tcp://$bmqtt" --username mcpgo \
+    --client-id "mcpgo-$2" "${proto[@]}" --upstream-url "http://127.0.0.1:$bport/mcp" >"$log" 2>&1 &
+  bridge_pid=$!
+  pids+=("$bridge_pid")
+  for _ in $(seq 1 150); do
+    kill -0 "$bridge_pid" 2>/dev/null || { tail -n 20 "$log" >&2; bdie "expert-agent bridge exited"; }
+    if bridge_ready "$burl" "mcpgo-$2"; then return 0; fi
+    sleep 0.2
+  done
+  tail -n 20 "$LOGS/gateway-bridge.log" "$log" "$LOGS/proxy-bridge.log" >&2
+  bdie "the gateway did not route to bridge mcpgo-$2 within 30 s"
+}
+
+# stop_bridge stops the running bridge (SIGTERM; SIGKILL after 15 s).
+stop_bridge() {
+  local p rest=()
+  kill -TERM "$bridge_pid" 2>/dev/null || true
+  for _ in $(seq 1 150); do kill -0 "$bridge_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$bridge_pid" 2>/dev/null || true
+  wait "$bridge_pid" 2>/dev/null || true
+  for p in "${pids[@]}"; do [[ $p == "$bridge_pid" ]] || rest+=("$p"); done
+  pids=("${rest[@]}")
+  bridge_pid=
+}
+
+# run_suite URL OUT BOUND ARGS... runs the suite into OUT (log: OUT/suite.log)
+# for at most BOUND seconds and sets suite_rc (124: it ran out of time).
+run_suite() {
+  local url=$1 out=$2 bound=$3
+  shift 3
+  mkdir -p "$out"
+  timeout -k 10 "$bound" "$NODE" "$SUITE/dist/index.js" server --url "$url" --timeout "$TIMEOUT_MS" -o "$out" "$@" \
+    >"$out/suite.log" 2>&1 &
+  suite_pid=$!
+  suite_rc=0
+  wait "$suite_pid" || suite_rc=$?
+  suite_pid=
+}
+
+# score_run DIR REV scores a full run (summary.json; its report in DIR/report.txt).
+score_run() {
+  local rc=0
+  case $suite_rc in 124 | 137) bdie "the suite ran out of time ($SUITE_BOUND s) in $1; see $1/suite.log" ;; esac
+  "$NODE" scripts/conformance-report.mjs --revision "$2" --results "$1" --suite-dir "$SUITE" --suite-exit "$suite_rc" \
+    >"$1/report.txt" 2>&1 || rc=$?
+  [[ $rc -le 1 ]] || { cat "$1/report.txt" >&2; bdie "could not score $1"; }
+}
+
+bridge_run() {
+  local bdata=$work/data-bridge line bridge_password btoken bport dport bgateway bmqtt bproxy_port burl durl
+  local rev proto n=0 d b s i rc candidates single_bound=$((TIMEOUT_MS / 1000 + 30)) start=$SECONDS
+  bridge_pid=
+  go build -o bin/ ./cmd/expert-agent || bdie "building cmd/expert-agent failed"
+  go build -o bin/mcpgo-conformance github.com/mark3labs/mcp-go/examples/conformance ||
+    bdie "building github.com/mark3labs/mcp-go/examples/conformance failed"
+
+  # Two upstreams: one for the direct runs, one behind the bridge.
+  start_upstream mcpgo-direct || { tail -n 20 "$LOGS/mcpgo-direct.log" >&2; bdie "mcp-go (direct) did not start"; }
+  dport=$up_port
+  start_upstream mcpgo-bridged || { tail -n 20 "$LOGS/mcpgo-bridged.log" >&2; bdie "mcp-go (behind the bridge) did not start"; }
+  bport=$up_port
+  durl="http://localhost:$dport/mcp"
+
+  # A second gateway, whose only agent is the bridge.
+  bin/toolbus init --data-dir "$bdata" >/dev/null || bdie "toolbus init failed"
+  bin/toolbus mqtt-user add --data-dir "$bdata" --username mcpgo --role expert-agent \
+    --generate-password >"$work/bridge-agent.out" 2>&1 || { cat "$work/bridge-agent.out" >&2; bdie "mqtt-user add failed"; }
+  bridge_password=$(tail -n 1 "$work/bridge-agent.out")
+  bin/toolbus token create --data-dir "$bdata" --user conformance --name "make conformance (bridge)" --ttl 2h \
+    >"$work/bridge-token.out" 2>&1 || { cat "$work/bridge-token.out" >&2; bdie "token create failed"; }
+  btoken=$(tail -n 1 "$work/bridge-token.out")
+
+  bin/toolbus serve --data-dir "$bdata" --http-addr 127.0.0.1:0 --mqtt-addr 127.0.0.1:0 \
+    --call-timeout "$CALL_TIMEOUT" --log-level info >"$work/bridge-serve.out" 2>"$LOGS/gateway-bridge.log" &
+  pids+=($!)
+  line=$(wait_for_line "$work/bridge-serve.out" 'mqtt://' "${pids[-1]}") ||
+    { tail -n 20 "$LOGS/gateway-bridge.log" >&2; bdie "the second toolbus serve did not start"; }
+  bgateway=$(sed -E 's|.*http://([^/ ]+)/.*|\1|' <<<"$line")
+  bmqtt=$(sed -E 's|.*mqtt://([^ ]+).*|\1|' <<<"$line")
+
+  TOOLBUS_PROXY_TOKEN=$btoken bin/conformance-proxy --target "http://$bgateway" \
+    >"$work/bridge-proxy.out" 2>"$LOGS/proxy-bridge.log" &
+  pids+=($!)
+  line=$(wait_for_line "$work/bridge-proxy.out" '^conformance-proxy: ' "${pids[-1]}") ||
+    { tail -n 20 "$LOGS/proxy-bridge.log" >&2; bdie "the second conformance-proxy did not start"; }
+  bproxy_port=$(sed -E 's|^conformance-proxy: http://[^ ]*:([0-9]+) .*|\1|' <<<"$line")
+  burl="http://localhost:$bproxy_port/api/v1/mcp"
+  say "mcp-go directly: $durl; through the bridge: gateway http://$bgateway, broker mqtt://$bmqtt, upstream http://127.0.0.1:$bport/mcp, suite -> $burl"
+
+  for rev in $REVISIONS; do
+    d=$RESULTS/mcpgo-direct/$rev
+    b=$RESULTS/mcpgo-bridge/$rev
+    say "running $rev against mcp-go directly (suite log: $d/suite.log)"
+    run_suite "$durl" "$d" "$SUITE_BOUND" --requirements "$rev"
+    score_run "$d" "$rev"
+
+    # The bridge asks the upstream for the revision under test, as the suite
+    # does directly (the bridge is one client of the upstream, at one version).
+    proto=${BRIDGE_PROTOCOL:-$rev}
+    n=$((n + 1))
+    start_bridge "$proto" "$n"
+    say "running $rev against mcp-go through toolbus+bridge (upstream protocol $proto; suite log: $b/suite.log; bridge log: $LOGS/bridge-$n.log)"
+    run_suite "$burl" "$b" "$SUITE_BOUND" --requirements "$rev"
+    score_run "$b" "$rev"
+
+    # Each scenario that passes directly but fails through the bridge runs
+    # again on its own: directly until it fails (does the upstream fail it
+    # the same way by itself?), then through the bridge until it passes.
+    candidates=$("$NODE" scripts/conformance-report.mjs --bridge candidates --revision "$rev" --suite-dir "$SUITE" \
+      --direct "$d" --bridged "$b" --expected "$BRIDGE_EXPECTED") || bdie "could not compare $d and $b"
+    for s in $candidates; do
+      say "$rev: $s passes directly but fails through the bridge; running it again on its own"
+      for i in $(seq 1 "$BRIDGE_RETRIES"); do
+        run_suite "$durl" "$b/retries/$s/direct-$i" "$single_bound" --scenario "$s" --spec-version "$rev" --force
+        [[ $suite_rc == 0 ]] || break
+      done
+      for i in 1 2 3; do
+        run_suite "$burl" "$b/retries/$s/bridge-$i" "$single_bound" --scenario "$s" --spec-version "$rev" --force
+        [[ $suite_rc != 0 ]] || break
+      done
+    done
+    stop_bridge
+
+    rc=0
+    "$NODE" scripts/conformance-report.mjs --bridge verdict --revision "$rev" --suite-dir "$SUITE" \
+      --direct "$d" --bridged "$b" --expected "$BRIDGE_EXPECTED" || rc=$?
+    case $rc in
+    0) ;;
+    1) bstatus=1 ;;
+    *) bdie "could not compare $d and $b" ;;
+    esac
+  done
+  say "the mcp-go part took $((SECONDS - start)) s"
+}
+
+if [[ $BRIDGE != 0 ]]; then
+  bridge_run
+  case $bstatus in
+  0) say "every scored scenario that passes mcp-go directly passes through toolbus+bridge (or is the upstream's flake, or listed in $BRIDGE_EXPECTED)" ;;
+  *) say "a scored scenario passes mcp-go directly but fails through toolbus+bridge: see above and $RESULTS/mcpgo-bridge/<rev>/" ;;
+  esac
+fi
+
+print_results
+[[ $status == 2 || $bstatus == 0 ]] || status=$bstatus
 exit "$status"
