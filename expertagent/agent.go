@@ -46,8 +46,9 @@ var (
 	// ErrAgentStarted is returned by AddTool after Run started, and by a
 	// second Run.
 	ErrAgentStarted = errors.New("agent already started")
-	// ErrAgentConnect is returned by Run when the first connection to the
-	// broker fails (bad URL, refused login, timeout).
+	// ErrAgentConnect is returned by Run when it could not make its first
+	// connection to the broker (bad URL, refused login, timeout) within
+	// AgentOptions.ConnectRetry.
 	ErrAgentConnect = errors.New("cannot connect to the broker")
 	// ErrAgentSubscribe is returned by Run when the broker refuses or does
 	// not confirm the first request subscriptions (an identity without the
@@ -95,9 +96,17 @@ type AgentOptions struct {
 	// queue, and the rest are refused at once with a "busy" error.
 	// 0 = DefaultAgentConcurrency.
 	Concurrency int
-	// ConnectTimeout bounds the first connection and each reconnect
-	// attempt; 0 = DefaultAgentConnectTimeout.
+	// ConnectTimeout bounds each connection attempt, the first and each
+	// reconnect; 0 = DefaultAgentConnectTimeout.
 	ConnectTimeout time.Duration
+	// ConnectRetry is how long Run keeps trying to make its first
+	// connection (a broker not up yet, a login refused while an operator
+	// fixes it), waiting half a second after the first failure and twice
+	// as long after each next one, up to 10 s, and logging each failure
+	// with the broker's reason, before it returns ErrAgentConnect. 0 =
+	// until ctx is done; negative = one attempt. Once connected, the Agent
+	// reconnects for as long as it runs, the same way.
+	ConnectRetry time.Duration
 	// ShutdownTimeout bounds how long Run waits, once ctx is done, for
 	// requests in flight before it cancels their contexts (and then as long
 	// again for them to return); 0 = DefaultAgentShutdownTimeout.
@@ -147,6 +156,7 @@ type Agent struct {
 	replyPrefix string        // ff/v2/mcp/<username>/<clientID>/: every reply topic up to its context
 	connected   chan struct{} // OnConnect signals (re)connections here; size 1, coalescing
 	onlineSince atomic.Int64  // Unix ms of the latest announce: the since of every online status until the next
+	lost        atomic.Bool   // the connection was lost: the next one is a reconnection
 
 	// inMu guards the hand-off from the link's delivery goroutine to
 	// the workers: closing is set (and the channels closed) under the write
@@ -365,12 +375,47 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// connect makes the first connection, bounded by ConnectTimeout and ctx.
+// The backoff of the first connection's attempts (ConnectRetry).
+const (
+	agentFirstRetryDelay = 500 * time.Millisecond
+	agentMaxRetryDelay   = 10 * time.Second
+)
+
+// connect makes the first connection: attempts bounded by ConnectTimeout,
+// retried for ConnectRetry, and all by ctx.
 func (a *Agent) connect(ctx context.Context) error {
-	if err := a.link.connect(ctx); err != nil {
-		return fmt.Errorf("%w %s: %w", ErrAgentConnect, a.opts.BrokerURL, err)
+	var giveUp <-chan time.Time
+	if a.opts.ConnectRetry > 0 {
+		t := time.NewTimer(a.opts.ConnectRetry)
+		defer t.Stop()
+		giveUp = t.C
 	}
-	return nil
+	delay := agentFirstRetryDelay
+	for attempt := 1; ; attempt++ {
+		err := a.link.connect(ctx)
+		if err == nil {
+			if attempt > 1 {
+				a.log.WithField("attempts", attempt).Info("connected to the broker")
+			}
+			return nil
+		}
+		if ctx.Err() != nil || a.opts.ConnectRetry < 0 {
+			return fmt.Errorf("%w %s: %w", ErrAgentConnect, a.opts.BrokerURL, err)
+		}
+		a.log.WithError(err).WithFields(logrus.Fields{"broker": a.opts.BrokerURL, "attempt": attempt, "retryIn": delay.String()}).
+			Warn("cannot connect to the broker; trying again")
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w %s: %w (last attempt: %v)", ErrAgentConnect, a.opts.BrokerURL, ctx.Err(), err)
+		case <-giveUp:
+			t.Stop()
+			return fmt.Errorf("%w %s: gave up after %s: %w", ErrAgentConnect, a.opts.BrokerURL, a.opts.ConnectRetry, err)
+		case <-t.C:
+		}
+		delay = min(2*delay, agentMaxRetryDelay)
+	}
 }
 
 // serve (re)subscribes and announces presence after every connection, until

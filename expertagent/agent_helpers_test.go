@@ -103,6 +103,21 @@ func (e *agEnv) startAgent(t testing.TB, o expertagent.AgentOptions, tools ...ex
 // and checks that Run returned nil.
 func agRun(t testing.TB, a *expertagent.Agent) *agRunning {
 	t.Helper()
+	r := agRunNoWait(t, a)
+	select {
+	case <-a.Ready():
+	case err := <-r.done:
+		t.Fatalf("Run returned before Ready: %v", err)
+	case <-time.After(agWait):
+		t.Fatal("agent not Ready in time")
+	}
+	return r
+}
+
+// agRunNoWait starts a.Run without waiting for Ready; t.Cleanup stops it
+// and checks that Run returned nil.
+func agRunNoWait(t testing.TB, a *expertagent.Agent) *agRunning {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &agRunning{Agent: a, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- a.Run(ctx) }()
@@ -111,13 +126,6 @@ func agRun(t testing.TB, a *expertagent.Agent) *agRunning {
 			t.Errorf("Run returned %v after cancel, want nil", err)
 		}
 	})
-	select {
-	case <-a.Ready():
-	case err := <-r.done:
-		t.Fatalf("Run returned before Ready: %v", err)
-	case <-time.After(agWait):
-		t.Fatal("agent not Ready in time")
-	}
 	return r
 }
 

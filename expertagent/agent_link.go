@@ -86,8 +86,14 @@ func (a *Agent) pahoOptions(will []byte) *mqtt.ClientOptions {
 		SetMaxReconnectInterval(agentMaxReconnectInterval).
 		SetOrderMatters(true). // our handler never blocks; order keeps a cancel behind its call
 		SetDefaultPublishHandler(func(_ mqtt.Client, m mqtt.Message) { a.onMessage(m.Topic(), m.Payload()) }).
-		SetOnConnectHandler(func(mqtt.Client) { a.signalConnected() }).
+		SetOnConnectHandler(func(mqtt.Client) {
+			if a.lost.Swap(false) {
+				a.log.Info("reconnected to the broker")
+			}
+			a.signalConnected()
+		}).
 		SetConnectionLostHandler(func(_ mqtt.Client, err error) {
+			a.lost.Store(true)
 			a.log.WithError(err).Warn("connection to the broker lost; reconnecting")
 		})
 	if a.opts.TLSConfig != nil {

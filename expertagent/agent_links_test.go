@@ -53,7 +53,7 @@ func TestAgentLinks(t *testing.T) {
 	}
 
 	t.Run("untrusted certificate", func(t *testing.T) {
-		o := e.agentOptions(t, expertagent.AgentOptions{Name: "links", BrokerURL: "ssl://" + tlsAddr, ConnectTimeout: agWait})
+		o := e.agentOptions(t, expertagent.AgentOptions{Name: "links", BrokerURL: "ssl://" + tlsAddr, ConnectTimeout: agWait, ConnectRetry: -1})
 		err := expertagent.NewAgent(o).Run(agContext(t))
 		var unknown x509.UnknownAuthorityError
 		if !errors.Is(err, expertagent.ErrAgentConnect) || !errors.As(err, &unknown) {

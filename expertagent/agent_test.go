@@ -786,7 +786,7 @@ func TestAgentRunErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			o := e.agentOptions(t, tc.opts)
-			o.ConnectTimeout = agWait
+			o.ConnectTimeout, o.ConnectRetry = agWait, -1
 			a := expertagent.NewAgent(o)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*agWait)
 			defer cancel()
@@ -850,7 +850,7 @@ func TestAgentAddTool(t *testing.T) {
 		{name: "output schema null", tool: expertagent.Tool{Tool: mcp.Tool{Name: "s3", OutputSchema: json.RawMessage(`null`)}, Handler: ok}, want: expertagent.ErrInvalidTool},
 		{name: "schema without type", tool: expertagent.Tool{Tool: mcp.Tool{Name: "s4", InputSchema: json.RawMessage(`{"properties":{}}`)}, Handler: ok}},
 	}
-	a := expertagent.NewAgent(expertagent.AgentOptions{BrokerURL: "tcp://127.0.0.1:1", Username: "agent1"})
+	a := expertagent.NewAgent(expertagent.AgentOptions{BrokerURL: "tcp://127.0.0.1:1", Username: "agent1", ConnectRetry: -1})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := a.AddTool(tc.tool); !errors.Is(err, tc.want) {

@@ -269,13 +269,15 @@ func TestReferenceAgentProcess(t *testing.T) {
 }
 
 // TestAgentWrongPassword: the agent process is refused by the broker and
-// says so, instead of running without a connection.
+// says so, instead of running without a connection: it keeps trying (an
+// operator may be fixing the password) until --connect-timeout, then
+// exits non-zero.
 func TestAgentWrongPassword(t *testing.T) {
 	dataDir := t.TempDir()
 	addAgentIdentity(t, dataDir, "ref-agent")
 	srv := startServer(t, server.Config{DataDir: dataDir})
 	p := startProc(t, nil, bins.expertAgent, "--broker-url", "tcp://"+srv.MQTTAddr().String(),
-		"--username", "ref-agent", "--password", "not-the-password")
+		"--username", "ref-agent", "--password", "not-the-password", "--connect-timeout", "2s")
 	select {
 	case err := <-p.done:
 		p.done <- err

@@ -83,7 +83,7 @@ func TestRunHelp(t *testing.T) {
 func TestRunFailsWithoutBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	err := run(ctx, []string{"--broker-url", "tcp://127.0.0.1:1", "--username", "conformance", "--log-level", "error"}, func(string) string { return "" }, io.Discard)
+	err := run(ctx, []string{"--broker-url", "tcp://127.0.0.1:1", "--username", "conformance", "--log-level", "error", "--connect-timeout", "1ms"}, func(string) string { return "" }, io.Discard)
 	if !errors.Is(err, expertagent.ErrAgentConnect) {
 		t.Fatalf("run = %v, want ErrAgentConnect", err)
 	}

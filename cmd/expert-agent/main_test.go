@@ -93,7 +93,7 @@ func TestRunFailsWithoutBroker(t *testing.T) {
 	// Nothing listens on port 1: Run must fail fast with ErrAgentConnect, not hang.
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	err := run(ctx, []string{"--broker-url", "tcp://127.0.0.1:1", "--username", "ref-agent", "--log-level", "error"}, func(string) string { return "" }, io.Discard)
+	err := run(ctx, []string{"--broker-url", "tcp://127.0.0.1:1", "--username", "ref-agent", "--log-level", "error", "--connect-timeout", "1ms"}, func(string) string { return "" }, io.Discard)
 	if !errors.Is(err, expertagent.ErrAgentConnect) {
 		t.Fatalf("run = %v, want ErrAgentConnect", err)
 	}
