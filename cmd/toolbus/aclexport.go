@@ -33,6 +33,10 @@ The rules:
 Disabled identities are left out (they cannot log in). Export again after every
 change, and send Mosquitto SIGHUP to reload the files.
 
+It reads the store itself (--data-dir, or --store-url), on the machine that holds
+it: it takes no --server, because the password hashes it writes never leave the
+store through the admin API.
+
 Mosquitto is wider than the embedded broker's policy: "+" matches any level (the
 embedded broker only [A-Za-z0-9_-]{1,128}); a platform identity may subscribe to
 replies with any wildcards and through $share; an agent instance may reply or
@@ -53,8 +57,13 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	dataDir := fs.String("data-dir", "./data", "directory of the store")
 	storeURL := fs.String("store-url", "", "a shared PostgreSQL store (postgres://...) instead of --data-dir")
 	out := fs.String("out", "", "directory to write acl and passwords into (created if missing)")
+	server := fs.String("server", "", "not taken: the password hashes never leave the store through the admin API (use --data-dir or --store-url)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *server != "" {
+		return errors.New("acl export: --server is not taken: the password hashes it writes never leave the store through the admin API; " +
+			"run it with --data-dir (or --store-url) where the store is")
 	}
 	if *format != "mosquitto" {
 		return fmt.Errorf("acl export: --format %q: want mosquitto", *format)

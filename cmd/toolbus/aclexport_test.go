@@ -78,3 +78,13 @@ func TestACLExport(t *testing.T) {
 		}
 	}
 }
+
+// acl export takes no --server, and says why, instead of "flag provided
+// but not defined".
+func TestACLExportRefusesServer(t *testing.T) {
+	isolateEnv(t)
+	_, _, err := runCLI(t, "acl", "export", "--server", "http://127.0.0.1:8080", "--out", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "never leave the store through the admin API") {
+		t.Errorf("acl export --server = %v, want a refusal that says why", err)
+	}
+}

@@ -37,7 +37,7 @@ commands:
   token create           create a personal access token (printed once, alone on the last line)
   token list             list personal access tokens (never their secrets)
   token revoke           revoke a personal access token
-  acl export             write a Mosquitto password_file and acl_file from the store
+  acl export             write a Mosquitto password_file and acl_file from the store (--data-dir only)
   acl rule list          list topic ACL rules (the built-in ff/v2 rules too, read-only)
   acl rule add           add a topic ACL rule
   acl rule remove        remove a topic ACL rule
@@ -50,10 +50,11 @@ commands:
   audit                  query the audit log (--since --until --user --tool --outcome --kind --limit)
   config check FILE      check a config file for serve (exit 0, or the line at fault)
 
-The operator commands (all but serve and config) work through the admin API of a
-running toolbus with --server URL --token T (a token with the admin scope;
-changes take effect at once), or directly on --data-dir DIR when no server
-is given. Tables by default, --json for scripts.
+The operator commands (all but serve, config and acl export) work through the
+admin API of a running toolbus with --server URL --token T (a token with the
+admin scope; changes take effect at once), or directly on --data-dir DIR when no
+server is given. Tables by default, --json for scripts. acl export reads the store
+directly: the password hashes it writes never leave the store through the API.
 
 Run 'toolbus <command> -h' for the flags of a command. Every flag also reads
 the environment variable TOOLBUS_<FLAG> (e.g. TOOLBUS_DATA_DIR, TOOLBUS_SERVER,

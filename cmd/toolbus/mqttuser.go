@@ -97,17 +97,17 @@ func runMQTTUser(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		if ch, err = dr.SetPassword(ctx, *username, admin.PasswordRequest{Password: password, Disconnect: *disconnect}); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "changed the password of MQTT identity %s%s\n", *username, disconnectNote(ch, *disconnect))
+		fmt.Fprintf(stdout, "changed the password of MQTT identity %s%s\n", *username, disconnectNote(ch, *disconnect, d.remote()))
 	case "disable", "enable":
 		if ch, err = dr.SetDisabled(ctx, *username, sub == "disable"); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%sd MQTT identity %s%s\n", sub, *username, disconnectNote(ch, sub == "disable"))
+		fmt.Fprintf(stdout, "%sd MQTT identity %s%s\n", sub, *username, disconnectNote(ch, sub == "disable", d.remote()))
 	case "remove":
 		if ch, err = dr.RemoveIdentity(ctx, *username); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "removed MQTT identity %s and its ACL rules%s\n", *username, disconnectNote(ch, true))
+		fmt.Fprintf(stdout, "removed MQTT identity %s and its ACL rules%s\n", *username, disconnectNote(ch, true, d.remote()))
 	}
 	if ch.Password != "" {
 		// Alone on the last line, for scripts (tail -n1).
@@ -116,13 +116,17 @@ func runMQTTUser(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	return nil
 }
 
-// disconnectNote says what happened to the identity's connected clients.
-func disconnectNote(ch admin.IdentityChange, disconnecting bool) string {
+// disconnectNote says what happened to the identity's connected clients:
+// remote is --server, whose gateway may run no embedded broker.
+func disconnectNote(ch admin.IdentityChange, disconnecting, remote bool) string {
 	switch {
 	case !disconnecting:
 		return ""
 	case ch.Live:
 		return fmt.Sprintf("; disconnected %d client(s)", ch.Disconnected)
+	case remote:
+		return "; the gateway's broker is external and knows nothing of it yet: run toolbus acl export where the store is, " +
+			"then reload the broker (Mosquitto: SIGHUP), and disconnect the clients there"
 	default:
 		return "; new logins follow at once, but clients connected now stay (no embedded broker was told: use --server for a live change)"
 	}

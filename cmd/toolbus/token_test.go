@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/admin"
 )
 
 var secretLineRE = regexp.MustCompile(`^tb_[0-9a-z]{8}_[A-Za-z0-9_-]{43}$`)
@@ -450,4 +451,27 @@ func TestWriteCommandsNeedAStore(t *testing.T) {
 		t.Fatalf("init: %v %q", err, out)
 	}
 	createToken(t, missing, "--user", "alice")
+}
+
+// What mqtt-user says of the identity's connected clients: through a
+// gateway with an external broker, the way to apply the change there.
+func TestDisconnectNote(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		ch                    admin.IdentityChange
+		disconnecting, remote bool
+		want                  string
+	}{
+		{"nothing to disconnect", admin.IdentityChange{}, false, true, ""},
+		{"embedded broker, live", admin.IdentityChange{Live: true, Disconnected: 2}, true, true, "disconnected 2 client(s)"},
+		{"external broker, through --server", admin.IdentityChange{}, true, true, "run toolbus acl export"},
+		{"on the data dir", admin.IdentityChange{}, true, false, "use --server for a live change"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := disconnectNote(tc.ch, tc.disconnecting, tc.remote)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("note %q, want one with %q", got, tc.want)
+			}
+		})
+	}
 }
