@@ -31,6 +31,9 @@ func (s *Store) Authenticate(ctx context.Context, username string, password []by
 	if err := ctx.Err(); err != nil {
 		return Identity{}, err
 	}
+	if id, ok, err := s.AuthenticateCached(ctx, username, password); ok || err != nil {
+		return id, err
+	}
 	var (
 		id   Identity
 		hash string
@@ -65,6 +68,30 @@ func (s *Store) Authenticate(ctx context.Context, username string, password []by
 		return Identity{}, fmt.Errorf("identity %s: %w", username, ErrDisabled)
 	}
 	return id, nil
+}
+
+// AuthenticateCached is Authenticate without the KDF: it checks a login
+// against the recent successful ones only. ok is false when they cannot
+// tell (the caller then calls Authenticate, which spends the KDF); with ok
+// true, the result is Authenticate's. A broker calls it before it queues a
+// login for the KDF, so that clients that reconnect never wait behind
+// password guesses.
+func (s *Store) AuthenticateCached(ctx context.Context, username string, password []byte) (id Identity, ok bool, err error) {
+	if s.authCache == nil || !ValidLevel(username) {
+		return Identity{}, false, nil
+	}
+	id, hash, err := s.login(ctx, username)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Identity{}, false, nil
+	case err != nil:
+		return Identity{}, false, err
+	case !s.cachedLogin(username, hash, s.passwordMAC(username, password)):
+		return Identity{}, false, nil
+	case id.Disabled:
+		return Identity{}, true, fmt.Errorf("identity %s: %w", username, ErrDisabled)
+	}
+	return id, true, nil
 }
 
 // verify checks password against hash under the KDF limiter: nil on a

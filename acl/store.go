@@ -243,6 +243,10 @@ func (s *Store) acquireKDF(ctx context.Context) error {
 
 func (s *Store) releaseKDF() { <-s.kdf }
 
+// KDFRuns is how many password verifications (each a run of the KDF) the
+// store has started: logins the cache of recent ones did not know.
+func (s *Store) KDFRuns() int64 { return s.kdfRuns.Load() }
+
 // hashNew hashes a new password under the KDF limiter.
 func (s *Store) hashNew(ctx context.Context, password []byte) (string, error) {
 	if err := checkNewPassword(password); err != nil {

@@ -26,6 +26,7 @@ type Broker struct {
 	// takeover voids a replaced agent's presence Will and repairs what
 	// mochi's clean takeover race breaks.
 	takeover *takeoverHook
+	preauth  *preauth // the connections not logged in yet
 	bus      *InlineBus
 	ctx      context.Context // lives until Close
 	cancel   context.CancelFunc
@@ -102,6 +103,11 @@ func New(opts Options) (*Broker, error) {
 	if err := b.srv.AddHook(b.takeover, nil); err != nil {
 		cancel()
 		return nil, fmt.Errorf("broker: add takeover hook: %w", err)
+	}
+	b.preauth = newPreauth(o.MaxPreAuthConns, o.MaxPreAuthPerSource)
+	if err := b.srv.AddHook(&preauthHook{p: b.preauth}, nil); err != nil {
+		cancel()
+		return nil, fmt.Errorf("broker: add preauth hook: %w", err)
 	}
 	if err := b.srv.AddHook(&shareHook{srv: b.srv}, nil); err != nil {
 		cancel()

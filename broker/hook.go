@@ -51,6 +51,8 @@ type aclHook struct {
 	log            *logrus.Entry
 	v1Warned       sync.Map    // *mqtt.Client -> struct{}: told once that it speaks contract v1
 	events         func(Event) // Options.Events: refused logins are audited
+	throttle       *loginThrottle
+	refusals       *sparseLog // the "login refused" lines
 }
 
 func newACLHook(ctx context.Context, srv *mqtt.Server, o Options, maxLogins int) *aclHook {
@@ -64,7 +66,22 @@ func newACLHook(ctx context.Context, srv *mqtt.Server, o Options, maxLogins int)
 		logins:         make(chan struct{}, maxLogins),
 		log:            o.Logger,
 		events:         o.Events,
+		throttle:       newLoginThrottle(o),
+		refusals:       newSparseLog(refusalLinesPerSecond, refusalLinesBurst),
 	}
+}
+
+// The "login refused" lines written at most, a second and at once: anyone
+// can make refusals for free, and 20 000 lines in 3 s came from one loop.
+const (
+	refusalLinesPerSecond = 10
+	refusalLinesBurst     = 50
+)
+
+// cachedAuthenticator is an Authenticator that can check a login against
+// the recent successful ones without the KDF (*acl.Store).
+type cachedAuthenticator interface {
+	AuthenticateCached(ctx context.Context, username string, password []byte) (acl.Identity, bool, error)
 }
 
 func (h *aclHook) ID() string { return "toolbus-acl" }
@@ -101,10 +118,12 @@ func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool
 		"client": cl.ID, "username": username, "remote": cl.Net.Remote, "listener": cl.Net.Listener,
 	})
 	refuse := func(reason string, err error) bool {
-		if err != nil {
-			log = log.WithError(err)
+		if e := h.refusals.entry(log); e != nil {
+			if err != nil {
+				e = e.WithError(err)
+			}
+			e.WithField("reason", reason).Info("login refused")
 		}
-		log.WithField("reason", reason).Info("login refused")
 		if h.events != nil {
 			h.events(Event{Time: time.Now(), Kind: EventLoginRefused, ClientID: cl.ID, Username: username,
 				Remote: cl.Net.Remote, Action: "connect", Err: errors.New(reason)})
@@ -126,14 +145,12 @@ func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool
 
 	ctx, cancel := context.WithTimeout(h.ctx, h.connectTimeout)
 	defer cancel()
-	select {
-	case h.logins <- struct{}{}:
-	case <-ctx.Done():
-		return refuse("login queue timeout", ctx.Err())
-	}
-	id, err := h.authn.Authenticate(ctx, username, pk.Connect.Password)
-	<-h.logins
+	id, err := h.authenticate(ctx, username, pk.Connect.Password, cl.Net.Remote)
 	switch {
+	case errors.Is(err, errThrottled):
+		return refuse("too many failed logins", nil)
+	case errors.Is(err, errLoginQueue):
+		return refuse("login queue timeout", ctx.Err())
 	case errors.Is(err, acl.ErrBadCredentials):
 		return refuse("bad credentials", nil)
 	case errors.Is(err, acl.ErrDisabled):
@@ -161,6 +178,38 @@ func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool
 	h.ids.put(cl, id)
 	log.WithField("role", id.Role).Debug("login")
 	return true
+}
+
+// Why authenticate refused a login before the Authenticator could.
+var (
+	errThrottled  = errors.New("too many failed logins")
+	errLoginQueue = errors.New("login queue timeout")
+)
+
+// authenticate checks a login: against the cache of recent ones first
+// (clients reconnecting never queue behind password guesses), then, unless
+// the throttle says the username or the source failed too often, with the
+// KDF, a bounded number at once.
+func (h *aclHook) authenticate(ctx context.Context, username string, password []byte, remote string) (acl.Identity, error) {
+	if c, ok := h.authn.(cachedAuthenticator); ok {
+		if id, ok, err := c.AuthenticateCached(ctx, username, password); ok || err != nil {
+			return id, err
+		}
+	}
+	if !h.throttle.allow(username, remote) {
+		return acl.Identity{}, errThrottled
+	}
+	select {
+	case h.logins <- struct{}{}:
+	case <-ctx.Done():
+		return acl.Identity{}, errLoginQueue
+	}
+	id, err := h.authn.Authenticate(ctx, username, password)
+	<-h.logins
+	if errors.Is(err, acl.ErrBadCredentials) {
+		h.throttle.failed(username, remote)
+	}
+	return id, err
 }
 
 // willRefused checks the Will at login, since mochi publishes it unchecked.

@@ -28,6 +28,7 @@ type connTracker struct {
 	srv            *mqtt.Server // whose clients Close disconnects
 	connectTimeout time.Duration
 	maxConns       int // open connections, logged in or not; more are closed at once
+	preauth        *preauth
 	began, ended   func(net.Conn)
 	log            *logrus.Entry
 
@@ -43,6 +44,7 @@ func newConnTracker(id string, lim connLimits, srv *mqtt.Server, log *logrus.Ent
 		srv:            srv,
 		connectTimeout: lim.connectTimeout,
 		maxConns:       lim.maxConns,
+		preauth:        lim.preauth,
 		began:          lim.began,
 		ended:          lim.ended,
 		log:            log.WithField("listener", id),
@@ -59,6 +61,9 @@ type connLimits struct {
 	// logged-in clients only, so without this a flood of connections that
 	// never log in would hold goroutines and buffers until connectTimeout.
 	maxConns int
+	// preauth, if set, bounds the connections not logged in yet (across
+	// the broker's listeners).
+	preauth *preauth
 	// began and ended, if set, are called with each connection before
 	// mochi serves it and once it is done with it (takeoverHook).
 	began, ended func(net.Conn)
@@ -76,6 +81,10 @@ func (t *connTracker) admit(c net.Conn) (open, admitted bool) {
 	case len(t.conns) >= t.maxConns:
 		_ = c.Close()
 		t.log.WithField("remote", c.RemoteAddr().String()).Debug("connection refused: too many open connections")
+		return true, false
+	case t.preauth != nil && !t.preauth.enter(c):
+		_ = c.Close()
+		t.log.WithField("remote", c.RemoteAddr().String()).Debug("connection refused: too many connections waiting to log in")
 		return true, false
 	}
 	t.conns[c] = struct{}{}
@@ -120,6 +129,9 @@ func (t *connTracker) establish(c net.Conn, establish listeners.EstablishFn) {
 		t.mu.Lock()
 		delete(t.conns, c)
 		t.mu.Unlock()
+		if t.preauth != nil {
+			t.preauth.leave(c)
+		}
 		_ = c.Close()
 		if t.ended != nil {
 			t.ended(c)

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -113,4 +114,68 @@ func TestMaxClients(t *testing.T) {
 	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatal("a connection over the limit was kept open")
 	}
+}
+
+// Connections that never log in have a budget of their own, in all and per
+// source address, so that a flood of them cannot lock out clients that log
+// in; logged-in clients do not count against it.
+func TestPreAuthBudget(t *testing.T) {
+	e := newEnv(t, func(o *broker.Options) {
+		o.ConnectTimeout = time.Minute // so that only the budget can close a silent connection
+		o.MaxPreAuthConns, o.MaxPreAuthPerSource = 6, 4
+	})
+	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	for i := range 5 { // logged in: not waiting
+		e.mustConnect(t, fmt.Sprintf("agent1-%d", i), "agent1", pwa, nil)
+	}
+	dial := func(src string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: waitFor}
+		c, err := d.Dial("tcp", e.Broker.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	var held []net.Conn
+	for i := range 6 { // one source: 4 wait, 2 are closed
+		c := dial("127.0.0.2")
+		if open := stillOpen(t, c); open != (i < 4) {
+			t.Fatalf("silent connection %d from one source open = %v", i, open)
+		}
+		if i < 4 {
+			held = append(held, c)
+		}
+	}
+	if c, err := e.connect(t, "agent1-x", "agent1", pwa, nil); err != nil {
+		t.Fatalf("a login while one source holds its budget: %v", err)
+	} else {
+		c.Disconnect(0)
+	}
+	for i := range 3 { // another source: 2 more wait, then the budget is spent
+		if open := stillOpen(t, dial("127.0.0.3")); open != (i < 2) {
+			t.Fatalf("silent connection %d from a second source open = %v", i, open)
+		}
+	}
+	for _, c := range held { // they go: the budget is free again
+		_ = c.Close()
+	}
+	testenv.Poll(t, waitFor, "a login once the silent connections are gone", func() bool {
+		c, err := e.connect(t, "agent1-y", "agent1", pwa, nil)
+		if err == nil {
+			c.Disconnect(0)
+		}
+		return err == nil
+	})
+}
+
+// stillOpen reports whether the broker keeps c open: a read that times out
+// (nothing to read) rather than ending.
+func stillOpen(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

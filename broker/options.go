@@ -32,6 +32,14 @@ const (
 	DefaultMaxClients     = 10000
 	DefaultMaxKeepAlive   = 5 * time.Minute
 	DefaultConnectTimeout = 10 * time.Second
+	// DefaultMaxPreAuthConns and DefaultMaxPreAuthPerSource are the
+	// defaults of Options.MaxPreAuthConns and MaxPreAuthPerSource.
+	DefaultMaxPreAuthConns     = 1024
+	DefaultMaxPreAuthPerSource = 128
+	// DefaultMaxFailedLogins and DefaultFailedLoginRefill are the defaults
+	// of Options.MaxFailedLogins and FailedLoginRefill.
+	DefaultMaxFailedLogins   = 10
+	DefaultFailedLoginRefill = 6 * time.Second
 )
 
 // Options configure a Broker. Zero fields take the documented defaults.
@@ -71,6 +79,21 @@ type Options struct {
 	// (TLS or WebSocket handshake included), and then the Authenticator
 	// call. 0 means 10s.
 	ConnectTimeout time.Duration
+	// MaxPreAuthConns bounds the connections that have not logged in yet,
+	// across the listeners, and MaxPreAuthPerSource those from one IP
+	// address: more are closed at once. Such connections wait at most
+	// ConnectTimeout; the budget keeps a flood of them from filling the
+	// listeners' cap, so that clients can still log in. 0 means 1024 and
+	// 128.
+	MaxPreAuthConns, MaxPreAuthPerSource int
+	// MaxFailedLogins is how many failed logins in a row a username may
+	// have before the next one must wait for FailedLoginRefill (and a
+	// source address three times as many, refilled three times as fast);
+	// until then its logins are refused at once, without the KDF. A login
+	// the cache of recent successful ones knows is never held back. 0
+	// means 10 and 6s.
+	MaxFailedLogins   int
+	FailedLoginRefill time.Duration
 	// InlineQoS is the QoS of messages the InlineBus publishes, as delivered
 	// to subscribers (each subscription's own QoS caps it). 0 means QoS 0,
 	// which is enough on a broker in the same process; 1 gives subscribers
@@ -103,7 +126,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.InlineQoS > 2 {
 		return o, fmt.Errorf("%w: InlineQoS %d (want 0, 1 or 2)", ErrInvalidOptions, o.InlineQoS)
 	}
-	if o.MaxClients < 0 || o.SessionExpiry < 0 || o.MaxKeepAlive < 0 || o.ConnectTimeout < 0 {
+	if o.MaxClients < 0 || o.SessionExpiry < 0 || o.MaxKeepAlive < 0 || o.ConnectTimeout < 0 || o.MaxPreAuthConns < 0 || o.MaxPreAuthPerSource < 0 ||
+		o.MaxFailedLogins < 0 || o.FailedLoginRefill < 0 {
 		return o, fmt.Errorf("%w: negative limit", ErrInvalidOptions)
 	}
 	if o.TLSConfig != nil {
@@ -123,6 +147,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.MaxFailedLogins == 0 {
+		o.MaxFailedLogins = DefaultMaxFailedLogins
+	}
+	if o.FailedLoginRefill == 0 {
+		o.FailedLoginRefill = DefaultFailedLoginRefill
+	}
+	if o.MaxPreAuthConns == 0 {
+		o.MaxPreAuthConns = DefaultMaxPreAuthConns
+	}
+	if o.MaxPreAuthPerSource == 0 {
+		o.MaxPreAuthPerSource = DefaultMaxPreAuthPerSource
 	}
 	if o.Logger == nil {
 		l := logrus.New()

@@ -87,6 +87,6 @@ func (b *Broker) tcpChangeAllowed() error {
 // progress, so that a client over the limit hears mochi's CONNACK "server
 // unavailable" rather than a closed connection.
 func (b *Broker) connLimits() connLimits {
-	return connLimits{connectTimeout: b.opts.ConnectTimeout, maxConns: b.opts.MaxClients + 64,
+	return connLimits{connectTimeout: b.opts.ConnectTimeout, maxConns: b.opts.MaxClients + 64, preauth: b.preauth,
 		began: b.takeover.connBegan, ended: b.takeover.connEnded}
 }

@@ -49,6 +49,13 @@ type setup struct {
 	level        logrus.Level
 	noIdentities bool
 	waitReady    bool
+	iterations   int // 0 = HashIterations
+}
+
+// WithHashIterations makes the store hash new passwords with n PBKDF
+// iterations instead of HashIterations: a slow KDF on purpose.
+func WithHashIterations(n int) Option {
+	return func(s *setup) { s.iterations = n }
 }
 
 // WithOptions applies mods, in order, to the broker's Options before
@@ -87,7 +94,11 @@ func StartBroker(t testing.TB, opts ...Option) *Env {
 		o(&s)
 	}
 	ctx := Context(t, setupTimeout)
-	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{HashIterations: HashIterations, Logger: LoggerAt(t, "store", s.level)})
+	iterations := HashIterations
+	if s.iterations > 0 {
+		iterations = s.iterations
+	}
+	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{HashIterations: iterations, Logger: LoggerAt(t, "store", s.level)})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
