@@ -1,0 +1,184 @@
+package integration
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/internal/testenv"
+	"github.com/toolbus/toolbus/server"
+)
+
+// docCommand is one toolbus command line a document shows.
+type docCommand struct {
+	where string   // file:line
+	env   []string // NAME=value assignments before it
+	args  []string // after "toolbus"
+}
+
+// docCommands extracts the toolbus command lines from the sh code blocks
+// of the README and docs/: continuation lines joined, comments and
+// optional [--flag …] groups dropped, "a|b|c list" expanded into three.
+// Summaries ("...") and lines that need a PostgreSQL store are left out.
+func docCommands(t *testing.T) []docCommand {
+	t.Helper()
+	files, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append([]string{"../README.md"}, files...)
+	optional := regexp.MustCompile(`\s\[[^\]]*\]`)
+	assign := regexp.MustCompile(`^[A-Z_]+=('[^']*'|"[^"]*"|\S*)$`)
+	var cmds []docCommand
+	for _, file := range files {
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		inSh, line, start, joined := false, 0, 0, ""
+		for sc.Scan() {
+			line++
+			text := strings.TrimSpace(sc.Text())
+			if strings.HasPrefix(text, "```") {
+				inSh = !inSh && (text == "```sh" || text == "```bash")
+				continue
+			}
+			if !inSh {
+				continue
+			}
+			if joined == "" {
+				start = line
+			}
+			if cont, ok := strings.CutSuffix(text, `\`); ok {
+				joined += cont + " "
+				continue
+			}
+			text, joined = joined+text, ""
+			if i := strings.Index(text, " #"); i >= 0 {
+				text = text[:i]
+			}
+			fields := strings.Fields(optional.ReplaceAllString(text, ""))
+			var env []string
+			for len(fields) > 0 && assign.MatchString(fields[0]) {
+				env = append(env, strings.Trim(strings.Replace(fields[0], "=", "\x00", 1), `'"`))
+				fields = fields[1:]
+			}
+			if len(fields) < 2 || fields[0] != "toolbus" || strings.Contains(text, "...") || strings.Contains(text, "STORE_URL") {
+				continue
+			}
+			where := strings.TrimPrefix(file, "../") + ":" + strconv.Itoa(start)
+			for i, f := range fields { // the documents quote whole words only
+				if len(f) >= 2 && (f[0] == '\'' || f[0] == '"') && f[len(f)-1] == f[0] {
+					fields[i] = f[1 : len(f)-1]
+				}
+			}
+			for _, sub := range strings.Split(fields[1], "|") {
+				args := append([]string{sub}, fields[2:]...)
+				var clean []string
+				for _, e := range env {
+					k, v, _ := strings.Cut(e, "\x00")
+					clean = append(clean, k+"="+strings.Trim(v, `'"`))
+				}
+				cmds = append(cmds, docCommand{where: where, env: clean, args: args})
+			}
+		}
+		f.Close()
+	}
+	return cmds
+}
+
+// Every toolbus command line the README and docs/ show runs as shown and
+// exits 0, with the test's paths, server and token in place of the
+// examples'. Each runs on a fresh store that holds what the line names
+// (an identity it does not add, the token it revokes), through a running
+// server when it has --server; serve lines are checked (--check-config),
+// not started.
+func TestDocCommandLines(t *testing.T) {
+	cmds := docCommands(t)
+	if len(cmds) < 15 {
+		t.Fatalf("%d command lines found in the docs: the extraction broke", len(cmds))
+	}
+	for _, c := range cmds {
+		t.Run(c.where+" "+strings.Join(c.args[:min(2, len(c.args))], " "), func(t *testing.T) { runDocCommand(t, c) })
+	}
+}
+
+// docPassword stands for every password a document writes as '…'.
+const docPassword = "doc-password-123456"
+
+func runDocCommand(t *testing.T, c docCommand) {
+	t.Helper()
+	ctx := testCtx(t, 30*time.Second)
+	dir := t.TempDir()
+	if out, err := exec.CommandContext(ctx, bins.toolbus, "init", "--data-dir", dir).CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	store, err := acl.Open(ctx, dir, acl.StoreOptions{HashIterations: testenv.HashIterations})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := slices.Clone(c.args)
+	adding := len(args) > 1 && args[0] == "mqtt-user" && args[1] == "add"
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--username":
+			if !adding {
+				if _, err := store.AddIdentity(ctx, args[i+1], acl.RoleExpertAgent, []byte(docPassword)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case "--id":
+			_, tok, err := store.CreateToken(ctx, acl.TokenSpec{UserID: "alice"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			args[i+1] = tok.ID
+		case "--data-dir":
+			args[i+1] = dir
+		case "--out":
+			args[i+1] = t.TempDir()
+		}
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(args, "--server") {
+		srv := startServer(t, server.Config{DataDir: dir})
+		secret, _, err := srv.Store().CreateToken(ctx, acl.TokenSpec{UserID: "root", Scopes: []string{acl.ScopeAdmin}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(args); i++ {
+			switch args[i] {
+			case "--server":
+				args[i+1] = "http://" + srv.HTTPAddr().String()
+			case "--token":
+				args[i+1] = secret
+			}
+		}
+	}
+	if args[0] == "serve" {
+		args = append(args, "--check-config")
+	}
+	cmd := exec.CommandContext(ctx, bins.toolbus, args...)
+	cmd.Env = append(os.Environ(), "TOOLBUS_DATA_DIR="+dir)
+	for _, e := range c.env {
+		k, v, _ := strings.Cut(e, "=")
+		if v == "…" {
+			v = docPassword
+		}
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%s: toolbus %s\n(run as toolbus %s): %v\n%s", c.where, strings.Join(c.args, " "), strings.Join(args, " "), err, out)
+	}
+}
