@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -459,7 +461,13 @@ func (a *Agent) serve(ctx context.Context) error {
 		if first {
 			first = false
 			a.readyOnce.Do(func() { close(a.ready) })
-			a.log.WithFields(logrus.Fields{"filters": a.filters, "tools": len(a.tools)}).Info("expert agent serving")
+			fields := logrus.Fields{"filters": a.filters, "tools": len(a.tools)}
+			if len(a.methods) > 0 {
+				// Methods served by Handle (a bridge's tools/list among them):
+				// "tools": 0 alone would read as an agent with nothing to serve.
+				fields["handled"] = slices.Sorted(maps.Keys(a.methods))
+			}
+			a.log.WithFields(fields).Info("expert agent serving")
 		}
 	}
 }
