@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/internal/pahoconn"
 )
 
 // Defaults of AgentOptions.
@@ -67,7 +68,9 @@ type AgentOptions struct {
 	// BrokerURL is the MQTT broker: tcp://host:port, ssl://host:port,
 	// ws://host:port/path (also mqtt://, tls://, mqtts://, wss://,
 	// unix://), as paho.mqtt.golang dials it; a proxy in ALL_PROXY is
-	// honoured. Required.
+	// honoured. Several URLs separated by commas (the nodes of a cluster)
+	// are tried in order at each connection attempt: the agent fails over
+	// to the next when one is down. Required.
 	BrokerURL string
 	// Username and Password log in to the broker (an identity with the
 	// expert-agent role). Username is also the agent's name on the bus: the
@@ -301,7 +304,7 @@ func (a *Agent) start() error {
 	if a.started {
 		return ErrAgentStarted
 	}
-	if a.opts.BrokerURL == "" {
+	if len(pahoconn.SplitURLs(a.opts.BrokerURL)) == 0 {
 		return fmt.Errorf("%w: BrokerURL is required", ErrAgentOptions)
 	}
 	if a.opts.Username == "" {

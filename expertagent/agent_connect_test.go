@@ -1,6 +1,7 @@
 package expertagent_test
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/testenv"
 )
@@ -73,4 +75,30 @@ func TestAgentConnectRetry(t *testing.T) {
 			t.Errorf("Run = %v, want ErrAgentConnect after 300ms of tries", err)
 		}
 	})
+}
+
+// With the nodes of a cluster in BrokerURL, an agent whose broker dies
+// fails over to the next one and serves there: announced online, and
+// answering requests.
+func TestAgentFailsOver(t *testing.T) {
+	a, b := agStartBroker(t), agStartBroker(t) // one identity, one password on both
+	online := make(chan contract.Presence, 16)
+	if err := b.Broker.Bus().Subscribe(agContext(t), contract.PresenceTopic(b.AgentUser, "failover-1"), func(_ string, p []byte) {
+		var pr contract.Presence
+		if json.Unmarshal(p, &pr) == nil && pr.Status == contract.StatusOnline {
+			online <- pr
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a.startAgent(t, expertagent.AgentOptions{ClientID: "failover-1", BrokerURL: a.URL + ", " + b.URL}, agEchoTool())
+	if err := a.Broker.Close(); err != nil { // the node the agent is on dies
+		t.Fatal(err)
+	}
+	agRecv(t, online, "online presence on the second node")
+	c := b.newCaller(t)
+	res := agDecodeResult(t, c.call(t, "tools/call", agCallParams("echo", map[string]string{"text": "still here"}, nil)))
+	if res.IsError || len(res.Content) != 1 || res.Content[0]["text"] != "still here" {
+		t.Errorf("echo on the second node = %+v", res)
+	}
 }

@@ -70,9 +70,12 @@ type agentPahoLink struct{ client mqtt.Client }
 // are dispatched by the default handler (subscriptions carry no handler of
 // their own).
 func (a *Agent) pahoOptions(will []byte) *mqtt.ClientOptions {
-	o := mqtt.NewClientOptions().
-		AddBroker(agentBrokerURL(a.opts.BrokerURL)).
-		SetClientID(a.opts.ClientID).
+	o := mqtt.NewClientOptions()
+	urls := pahoconn.SplitURLs(a.opts.BrokerURL)
+	for _, u := range urls {
+		o.AddBroker(agentBrokerURL(u))
+	}
+	o.SetClientID(a.opts.ClientID).
 		SetUsername(a.opts.Username).
 		SetPassword(a.opts.Password).
 		SetCleanSession(true).
@@ -99,7 +102,7 @@ func (a *Agent) pahoOptions(will []byte) *mqtt.ClientOptions {
 	if a.opts.TLSConfig != nil {
 		o.SetTLSConfig(a.opts.TLSConfig)
 	}
-	pahoconn.Use(o, a.opts.BrokerURL)
+	pahoconn.Use(o, urls...)
 	o.SetBinaryWill(contract.PresenceTopic(a.opts.Username, a.opts.ClientID), will, 1, true)
 	return o
 }

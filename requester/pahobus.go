@@ -39,7 +39,9 @@ var ErrBusClosed = errors.New("bus closed")
 // PahoBusOptions configures a PahoBus.
 type PahoBusOptions struct {
 	// BrokerURL is the external broker: tcp://host:port, ssl://host:port,
-	// ws://host:port/path. Required.
+	// ws://host:port/path; several separated by commas (the nodes of a
+	// cluster) are tried in order at each connection attempt, so the bus
+	// fails over to the next when one is down. Required.
 	BrokerURL string
 	// Username and Password log in (an identity with the platform role).
 	Username, Password string
@@ -115,7 +117,7 @@ type pahoWildRoute struct {
 // DialPahoBus connects to the broker and returns the bus once connected.
 // After that paho reconnects by itself; Close stops it.
 func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
-	if opts.BrokerURL == "" {
+	if len(pahoconn.SplitURLs(opts.BrokerURL)) == 0 {
 		return nil, errors.New("requester: paho bus: BrokerURL is required")
 	}
 	if opts.ClientID == "" {
@@ -139,9 +141,12 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 		watchers: make(map[uint64]pahoLinkWatch),
 		done:     make(chan struct{}),
 	}
-	co := paho.NewClientOptions().
-		AddBroker(opts.BrokerURL).
-		SetClientID(opts.ClientID).
+	co := paho.NewClientOptions()
+	urls := pahoconn.SplitURLs(opts.BrokerURL)
+	for _, u := range urls {
+		co.AddBroker(u)
+	}
+	co.SetClientID(opts.ClientID).
 		SetUsername(opts.Username).
 		SetPassword(opts.Password).
 		SetCleanSession(true). // subscriptions are ours to restore, not the broker's session
@@ -165,7 +170,7 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 	if opts.TLSConfig != nil {
 		co.SetTLSConfig(opts.TLSConfig)
 	}
-	pahoconn.Use(co, opts.BrokerURL)
+	pahoconn.Use(co, urls...)
 	b.client = paho.NewClient(co)
 	tok := b.client.Connect()
 	if err := pahoWait(ctx, tok); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/internal/pahoconn"
 	"github.com/toolbus/toolbus/requester"
 )
 
@@ -27,20 +28,26 @@ func checkExternal(cfg *Config) error {
 		}
 		return nil
 	}
-	u, err := url.Parse(cfg.BrokerURL)
-	if err != nil {
-		return fmt.Errorf("server: broker URL: %w", err)
+	urls := pahoconn.SplitURLs(cfg.BrokerURL)
+	if len(urls) == 0 {
+		return fmt.Errorf("server: broker URL %q: no URL in it", cfg.BrokerURL)
 	}
-	switch u.Scheme {
-	case "tcp", "ssl", "ws", "wss":
-	default:
-		return fmt.Errorf("server: broker URL %q: want tcp://host:port or ssl://host:port", cfg.BrokerURL)
-	}
-	if u.Host == "" {
-		return fmt.Errorf("server: broker URL %q: no host", cfg.BrokerURL)
-	}
-	if cfg.BrokerTLS != nil && u.Scheme != "ssl" && u.Scheme != "wss" {
-		return fmt.Errorf("server: broker TLS settings need an ssl:// broker URL, not %s://", u.Scheme)
+	for _, raw := range urls { // one, or the nodes of a cluster
+		u, err := url.Parse(raw)
+		if err != nil {
+			return fmt.Errorf("server: broker URL: %w", err)
+		}
+		switch u.Scheme {
+		case "tcp", "ssl", "ws", "wss":
+		default:
+			return fmt.Errorf("server: broker URL %q: want tcp://host:port or ssl://host:port", raw)
+		}
+		if u.Host == "" {
+			return fmt.Errorf("server: broker URL %q: no host", raw)
+		}
+		if cfg.BrokerTLS != nil && u.Scheme != "ssl" && u.Scheme != "wss" {
+			return fmt.Errorf("server: broker TLS settings need an ssl:// broker URL, not %s://", u.Scheme)
+		}
 	}
 	if cfg.BrokerUsername == "" {
 		return errors.New("server: an external broker needs a username (an identity of role platform)")

@@ -21,6 +21,9 @@ func TestCheckExternal(t *testing.T) {
 		{name: "no host", cfg: Config{BrokerURL: "tcp://", BrokerUsername: "gw"}, wantErr: "no host"},
 		{name: "tls without ssl", cfg: Config{BrokerURL: "tcp://h:1883", BrokerUsername: "gw", BrokerTLS: &tls.Config{}}, wantErr: "ssl://"},
 		{name: "credentials without url", cfg: Config{BrokerUsername: "gw"}, wantErr: "without a broker URL"},
+		{name: "the nodes of a cluster", cfg: Config{PlatformID: "gw-a", BrokerURL: "tcp://n1:1883, tcp://n2:1883,tcp://n3:1883", BrokerUsername: "gw"}, wantID: "toolbus-gw-a"},
+		{name: "a bad node in the list", cfg: Config{BrokerURL: "tcp://n1:1883,http://n2:1883", BrokerUsername: "gw"}, wantErr: `"http://n2:1883": want tcp://`},
+		{name: "commas only", cfg: Config{BrokerURL: ", ,", BrokerUsername: "gw"}, wantErr: "no URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/internal/gctune"
+	"github.com/toolbus/toolbus/internal/pahoconn"
 	"github.com/toolbus/toolbus/internal/pprofserver"
 	"github.com/toolbus/toolbus/server"
 )
@@ -27,7 +28,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory of the store")
 	fs.StringVar(&cfg.StoreURL, "store-url", "", "shared PostgreSQL store for several replicas, postgres://user:password@host:port/db (prefer TOOLBUS_STORE_URL: a flag shows in ps); default: SQLite in --data-dir (see docs/scale-out.md)")
 	fs.StringVar(&cfg.PlatformID, "platform-id", "", "this gateway's name on the bus (default: random per start)")
-	fs.StringVar(&cfg.BrokerURL, "broker-url", "", "external MQTT broker, tcp://host:port or ssl://host:port: no embedded broker (see docs/external-broker.md)")
+	fs.StringVar(&cfg.BrokerURL, "broker-url", "", "external MQTT broker, tcp://host:port or ssl://host:port (several, comma-separated, are tried in order: the nodes of a cluster): no embedded broker (see docs/external-broker.md)")
 	fs.StringVar(&cfg.BrokerUsername, "broker-username", "", "username on the external broker (an identity of role platform)")
 	fs.StringVar(&cfg.BrokerPassword, "broker-password", "", "password on the external broker (prefer TOOLBUS_BROKER_PASSWORD: a flag shows in ps)")
 	fs.StringVar(&cfg.BrokerClientID, "broker-client-id", "", "MQTT client ID on the external broker (default: toolbus-<platform id>, unique per replica)")
@@ -143,8 +144,10 @@ func brokerTLS(brokerURL, caFile, certFile, keyFile string) (*tls.Config, error)
 	if caFile == "" && certFile == "" && keyFile == "" {
 		return nil, nil
 	}
-	if !strings.HasPrefix(brokerURL, "ssl://") && !strings.HasPrefix(brokerURL, "wss://") {
-		return nil, errors.New("--broker-ca-file, --broker-cert-file and --broker-key-file need an ssl:// --broker-url")
+	for _, u := range pahoconn.SplitURLs(brokerURL) {
+		if !strings.HasPrefix(u, "ssl://") && !strings.HasPrefix(u, "wss://") {
+			return nil, errors.New("--broker-ca-file, --broker-cert-file and --broker-key-file need an ssl:// --broker-url")
+		}
 	}
 	if (certFile == "") != (keyFile == "") {
 		return nil, errors.New("--broker-cert-file and --broker-key-file go together")

@@ -56,7 +56,7 @@ func ParseArgs(fs *flag.FlagSet, args []string, getenv func(string) string, name
 	c := &Common{}
 	o := &c.Opts
 	var logLevel string
-	fs.StringVar(&o.BrokerURL, "broker-url", "tcp://127.0.0.1:1883", "MQTT broker URL (tcp://, ssl://, ws://)")
+	fs.StringVar(&o.BrokerURL, "broker-url", "tcp://127.0.0.1:1883", "MQTT broker URL (tcp://, ssl://, ws://); several, comma-separated, are tried in order (the nodes of a cluster)")
 	fs.StringVar(&o.Username, "username", "", "MQTT username (an identity with the expert-agent role), also the agent's name on the bus: "+
 		"every instance run with it shares its requests. Required")
 	fs.StringVar(&o.Password, "password", "", "MQTT password (prefer the environment variable "+EnvPrefix+"PASSWORD)")

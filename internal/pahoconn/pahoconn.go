@@ -9,18 +9,39 @@ import (
 	"bufio"
 	"net"
 	"net/url"
+	"strings"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"golang.org/x/net/proxy"
 )
 
-// Use sets o to dial the broker at rawURL with Dial when its scheme is
-// tcp:// (or mqtt://); other schemes (TLS, WebSocket, unix) keep paho's
-// own dialer: a TLS connection already reads whole records.
-func Use(o *mqtt.ClientOptions, rawURL string) {
-	if u, err := url.Parse(rawURL); err == nil && (u.Scheme == "tcp" || u.Scheme == "mqtt") {
+// Use sets o to dial the brokers at rawURLs with Dial when every one's
+// scheme is tcp:// (or mqtt://); otherwise (TLS, WebSocket, unix among
+// them) they all keep paho's own dialer, which o uses for every broker: a
+// TLS connection already reads whole records.
+func Use(o *mqtt.ClientOptions, rawURLs ...string) {
+	for _, raw := range rawURLs {
+		if u, err := url.Parse(raw); err != nil || (u.Scheme != "tcp" && u.Scheme != "mqtt") {
+			return
+		}
+	}
+	if len(rawURLs) > 0 {
 		o.SetCustomOpenConnectionFn(Dial)
 	}
+}
+
+// SplitURLs reads a broker URL option: one URL, or several separated by
+// commas, which a paho client tries in order at each connection attempt
+// (the nodes of a cluster, say). Spaces around each are dropped, and empty
+// ones left out.
+func SplitURLs(s string) []string {
+	var urls []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	return urls
 }
 
 // Dial connects to u's host as paho does for tcp:// (through ALL_PROXY

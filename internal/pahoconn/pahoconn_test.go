@@ -2,6 +2,7 @@ package pahoconn_test
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +49,35 @@ func TestBufferedRoundTrip(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no message of %d bytes", len(payload))
 		}
+	}
+}
+
+func TestSplitURLs(t *testing.T) {
+	for in, want := range map[string]string{
+		"tcp://a:1883":                  "tcp://a:1883",
+		" tcp://a:1883 , tcp://b:1883 ": "tcp://a:1883|tcp://b:1883",
+		"tcp://a:1883,,ssl://b:8883,":   "tcp://a:1883|ssl://b:8883",
+		"":                              "",
+		" , ":                           "",
+	} {
+		if got := strings.Join(pahoconn.SplitURLs(in), "|"); got != want {
+			t.Errorf("SplitURLs(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// The buffered dialer serves a list of tcp:// brokers; one other scheme in
+// the list leaves them all to paho's own (o has one dialer for all).
+func TestUseWithSeveralBrokers(t *testing.T) {
+	o := mqtt.NewClientOptions()
+	pahoconn.Use(o, "tcp://a:1883", "mqtt://b:1883")
+	if o.CustomOpenConnectionFn == nil {
+		t.Error("tcp:// brokers only: no dialer set")
+	}
+	o = mqtt.NewClientOptions()
+	pahoconn.Use(o, "tcp://a:1883", "ssl://b:8883")
+	if o.CustomOpenConnectionFn != nil {
+		t.Error("a dialer set for a list with an ssl:// broker")
 	}
 }
 
