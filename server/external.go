@@ -65,20 +65,56 @@ func (s *Server) external() bool { return s.cfg.BrokerURL != "" }
 
 // dialExternal connects to the external broker as the platform identity.
 func (s *Server) dialExternal(ctx context.Context) error {
-	bus, err := requester.DialPahoBus(ctx, requester.PahoBusOptions{
-		BrokerURL: s.cfg.BrokerURL,
-		Username:  s.cfg.BrokerUsername,
-		Password:  s.cfg.BrokerPassword,
-		TLSConfig: s.cfg.BrokerTLS,
-		ClientID:  s.cfg.BrokerClientID,
-		Logger:    s.cfg.Logger,
-	})
-	if err != nil {
-		return fmt.Errorf("external broker: %w", err)
+	// A broker that is not up yet (a cluster node refuses MQTT for a few
+	// seconds after it starts, say) is tried again, with backoff, rather
+	// than taken for a fatal error.
+	var giveUp <-chan time.Time
+	if s.cfg.BrokerConnectTimeout > 0 {
+		t := time.NewTimer(s.cfg.BrokerConnectTimeout)
+		defer t.Stop()
+		giveUp = t.C
 	}
-	s.pahoBus = bus
-	return nil
+	delay := firstBrokerRetryDelay
+	for attempt := 1; ; attempt++ {
+		bus, err := requester.DialPahoBus(ctx, requester.PahoBusOptions{
+			BrokerURL: s.cfg.BrokerURL,
+			Username:  s.cfg.BrokerUsername,
+			Password:  s.cfg.BrokerPassword,
+			TLSConfig: s.cfg.BrokerTLS,
+			ClientID:  s.cfg.BrokerClientID,
+			Logger:    s.cfg.Logger,
+		})
+		if err == nil {
+			if attempt > 1 {
+				s.log.WithField("attempts", attempt).Info("connected to the external broker")
+			}
+			s.pahoBus = bus
+			return nil
+		}
+		if ctx.Err() != nil || s.cfg.BrokerConnectTimeout < 0 {
+			return fmt.Errorf("external broker: %w", err)
+		}
+		s.log.WithError(err).WithFields(logrus.Fields{"attempt": attempt, "retryIn": delay.String()}).
+			Warn("cannot connect to the external broker; trying again")
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("external broker: %w (last attempt: %v)", ctx.Err(), err)
+		case <-giveUp:
+			t.Stop()
+			return fmt.Errorf("external broker: gave up after %s: %w", s.cfg.BrokerConnectTimeout, err)
+		case <-t.C:
+		}
+		delay = min(2*delay, maxBrokerRetryDelay)
+	}
 }
+
+// The backoff of the first connection to an external broker.
+const (
+	firstBrokerRetryDelay = 500 * time.Millisecond
+	maxBrokerRetryDelay   = 10 * time.Second
+)
 
 // Bounds of the external broker's round-trip probe.
 const (

@@ -51,6 +51,11 @@ type Config struct {
 	// BrokerTLS is used for ssl:// (and wss://) broker URLs; nil means Go's
 	// defaults (the system's roots, no client certificate).
 	BrokerTLS *tls.Config
+	// BrokerConnectTimeout bounds how long Start keeps trying its first
+	// connection to the external broker (with backoff, each failure
+	// logged) before it fails: 0 means until its ctx is done, negative one
+	// attempt.
+	BrokerConnectTimeout time.Duration
 	// BrokerClientID is the MQTT client ID on the external broker; "" means
 	// "toolbus-" + PlatformID, so that replicas (each with its own platform
 	// ID) never share one and knock each other off.

@@ -32,6 +32,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.BrokerUsername, "broker-username", "", "username on the external broker (an identity of role platform)")
 	fs.StringVar(&cfg.BrokerPassword, "broker-password", "", "password on the external broker (prefer TOOLBUS_BROKER_PASSWORD: a flag shows in ps)")
 	fs.StringVar(&cfg.BrokerClientID, "broker-client-id", "", "MQTT client ID on the external broker (default: toolbus-<platform id>, unique per replica)")
+	fs.DurationVar(&cfg.BrokerConnectTimeout, "broker-connect-timeout", 0, "give up starting when the first connection to the external broker has failed for this long (0: keep trying, with backoff, until stopped)")
 	brokerCA := fs.String("broker-ca-file", "", "PEM CA certificates that verify an ssl:// broker (default: the system's)")
 	brokerCert := fs.String("broker-cert-file", "", "PEM client certificate for an ssl:// broker (with --broker-key-file)")
 	brokerKey := fs.String("broker-key-file", "", "PEM private key of --broker-cert-file")
@@ -106,6 +107,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer stopPprof()
 	}
 	if err := srv.Start(ctx); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Stopped while it waited for its broker: a requested stop.
+			log.Info("stopped before the start was complete")
+			return nil
+		}
 		return err
 	}
 	mqtt := cfg.BrokerURL
