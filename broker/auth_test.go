@@ -9,8 +9,11 @@ import (
 	"github.com/toolbus/toolbus/acl"
 )
 
-// Every refusal looks the same to the client: mochi answers v3 clients
-// "not authorized" (0x05) for a v5 "bad username or password".
+// A refusal tells the client only whether its credentials were at fault:
+// "bad user name or password" (0x04) for an unknown user and a wrong
+// password alike, so that nobody can probe which identities exist; "not
+// authorized" (0x05) when the password was right (a disabled identity) or
+// does not matter (a reserved client ID).
 func TestLoginRefused(t *testing.T) {
 	e := newEnv(t)
 	agentPW := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
@@ -19,16 +22,19 @@ func TestLoginRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	bad, denied := packets.ErrorRefusedBadUsernameOrPassword, packets.ErrorRefusedNotAuthorised
 	for _, tc := range []struct {
 		name, clientID, username, password string
+		want                               error
 	}{
-		{"anonymous", "anon-1", "", ""},
-		{"unknown user", "ghost-1", "ghost", "pw-ghost"},
-		{"wrong password", "agent1-a", "agent1", "not-" + agentPW},
-		{"no password", "agent1-b", "agent1", ""},
-		{"disabled identity", "off-1", "off", offPW},
-		{"username with a bad character", "x-1", "agent1/#", agentPW},
-		{"inline client ID", "inline", "agent1", agentPW},
+		{"anonymous", "anon-1", "", "", bad},
+		{"unknown user", "ghost-1", "ghost", "pw-ghost", bad},
+		{"wrong password", "agent1-a", "agent1", "not-" + agentPW, bad},
+		{"no password", "agent1-b", "agent1", "", bad},
+		{"disabled identity, right password", "off-1", "off", offPW, denied},
+		{"disabled identity, wrong password", "off-2", "off", "not-" + offPW, bad},
+		{"username with a bad character", "x-1", "agent1/#", agentPW, bad},
+		{"inline client ID", "inline", "agent1", agentPW, denied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := e.connect(t, tc.clientID, tc.username, tc.password, nil)
@@ -36,8 +42,8 @@ func TestLoginRefused(t *testing.T) {
 				c.Disconnect(0)
 				t.Fatal("connected; want refused")
 			}
-			if !errors.Is(err, packets.ErrorRefusedNotAuthorised) {
-				t.Fatalf("connect error = %v, want %v", err, packets.ErrorRefusedNotAuthorised)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("connect error = %v, want %v", err, tc.want)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ type aclHook struct {
 	v1Warned       sync.Map    // *mqtt.Client -> struct{}: told once that it speaks contract v1
 	events         func(Event) // Options.Events: refused logins are audited
 	throttle       *loginThrottle
+	approved       sync.Map   // *mqtt.Client -> struct{}: logged in by OnConnect, until OnConnectAuthenticate
 	refusals       *sparseLog // the "login refused" lines
 }
 
@@ -98,26 +100,64 @@ func (h *aclHook) Provides(b byte) bool {
 // OnConnect bounds the keepalive of MQTT 5 clients: one that asks for none,
 // or for more than MaxKeepAlive, is told to use MaxKeepAlive, so that a dead
 // connection is noticed. (mochi sets the read deadline from it right after
-// this hook.)
+// this hook.) Then it logs the client in (login), and answers a refusal
+// itself: mochi's OnConnectAuthenticate can only say "bad username or
+// password", and a client refused for its Will, its client ID or a
+// disabled identity, whose password was right, is better told "not
+// authorized" so that its log says which.
 func (h *aclHook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if cl.Properties.ProtocolVersion >= 5 && (pk.Connect.Keepalive == 0 || pk.Connect.Keepalive > h.maxKeepAlive) {
 		cl.State.ServerKeepalive = true
 		cl.State.Keepalive = h.maxKeepAlive
 	}
-	return nil
+	code, ok := h.login(cl, pk)
+	if ok {
+		h.approved.Store(cl, struct{}{})
+		return nil
+	}
+	if err := h.srv.SendConnack(cl, code, false, nil); err != nil {
+		return fmt.Errorf("refuse login: send CONNACK: %w", err)
+	}
+	return code
 }
 
-// OnConnectAuthenticate logs a client in: username and password through the
+// OnConnectAuthenticate lets in the clients OnConnect logged in.
+func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, _ packets.Packet) bool {
+	_, ok := h.approved.LoadAndDelete(cl)
+	return ok
+}
+
+// refusalCode is the CONNACK code of a refused login: "bad username or
+// password" for any fault of the credentials (unknown user and wrong
+// password alike, so that a client cannot probe which identities exist),
+// "not authorized" for a refusal that does not depend on them (a reserved
+// client ID) or that comes after they were checked. MQTT 3.1.1 has one
+// code of each (0x04, 0x05).
+func refusalCode(cl *mqtt.Client, denied bool) packets.Code {
+	v5 := cl.Properties.ProtocolVersion >= 5
+	switch {
+	case denied && v5:
+		return packets.ErrNotAuthorized
+	case denied:
+		return packets.Err3NotAuthorized
+	case v5:
+		return packets.ErrBadUsernameOrPassword
+	default:
+		return packets.ErrMalformedUsernameOrPassword // 0x04, "bad user name or password"
+	}
+}
+
+// login checks a client's login: username and password through the
 // Authenticator (anonymous logins are refused), then the client ID and the
-// Will. A refusal answers CONNACK "bad username or password" whatever the
-// reason, so that a client cannot probe which identities exist or are
-// disabled; the reason is logged.
-func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
+// Will. A refusal says why in the log and the audit, and its CONNACK code
+// only whether the credentials were at fault (refusalCode).
+func (h *aclHook) login(cl *mqtt.Client, pk packets.Packet) (packets.Code, bool) {
 	username := string(pk.Connect.Username)
 	log := h.log.WithFields(logrus.Fields{
 		"client": cl.ID, "username": username, "remote": cl.Net.Remote, "listener": cl.Net.Listener,
 	})
-	refuse := func(reason string, err error) bool {
+	denied := false // the refusal does not depend on the credentials
+	refuse := func(reason string, err error) (packets.Code, bool) {
 		if e := h.refusals.entry(log); e != nil {
 			if err != nil {
 				e = e.WithError(err)
@@ -128,7 +168,7 @@ func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool
 			h.events(Event{Time: time.Now(), Kind: EventLoginRefused, ClientID: cl.ID, Username: username,
 				Remote: cl.Net.Remote, Action: "connect", Err: errors.New(reason)})
 		}
-		return false
+		return refusalCode(cl, denied), false
 	}
 
 	if !pk.Connect.UsernameFlag || username == "" {
@@ -136,6 +176,7 @@ func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool
 	}
 	if cl.ID == mqtt.InlineClientId {
 		// Taking over this ID would disconnect the gateway's own client.
+		denied = true
 		return refuse("reserved client ID", nil)
 	}
 	if !acl.ValidLevel(username) {
@@ -153,14 +194,15 @@ func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool
 		return refuse("login queue timeout", ctx.Err())
 	case errors.Is(err, acl.ErrBadCredentials):
 		return refuse("bad credentials", nil)
-	case errors.Is(err, acl.ErrDisabled):
+	case errors.Is(err, acl.ErrDisabled), err == nil && id.Disabled:
+		denied = true // the store says so only to whoever knows the password
 		return refuse("identity disabled", nil)
 	case err != nil:
 		return refuse("authentication failed", err)
-	case id.Disabled:
-		return refuse("identity disabled", nil)
 	}
 
+	// The password was right: what follows is refused as not authorized.
+	denied = true
 	// A client ID names a session. Another identity taking it over would
 	// cut the owner off (and, with clean session off, inherit its
 	// subscriptions), so only the same username may.
@@ -177,7 +219,7 @@ func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool
 
 	h.ids.put(cl, id)
 	log.WithField("role", id.Role).Debug("login")
-	return true
+	return packets.CodeSuccess, true
 }
 
 // Why authenticate refused a login before the Authenticator could.

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eclipse/paho.mqtt.golang/packets"
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
@@ -380,6 +381,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
+// connectHint says in words what a broker's refusal means for an agent
+// (toolbus's broker tells a wrong password from a login it does not
+// allow), or "".
+func connectHint(err error) string {
+	switch {
+	case errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword):
+		return "the broker knows no such username and password: check them (an operator may be resetting the password)"
+	case errors.Is(err, packets.ErrorRefusedNotAuthorised):
+		return "the password is right, but the broker does not allow this login: a disabled identity, " +
+			"or a Will or client ID the identity may not use (is it an expert-agent identity?)"
+	}
+	return ""
+}
+
 // The backoff of the first connection's attempts (ConnectRetry).
 const (
 	agentFirstRetryDelay = 500 * time.Millisecond
@@ -407,8 +422,11 @@ func (a *Agent) connect(ctx context.Context) error {
 		if ctx.Err() != nil || a.opts.ConnectRetry < 0 {
 			return fmt.Errorf("%w %s: %w", ErrAgentConnect, a.opts.BrokerURL, err)
 		}
-		a.log.WithError(err).WithFields(logrus.Fields{"broker": a.opts.BrokerURL, "attempt": attempt, "retryIn": delay.String()}).
-			Warn("cannot connect to the broker; trying again")
+		log := a.log.WithError(err).WithFields(logrus.Fields{"broker": a.opts.BrokerURL, "attempt": attempt, "retryIn": delay.String()})
+		if hint := connectHint(err); hint != "" {
+			log = log.WithField("hint", hint)
+		}
+		log.Warn("cannot connect to the broker; trying again")
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():

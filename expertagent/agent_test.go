@@ -11,6 +11,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
 	"go.uber.org/goleak"
 
 	"github.com/toolbus/toolbus/contract"
@@ -772,16 +773,18 @@ func TestAgentShutdownCancelsStuckHandlers(t *testing.T) {
 func TestAgentRunErrors(t *testing.T) {
 	e := agStartBroker(t)
 	tests := []struct {
-		name string
-		opts expertagent.AgentOptions
-		want error
+		name  string
+		opts  expertagent.AgentOptions
+		want  error
+		cause error // what the broker said, when it said something
 	}{
-		{name: "wrong password", opts: expertagent.AgentOptions{Username: e.AgentUser, Password: "nope"}, want: expertagent.ErrAgentConnect},
+		{name: "wrong password", opts: expertagent.AgentOptions{Username: e.AgentUser, Password: "nope"}, want: expertagent.ErrAgentConnect,
+			cause: packets.ErrorRefusedBadUsernameOrPassword},
 		{name: "nothing listening", opts: expertagent.AgentOptions{BrokerURL: "tcp://127.0.0.1:1"}, want: expertagent.ErrAgentConnect},
 		// The broker refuses a platform login whose Will is on a presence
 		// topic, so the role check bites at CONNECT, before any SUBSCRIBE.
 		{name: "platform identity may not act as an agent", opts: expertagent.AgentOptions{Username: e.PlatformUser, Password: e.PlatformPassword},
-			want: expertagent.ErrAgentConnect},
+			want: expertagent.ErrAgentConnect, cause: packets.ErrorRefusedNotAuthorised},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -793,6 +796,9 @@ func TestAgentRunErrors(t *testing.T) {
 			err := a.Run(ctx)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Run = %v, want %v", err, tc.want)
+			}
+			if tc.cause != nil && !errors.Is(err, tc.cause) {
+				t.Errorf("Run = %v, want it to say %v: a wrong password and a refused login read apart", err, tc.cause)
 			}
 			select {
 			case <-a.Ready():
