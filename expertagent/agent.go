@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/internal/backoff"
 	"github.com/toolbus/toolbus/internal/pahoconn"
 )
 
@@ -404,41 +405,22 @@ const (
 // connect makes the first connection: attempts bounded by ConnectTimeout,
 // retried for ConnectRetry, and all by ctx.
 func (a *Agent) connect(ctx context.Context) error {
-	var giveUp <-chan time.Time
-	if a.opts.ConnectRetry > 0 {
-		t := time.NewTimer(a.opts.ConnectRetry)
-		defer t.Stop()
-		giveUp = t.C
-	}
-	delay := agentFirstRetryDelay
-	for attempt := 1; ; attempt++ {
-		err := a.link.connect(ctx)
-		if err == nil {
-			if attempt > 1 {
-				a.log.WithField("attempts", attempt).Info("connected to the broker")
+	attempts, err := backoff.Retry(ctx, agentFirstRetryDelay, agentMaxRetryDelay, a.opts.ConnectRetry,
+		func() error { return a.link.connect(ctx) },
+		func(attempt int, err error, wait time.Duration) {
+			log := a.log.WithError(err).WithFields(logrus.Fields{"broker": a.opts.BrokerURL, "attempt": attempt, "retryIn": wait.String()})
+			if hint := connectHint(err); hint != "" {
+				log = log.WithField("hint", hint)
 			}
-			return nil
-		}
-		if ctx.Err() != nil || a.opts.ConnectRetry < 0 {
-			return fmt.Errorf("%w %s: %w", ErrAgentConnect, a.opts.BrokerURL, err)
-		}
-		log := a.log.WithError(err).WithFields(logrus.Fields{"broker": a.opts.BrokerURL, "attempt": attempt, "retryIn": delay.String()})
-		if hint := connectHint(err); hint != "" {
-			log = log.WithField("hint", hint)
-		}
-		log.Warn("cannot connect to the broker; trying again")
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%w %s: %w (last attempt: %v)", ErrAgentConnect, a.opts.BrokerURL, ctx.Err(), err)
-		case <-giveUp:
-			t.Stop()
-			return fmt.Errorf("%w %s: gave up after %s: %w", ErrAgentConnect, a.opts.BrokerURL, a.opts.ConnectRetry, err)
-		case <-t.C:
-		}
-		delay = min(2*delay, agentMaxRetryDelay)
+			log.Warn("cannot connect to the broker; trying again")
+		})
+	if err != nil {
+		return fmt.Errorf("%w %s: %w", ErrAgentConnect, a.opts.BrokerURL, err)
 	}
+	if attempts > 1 {
+		a.log.WithField("attempts", attempts).Info("connected to the broker")
+	}
+	return nil
 }
 
 // serve (re)subscribes and announces presence after every connection, until

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/internal/backoff"
 	"github.com/toolbus/toolbus/internal/pahoconn"
 	"github.com/toolbus/toolbus/requester"
 )
@@ -68,46 +69,30 @@ func (s *Server) dialExternal(ctx context.Context) error {
 	// A broker that is not up yet (a cluster node refuses MQTT for a few
 	// seconds after it starts, say) is tried again, with backoff, rather
 	// than taken for a fatal error.
-	var giveUp <-chan time.Time
-	if s.cfg.BrokerConnectTimeout > 0 {
-		t := time.NewTimer(s.cfg.BrokerConnectTimeout)
-		defer t.Stop()
-		giveUp = t.C
-	}
-	delay := firstBrokerRetryDelay
-	for attempt := 1; ; attempt++ {
-		bus, err := requester.DialPahoBus(ctx, requester.PahoBusOptions{
-			BrokerURL: s.cfg.BrokerURL,
-			Username:  s.cfg.BrokerUsername,
-			Password:  s.cfg.BrokerPassword,
-			TLSConfig: s.cfg.BrokerTLS,
-			ClientID:  s.cfg.BrokerClientID,
-			Logger:    s.cfg.Logger,
-		})
-		if err == nil {
-			if attempt > 1 {
-				s.log.WithField("attempts", attempt).Info("connected to the external broker")
-			}
+	attempts, err := backoff.Retry(ctx, firstBrokerRetryDelay, maxBrokerRetryDelay, s.cfg.BrokerConnectTimeout,
+		func() error {
+			bus, err := requester.DialPahoBus(ctx, requester.PahoBusOptions{
+				BrokerURL: s.cfg.BrokerURL,
+				Username:  s.cfg.BrokerUsername,
+				Password:  s.cfg.BrokerPassword,
+				TLSConfig: s.cfg.BrokerTLS,
+				ClientID:  s.cfg.BrokerClientID,
+				Logger:    s.cfg.Logger,
+			})
 			s.pahoBus = bus
-			return nil
-		}
-		if ctx.Err() != nil || s.cfg.BrokerConnectTimeout < 0 {
-			return fmt.Errorf("external broker: %w", err)
-		}
-		s.log.WithError(err).WithFields(logrus.Fields{"attempt": attempt, "retryIn": delay.String()}).
-			Warn("cannot connect to the external broker; trying again")
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("external broker: %w (last attempt: %v)", ctx.Err(), err)
-		case <-giveUp:
-			t.Stop()
-			return fmt.Errorf("external broker: gave up after %s: %w", s.cfg.BrokerConnectTimeout, err)
-		case <-t.C:
-		}
-		delay = min(2*delay, maxBrokerRetryDelay)
+			return err
+		},
+		func(attempt int, err error, wait time.Duration) {
+			s.log.WithError(err).WithFields(logrus.Fields{"attempt": attempt, "retryIn": wait.String()}).
+				Warn("cannot connect to the external broker; trying again")
+		})
+	if err != nil {
+		return fmt.Errorf("external broker: %w", err)
 	}
+	if attempts > 1 {
+		s.log.WithField("attempts", attempts).Info("connected to the external broker")
+	}
+	return nil
 }
 
 // The backoff of the first connection to an external broker.
