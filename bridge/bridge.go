@@ -159,6 +159,21 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 }
 
+// answeredWait bounds how long a bridge whose upstream died waits for its
+// calls in flight to be answered before it goes offline.
+const answeredWait = 2 * time.Second
+
+// awaitAnswered returns once agent has no request in flight (each answered
+// on the bus), or after max.
+func awaitAnswered(agent *expertagent.Agent, max time.Duration) {
+	deadline := time.Now().Add(max)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for agent.Stats().InFlight > 0 && time.Now().Before(deadline) {
+		<-tick.C
+	}
+}
+
 // serveOnce runs one lifetime of the upstream: connect, serve on the bus,
 // and return when the upstream ends, the agent stops, or ctx is done.
 func (b *Bridge) serveOnce(ctx context.Context) error {
@@ -188,9 +203,11 @@ func (b *Bridge) serveOnce(ctx context.Context) error {
 	b.log.WithFields(logrus.Fields{"server": serverName(init), "protocol": init.ProtocolVersion}).Info("upstream initialized; serving it on the bus")
 	select {
 	case err := <-upDone:
-		// The calls in flight already failed with the session; going
-		// offline tells the gateways before anything else.
+		// The calls in flight fail with the session: let them answer (a
+		// tool error naming the upstream) before the agent goes offline,
+		// which would fail them as calls to an agent that is gone.
 		l.ended(err)
+		awaitAnswered(agent, answeredWait)
 		stop()
 		<-agentDone
 		if err == nil {
