@@ -192,9 +192,12 @@ func TestRequesterSeqOf(t *testing.T) {
 	}
 	digits := strconv.FormatUint(seq, 36)
 	nonce := id[len(id)-16:]
+	// An upper-case nonce: with at least one letter in it (a random one
+	// may be all digits, and then the same as the valid one).
+	upperNonce := strings.ToUpper(nonce[:15]) + "A"
 	for _, bad := range []string{
 		"", "x" + id, r.idPrefix, r.idPrefix + "0" + digits + "-" + nonce, r.idPrefix + strings.ToUpper(digits) + "-" + nonce,
-		r.idPrefix + digits, r.idPrefix + digits + "-", r.idPrefix + digits + "-" + nonce[1:], r.idPrefix + digits + "-" + strings.ToUpper(nonce),
+		r.idPrefix + digits, r.idPrefix + digits + "-", r.idPrefix + digits + "-" + nonce[1:], r.idPrefix + digits + "-" + upperNonce,
 		r.idPrefix + digits + "-" + nonce + "0", r.idPrefix + "3w5e11264sgsg-" + nonce, r.idPrefix + "zzzzzzzzzzzzzz-" + nonce,
 	} {
 		if _, ok := r.seqOf(bad); ok {
