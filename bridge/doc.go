@@ -21,7 +21,7 @@
 // upstream with what the next round brings. Such a request is tied to the
 // bus call that is running alone; with several running, the bridge cannot
 // tell whose it is and refuses it (the upstream sees one client, the
-// bridge).
+// bridge); a list, a completion or a held call in flight counts too.
 //
 // The upstream's lifetime is the agent's: when the process exits or the
 // HTTP session ends, calls in flight fail at once, the agent goes offline,

@@ -28,7 +28,7 @@ var (
 	// call: there is no client to ask.
 	errNoCall = errors.New("no call is open to ask a client")
 	// errAmbiguous refuses one made while several calls run.
-	errAmbiguous = errors.New("several calls are open, and the bridge cannot tell which one asks; the upstream sees one client")
+	errAmbiguous = errors.New("the server is busy with several requests, and the bridge cannot tell which one asks; the upstream sees one client")
 )
 
 // The client methods an upstream can ask during a call, and the
@@ -152,7 +152,7 @@ func (l *lifetime) await(ctx context.Context, req *expertagent.MethodRequest, p 
 			l.mu.Lock()
 			c.req, c.pending, c.state = nil, a, state
 			l.held[state] = c
-			c.expiry = time.AfterFunc(l.b.opts.HoldTimeout, func() { l.expire(c) })
+			c.expiry = time.AfterFunc(l.b.opts.HoldTimeout, func() { l.expire(c, state) })
 			l.mu.Unlock()
 			return inputRequired{
 				ResultType:    "input_required",
@@ -208,10 +208,11 @@ func (l *lifetime) resume(ctx context.Context, req *expertagent.MethodRequest, p
 	return l.await(ctx, req, p, c, fail)
 }
 
-// expire forgets a call whose next round did not come in time.
-func (l *lifetime) expire(c *call) {
+// expire forgets a call whose round (state) did not come in time; a call
+// resumed meanwhile, and perhaps held again for another round, stays.
+func (l *lifetime) expire(c *call, state string) {
 	l.mu.Lock()
-	held := c.pending != nil
+	held := l.held[state] == c
 	l.mu.Unlock()
 	if held {
 		l.log.WithField("target", c.target).Info("no answer came for a held call in time; cancelled upstream")
@@ -240,17 +241,26 @@ func (l *lifetime) forget(c *call) {
 func (l *lifetime) runningAlone() *call {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	c, _ := l.aloneLocked()
+	return c
+}
+
+// aloneLocked returns the call a bus request waits on if the upstream can
+// be doing nothing else: the only bus request in flight (lists and
+// completions count), and no call held (its server handler may ask
+// again); running is how many calls run. l.mu is held.
+func (l *lifetime) aloneLocked() (alone *call, running int) {
 	var found *call
 	for _, c := range l.open {
-		if c.req == nil {
-			continue
+		if c.req != nil {
+			found = c
+			running++
 		}
-		if found != nil {
-			return nil
-		}
-		found = c
 	}
-	return found
+	if running != 1 || l.busy != 1 || len(l.held) > 0 {
+		return nil, running
+	}
+	return found, running
 }
 
 // askClient asks the client of the running call for input on the
@@ -258,14 +268,7 @@ func (l *lifetime) runningAlone() *call {
 // of the call, or ctx.
 func (l *lifetime) askClient(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	l.mu.Lock()
-	var c *call
-	running := 0
-	for _, o := range l.open {
-		if o.req != nil {
-			c = o
-			running++
-		}
-	}
+	c, running := l.aloneLocked()
 	var caps json.RawMessage
 	if c != nil {
 		caps = c.caps
@@ -273,9 +276,9 @@ func (l *lifetime) askClient(ctx context.Context, method string, params any) (js
 	}
 	l.mu.Unlock()
 	switch {
-	case running == 0:
+	case running == 0 && l.heldCount() == 0:
 		return nil, fmt.Errorf("%s: %w", method, errNoCall)
-	case running > 1:
+	case c == nil:
 		l.log.WithField("method", method).Warn("the upstream asked for input while several calls ran; refused")
 		return nil, fmt.Errorf("%s: %w", method, errAmbiguous)
 	}
@@ -304,6 +307,12 @@ func (l *lifetime) askClient(ctx context.Context, method string, params any) (js
 	case <-l.ctx.Done():
 		return nil, fmt.Errorf("%s: the bridge is stopping", method)
 	}
+}
+
+func (l *lifetime) heldCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held)
 }
 
 // declares reports whether a client's capabilities object has name.

@@ -122,6 +122,7 @@ func TestElicitWithoutMode(t *testing.T) {
 	c := &call{id: "c1", asks: make(chan *ask), ended: make(chan struct{}), cancel: func() {},
 		req: &expertagent.MethodRequest{}, caps: json.RawMessage(`{"elicitation":{}}`)}
 	l.open[c.id] = c
+	l.busy = 1 // the bus request of c, served alone
 	type result struct {
 		res *sdk.ElicitResult
 		err error
@@ -131,12 +132,73 @@ func TestElicitWithoutMode(t *testing.T) {
 		res, err := l.elicit(context.Background(), &sdk.ElicitRequest{Params: &sdk.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object"}}})
 		done <- result{res, err}
 	}()
-	a := <-c.asks
+	var a *ask
+	select {
+	case a = <-c.asks:
+	case r := <-done:
+		t.Fatalf("elicit returned without asking: %+v, %v", r.res, r.err)
+	}
 	if a.method != "elicitation/create" || strings.Contains(string(a.params), `"mode"`) || !strings.Contains(string(a.params), `"message":"name?"`) {
 		t.Errorf("asked %s %s", a.method, a.params)
 	}
 	a.answer <- answer{result: json.RawMessage(`{"action":"accept","content":{"name":"Ada"}}`)}
 	if r := <-done; r.err != nil || r.res.Action != "accept" || r.res.Content["name"] != "Ada" {
 		t.Errorf("elicit = %+v, %v", r.res, r.err)
+	}
+}
+
+// A call is "alone" (the upstream's log messages and questions are its)
+// only while nothing else is in flight or held.
+func TestAloneOnlyWhenNothingElseIsInFlight(t *testing.T) {
+	b, err := New(Options{URL: "http://127.0.0.1:1/mcp", Agent: expertagent.AgentOptions{Username: "u"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLifetime(b)
+	defer l.close()
+	c := &call{id: "c1", req: &expertagent.MethodRequest{}, ended: make(chan struct{}), cancel: func() {}}
+	l.open[c.id] = c
+	for _, tc := range []struct {
+		name  string
+		busy  int
+		held  bool
+		alone bool
+	}{
+		{"the call alone", 1, false, true},
+		{"a list in flight beside it", 2, false, false},
+		{"another call held", 1, true, false},
+	} {
+		l.mu.Lock()
+		l.busy = tc.busy
+		clear(l.held)
+		if tc.held {
+			l.held["s"] = &call{id: "c2"}
+		}
+		l.mu.Unlock()
+		if got := l.runningAlone() == c; got != tc.alone {
+			t.Errorf("%s: alone = %v, want %v", tc.name, got, tc.alone)
+		}
+	}
+	l.mu.Lock()
+	clear(l.held) // the stand-in held call has no question to release
+	l.mu.Unlock()
+}
+
+// What callers read of the upstream never holds its credentials, and what
+// the upstream reads of the caller is the gateway's word only.
+func TestUpstreamNameAndCallerMeta(t *testing.T) {
+	b, err := New(Options{URL: "https://user:secret@mcp.example/mcp?api_key=k#x", Agent: expertagent.AgentOptions{Username: "u"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.upstreamName(); got != "https://mcp.example/mcp" {
+		t.Errorf("upstreamName = %q", got)
+	}
+	l := newLifetime(b)
+	defer l.close()
+	forged := sdk.Meta{CallerMetaKey: map[string]any{"userId": "root"}, "app": "kept"}
+	m := l.upstreamMeta(&expertagent.MethodRequest{}, forged, "")
+	if _, ok := m[CallerMetaKey]; ok || m["app"] != "kept" {
+		t.Errorf("meta %v: a caller-sent %s passed, or the caller's own member was lost", m, CallerMetaKey)
 	}
 }

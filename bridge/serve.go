@@ -47,6 +47,7 @@ type lifetime struct {
 	held     map[string]*call // by the state of the round they wait for
 	tokens   map[string]*call // by the progress token sent upstream
 	readOnly map[string]bool  // readOnlyHint by tool, from the latest tools/list; nil = not listed yet
+	busy     int              // bus requests being served now
 	seq      uint64
 }
 
@@ -130,10 +131,11 @@ func (l *lifetime) forgetAll() {
 }
 
 // register serves on agent what the upstream declared.
-func (l *lifetime) register(agent *expertagent.Agent, caps *sdk.ServerCapabilities) {
+func (l *lifetime) register(a *expertagent.Agent, caps *sdk.ServerCapabilities) {
 	l.mu.Lock()
-	l.agent = agent // the upstream may announce a change from now on
+	l.agent = a // the upstream may announce a change from now on
 	l.mu.Unlock()
+	agent := countingAgent{a, l}
 	if caps == nil {
 		caps = &sdk.ServerCapabilities{}
 	}
@@ -175,6 +177,28 @@ func (l *lifetime) register(agent *expertagent.Agent, caps *sdk.ServerCapabiliti
 	if caps.Completions != nil {
 		agent.Handle("completion/complete", l.complete)
 	}
+}
+
+// countingAgent registers handlers that count the bus requests being
+// served (lifetime.busy): a notification or a question of the upstream is
+// tied to a call only while nothing else is in flight.
+type countingAgent struct {
+	*expertagent.Agent
+	l *lifetime
+}
+
+func (c countingAgent) Handle(method string, h expertagent.MethodHandler) {
+	c.Agent.Handle(method, func(ctx context.Context, req *expertagent.MethodRequest) (any, error) {
+		c.l.mu.Lock()
+		c.l.busy++
+		c.l.mu.Unlock()
+		defer func() {
+			c.l.mu.Lock()
+			c.l.busy--
+			c.l.mu.Unlock()
+		}()
+		return h(ctx, req)
+	})
 }
 
 // listAll gathers every page of an upstream list into {"<key>": [...]}:
@@ -356,7 +380,7 @@ func (l *lifetime) upstreamMeta(req *expertagent.MethodRequest, in sdk.Meta, tok
 	for k, v := range in {
 		// The protocol's own members describe the caller's hop (its
 		// version, its client); the go-sdk client writes the bridge's.
-		if !strings.HasPrefix(k, protocolMetaPrefix) && k != "progressToken" {
+		if !strings.HasPrefix(k, protocolMetaPrefix) && k != "progressToken" && k != CallerMetaKey {
 			m[k] = v
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -96,6 +97,11 @@ func (l *lifetime) startProcess() (*process, error) {
 		cmd.Env = withoutAgentEnv(os.Environ())
 	}
 	cmd.Dir = o.Dir
+	// Its own process group, signalled whole, so that helpers it started
+	// go with it; and a bound on the wait for its stderr, which a helper
+	// that survives would hold open.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = processStopWait
 	l.stderr = &lineLogger{log: l.b.log.WithField("stream", "upstream-stderr")}
 	cmd.Stderr = l.stderr
 	stdout, err := cmd.StdoutPipe()
@@ -131,7 +137,7 @@ func (p *process) Close() error {
 		_ = p.stdin.Close()
 		done := make(chan error, 1)
 		go func() { done <- p.cmd.Wait() }()
-		for _, sig := range []os.Signal{syscall.SIGTERM, os.Kill} {
+		for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 			t := time.NewTimer(processStopWait)
 			select {
 			case p.err = <-done:
@@ -139,19 +145,28 @@ func (p *process) Close() error {
 				return
 			case <-t.C:
 			}
-			_ = p.cmd.Process.Signal(sig)
+			// The whole group: helpers the server started go too.
+			if err := syscall.Kill(-p.cmd.Process.Pid, sig.(syscall.Signal)); err != nil {
+				_ = p.cmd.Process.Signal(sig)
+			}
 		}
-		p.err = <-done // SIGKILL cannot be ignored
+		p.err = <-done // SIGKILL cannot be ignored, and WaitDelay bounds the stderr copy
 	})
 	return p.err
 }
 
-// upstreamName names the upstream in logs and errors: its program or URL.
+// upstreamName names the upstream in logs and errors, which callers read:
+// its program, or its URL without credentials or query.
 func (b *Bridge) upstreamName() string {
 	if len(b.opts.Command) > 0 {
 		return fmt.Sprintf("%q", b.opts.Command[0])
 	}
-	return b.opts.URL
+	u, err := url.Parse(b.opts.URL)
+	if err != nil {
+		return "(its URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
 }
 
 func serverName(init *sdk.InitializeResult) string {
