@@ -269,6 +269,7 @@ func (l *lifetime) aloneLocked() (alone *call, running int) {
 func (l *lifetime) askClient(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	l.mu.Lock()
 	c, running := l.aloneLocked()
+	held := len(l.held)
 	var caps json.RawMessage
 	if c != nil {
 		caps = c.caps
@@ -276,7 +277,7 @@ func (l *lifetime) askClient(ctx context.Context, method string, params any) (js
 	}
 	l.mu.Unlock()
 	switch {
-	case running == 0 && l.heldCount() == 0:
+	case running == 0 && held == 0:
 		return nil, fmt.Errorf("%s: %w", method, errNoCall)
 	case c == nil:
 		l.log.WithField("method", method).Warn("the upstream asked for input while several calls ran; refused")
@@ -307,12 +308,6 @@ func (l *lifetime) askClient(ctx context.Context, method string, params any) (js
 	case <-l.ctx.Done():
 		return nil, fmt.Errorf("%s: the bridge is stopping", method)
 	}
-}
-
-func (l *lifetime) heldCount() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.held)
 }
 
 // declares reports whether a client's capabilities object has name.

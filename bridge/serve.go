@@ -204,6 +204,16 @@ func (c countingAgent) Handle(method string, h expertagent.MethodHandler) {
 // listAll gathers every page of an upstream list into {"<key>": [...]}:
 // the gateway merges the lists of many agents and pages them itself.
 func listAll[T any](l *lifetime, key string, items iter.Seq2[*T, error]) (any, error) {
+	all, err := gather(l, items)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{key: all}, nil
+}
+
+// gather reads every page of an upstream list (never nil: an empty list
+// is [] on the wire).
+func gather[T any](l *lifetime, items iter.Seq2[*T, error]) ([]*T, error) {
 	all := []*T{}
 	for it, err := range items {
 		if err != nil {
@@ -211,16 +221,13 @@ func listAll[T any](l *lifetime, key string, items iter.Seq2[*T, error]) (any, e
 		}
 		all = append(all, it)
 	}
-	return map[string]any{key: all}, nil
+	return all, nil
 }
 
 func (l *lifetime) listTools(ctx context.Context, _ *expertagent.MethodRequest) (any, error) {
-	tools := []*sdk.Tool{}
-	for t, err := range l.cs.Tools(ctx, nil) {
-		if err != nil {
-			return nil, l.upstreamErr(err)
-		}
-		tools = append(tools, t)
+	tools, err := gather(l, l.cs.Tools(ctx, nil))
+	if err != nil {
+		return nil, err
 	}
 	ro := make(map[string]bool, len(tools))
 	for _, t := range tools {
@@ -263,12 +270,7 @@ type callParams struct {
 
 func decodeCallParams(raw json.RawMessage) (*callParams, error) {
 	p := &callParams{}
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, p); err != nil {
-			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid params: %v", err)
-		}
-	}
-	return p, nil
+	return p, decodeInto(raw, p)
 }
 
 func (l *lifetime) callTool(ctx context.Context, req *expertagent.MethodRequest) (any, error) {
@@ -302,16 +304,14 @@ func (l *lifetime) getPrompt(ctx context.Context, req *expertagent.MethodRequest
 	if err != nil {
 		return nil, err
 	}
-	var args struct {
-		Arguments map[string]string `json:"arguments"`
-	}
-	if len(req.Params) > 0 {
-		if err := json.Unmarshal(req.Params, &args); err != nil {
+	var args map[string]string // a prompt's arguments are strings
+	if len(p.Arguments) > 0 {
+		if err := json.Unmarshal(p.Arguments, &args); err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "invalid prompt arguments: %v", err)
 		}
 	}
 	return l.call(ctx, req, p, "prompts/get "+p.Name, rpcFailure, func(ctx context.Context, meta sdk.Meta) (any, error) {
-		params := &sdk.GetPromptParams{Meta: meta, Name: p.Name, Arguments: args.Arguments, RequestState: p.RequestState}
+		params := &sdk.GetPromptParams{Meta: meta, Name: p.Name, Arguments: args, RequestState: p.RequestState}
 		if err := unmarshalResponses(p.InputResponses, &params.InputResponses); err != nil {
 			return nil, err
 		}
