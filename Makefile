@@ -18,8 +18,9 @@ build:
 test: lint
 	./scripts/npm-tools.sh
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
-	@# A test left out of -race builds (a race inside paho on reconnect), run plain:
+	@# Tests left out of -race builds (a race inside paho on reconnect), run plain:
 	$(GO) test -count=1 -run 'TestExternalBrokerRestartUnderLoad' ./integration/
+	$(GO) test -count=1 -run 'TestAgentResubscribesAfterReconnect' ./expertagent/
 	./scripts/conformance.sh
 
 # The suite without the race detector (faster while editing).

@@ -1,3 +1,8 @@
+// Left out of -race builds: paho's resume races with its own writer on a
+// resent PUBLISH (docs/upstream.md, paho 3); make test runs it plain.
+
+//go:build !race
+
 package expertagent_test
 
 import (
