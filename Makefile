@@ -14,9 +14,11 @@ build:
 # Every test: static checks, the whole Go suite with the race detector, then
 # the official MCP conformance suite through the gateway. scripts/npm-tools.sh
 # installs Node.js 22, the suite and server-everything (which Go tests start)
-# from npm on the first run, and is offline after that.
+# from npm on the first run, and scripts/nats-server.sh builds the NATS server
+# of the distributed tests from the Go module proxy; both are offline after that.
 test: lint
 	./scripts/npm-tools.sh
+	./scripts/nats-server.sh >/dev/null
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	@# Tests left out of -race builds (a race inside paho on reconnect), run plain:
 	$(GO) test -count=1 -run 'TestExternalBrokerRestartUnderLoad' ./integration/

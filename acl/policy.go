@@ -196,10 +196,13 @@ func builtinSubscribe(id Identity, clientID, filter string) bool {
 			return agent == "+" && instance == "+" ||
 				ValidLevel(agent) && (instance == "+" || ValidLevel(instance))
 		}
-		// Replies of one context, from whichever agent answers it. The
+		// Replies of one context, from whichever agent answers it, or of
+		// every context of one gateway (contract.GatewayReplyFilter),
+		// which holds no topic that a context's filter would not. The
 		// broker checks each delivery against the topic name too, where
 		// the agent and instance levels are real ones.
-		return (agent == "+" || ValidLevel(agent)) && (instance == "+" || ValidLevel(instance)) && contextTopic(tail, "res", false)
+		return (agent == "+" || ValidLevel(agent)) && (instance == "+" || ValidLevel(instance)) &&
+			(contextTopic(tail, "res", false) || gatewayReplies(tail))
 	case RoleExpertAgent:
 		return agentRequestFilter(id.Username, clientID, filter)
 	}
@@ -247,6 +250,13 @@ func contextTopic(rest, kind string, wild bool) bool {
 		rest = r
 	}
 	return rest == kind
+}
+
+// gatewayReplies reports whether rest (what follows the agent and instance
+// levels) is one valid platform level, four "+" and then "res".
+func gatewayReplies(rest string) bool {
+	platform, rest, more := cutLevel(rest)
+	return more && ValidLevel(platform) && rest == "+/+/+/+/res"
 }
 
 // ownProbeTopic reports whether rest (what follows ff/v2/probe/) is

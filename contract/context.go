@@ -157,6 +157,13 @@ func ParseReplyFilter(filter string) (Context, error) {
 	return c, nil
 }
 
+// GatewayReplyFilter matches the replies of every agent in every context
+// of the gateway platformID: what a gateway subscribes once, instead of a
+// filter per context, on a broker where subscriptions are dear.
+func GatewayReplyFilter(platformID string) string {
+	return TopicPrefix + "+/+/" + platformID + "/+/+/+/+/" + Reply
+}
+
 // RequestFilter matches the requests for agent addressed to instance
 // (a client ID, AnyInstance, or "+" for both).
 func RequestFilter(agent, instance string) string {

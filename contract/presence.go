@@ -28,6 +28,14 @@ type Presence struct {
 	// for ExpiryIntervals of them for gone, as if its Will had come: a
 	// broker node's loss sends no Will.
 	Interval int64 `json:"interval,omitempty"`
+	// Connection names the instance's current connection to the broker
+	// (any string, new at each connection; "" = not said). An online
+	// status with another connection than the one a gateway holds tells
+	// it that the instance was cut off: the calls sent to the instance
+	// that it has said nothing of yet were lost, and fail at once. So an
+	// instance that still runs calls when it reconnects sends something of
+	// each (a claim) before that status.
+	Connection string `json:"connection,omitempty"`
 }
 
 // ExpiryIntervals is how many of its presence intervals an online instance

@@ -159,11 +159,12 @@ type Agent struct {
 	toolList    json.RawMessage
 	serveCtx    context.Context // parent of every request's context; cancelled when shutdown gives up waiting
 	link        agentLink
-	filters     []string      // the pool's requests, then this instance's own
-	replyPrefix string        // ff/v2/mcp/<username>/<clientID>/: every reply topic up to its context
-	connected   chan struct{} // OnConnect signals (re)connections here; size 1, coalescing
-	onlineSince atomic.Int64  // Unix ms of the latest announce: the since of every online status until the next
-	lost        atomic.Bool   // the connection was lost: the next one is a reconnection
+	filters     []string               // the pool's requests, then this instance's own
+	replyPrefix string                 // ff/v2/mcp/<username>/<clientID>/: every reply topic up to its context
+	connected   chan struct{}          // OnConnect signals (re)connections here; size 1, coalescing
+	onlineSince atomic.Int64           // Unix ms of the latest announce: the since of every online status until the next
+	connection  atomic.Pointer[string] // names the current connection in presence (contract.Presence.Connection); nil before the first
+	lost        atomic.Bool            // the connection was lost: the next one is a reconnection
 
 	// inMu guards the hand-off from the link's delivery goroutine to
 	// the workers: closing is set (and the channels closed) under the write
@@ -338,7 +339,7 @@ func (a *Agent) start() error {
 
 // Run connects to the broker and serves requests until ctx is done. It
 // connects with a Last Will that marks the instance offline (retained, on
-// PresenceTopic(Username, ClientID)), subscribes at QoS 1 to the pool's
+// PresenceTopic(Username, ClientID)), subscribes at QoS 0 to the pool's
 // requests (SharedRequestFilter(Username), or RequestFilter(Username,
 // AnyInstance) if Exclusive) and to those addressed to its ClientID,
 // publishes a retained online presence, and closes Ready. After a lost
@@ -481,6 +482,14 @@ func (a *Agent) announce(ctx context.Context) error {
 	if err := a.subscribe(ctx); err != nil {
 		return err
 	}
+	if a.connection.Load() != nil {
+		// A reconnect: gateways fail the calls this instance says nothing
+		// of before its new connection's status, as lost while it was
+		// cut off. Those it still runs are not lost: claim them first.
+		a.claimInFlight(ctx)
+	}
+	conn := contract.RandomID(4)
+	a.connection.Store(&conn)
 	a.onlineSince.Store(time.Now().UnixMilli())
 	return a.publishPresence(ctx, contract.StatusOnline)
 }

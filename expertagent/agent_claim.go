@@ -51,6 +51,22 @@ func (a *Agent) claimDue(ctx context.Context, now time.Time, due []*agentCall) [
 	return due
 }
 
+// claimInFlight claims every request in flight, however young, on a link
+// that has just come back (see announce).
+func (a *Agent) claimInFlight(ctx context.Context) {
+	a.flightMu.Lock()
+	calls := make([]*agentCall, 0, len(a.inflight))
+	for _, c := range a.inflight {
+		calls = append(calls, c)
+	}
+	a.flightMu.Unlock()
+	for _, c := range calls {
+		if err := c.claim(ctx); err != nil && ctx.Err() == nil {
+			a.log.WithError(err).WithField("correlationId", c.corrID).Debug("claim not sent on reconnect")
+		}
+	}
+}
+
 // maxClaimTries bounds the claims sent for one call: a broker that refuses
 // the publish (and drops the connection for it) refuses every retry too.
 const maxClaimTries = 3

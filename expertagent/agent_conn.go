@@ -31,6 +31,9 @@ func (a *Agent) presencePayload(status string) ([]byte, error) {
 		if a.opts.PresenceEvery > 0 {
 			p.Interval = a.opts.PresenceEvery.Milliseconds()
 		}
+		if conn := a.connection.Load(); conn != nil {
+			p.Connection = *conn
+		}
 	}
 	return json.Marshal(p)
 }
@@ -80,8 +83,7 @@ func (a *Agent) reply(ctx context.Context, topic string, envelope []byte) error 
 // PUBACK and the agent a read per call: paho keeps a QoS 1 publish and
 // sends it again once a lost connection is back (it drops QoS 0 ones
 // silently while reconnecting), the PUBACK is how the Agent learns that
-// a reply was lost (PublishErrors), and with an external broker the gateway's
-// QoS 1 subscription gets at-least-once delivery only from a QoS 1 publish.
+// a reply was lost (PublishErrors).
 func (a *Agent) publish(ctx context.Context, topic string, payload []byte, retained bool) error {
 	if err := a.link.publish(ctx, topic, payload, retained); err != nil {
 		return fmt.Errorf("publish %s: %w", topic, err)

@@ -25,8 +25,11 @@ type agentLink interface {
 	// connect makes the first connection (not retried); later ones are
 	// automatic.
 	connect(ctx context.Context) error
-	// subscribe subscribes to filters at QoS 1, in one SUBSCRIBE, and
-	// fails if the broker refuses any of them.
+	// subscribe subscribes to filters at QoS 0, in one SUBSCRIBE, and
+	// fails if the broker refuses any of them. Gateways publish requests
+	// at QoS 0, so QoS 1 would deliver nothing more; on NATS it would make
+	// each subscription a JetStream consumer, which a reconnect must delete
+	// first (for seconds, when the node that held it is gone).
 	subscribe(ctx context.Context, filters ...string) error
 	unsubscribe(ctx context.Context, filters ...string) error
 	// publish sends at QoS 1 and waits for the PUBACK, at most until ctx is
@@ -150,7 +153,7 @@ func (l *agentPahoLink) connect(ctx context.Context) error {
 func (l *agentPahoLink) subscribe(ctx context.Context, filters ...string) error {
 	qos := make(map[string]byte, len(filters))
 	for _, f := range filters {
-		qos[f] = 1
+		qos[f] = 0
 	}
 	tok := l.client.SubscribeMultiple(qos, nil)
 	if err := agentWaitToken(ctx, tok); err != nil {

@@ -440,6 +440,8 @@ func (g *Gateway) agentFailure(r *request, name string, err error) answer {
 		text = fmt.Sprintf("Tool %s is served by an expert agent, and no expert agent is online. Try again once one is connected; the platform tools still work.", name)
 	case errors.Is(err, requester.ErrTimeout):
 		text = fmt.Sprintf("The expert agent did not answer %s in time. The call was cancelled; try again, or with less work.", name)
+	case errors.Is(err, requester.ErrAgentReconnected):
+		text = fmt.Sprintf("The expert agent instance that %s was sent to lost its connection to the MQTT broker and came back without the call; try again.", name)
 	case errors.Is(err, requester.ErrAgentGone):
 		text = fmt.Sprintf("The expert agent that was running %s went offline before it answered; the tool may or may not have run. Other agents are online: try again.", name)
 	case errors.Is(err, requester.ErrLinkLost):

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,8 +40,9 @@ const (
 type scaleOut struct {
 	storeURL   string
 	mosq       *testenv.Mosquitto
-	brokerAddr string // where workers connect: Mosquitto, or an embedded broker
-	direct     bool   // workers connect without the proxy (benchmarks): kill does nothing
+	nats       *testenv.NATSCluster // instead of mosq: a NATS cluster
+	brokerAddr string               // where workers connect: Mosquitto, or an embedded broker
+	direct     bool                 // workers connect without the proxy (benchmarks): kill does nothing
 	replicas   []*gwEnv
 	workers    []*poolWorker
 }
@@ -85,7 +87,9 @@ func (so *scaleOut) replica(t testing.TB, cfg server.Config) *gwEnv {
 	t.Helper()
 	cfg.PlatformID = fmt.Sprintf("gw-%c", 'a'+len(so.replicas))
 	cfg.StoreURL = so.storeURL
-	cfg.BrokerURL = so.mosq.URL
+	if cfg.BrokerURL == "" {
+		cfg.BrokerURL = so.mosq.URL
+	}
 	cfg.BrokerUsername, cfg.BrokerPassword = soGatewayUser, soPassword
 	cfg.SessionSecret = soSessionSecret
 	srv := startServer(t, cfg)
@@ -109,16 +113,34 @@ type poolWorker struct {
 // true, else answers "passed").
 func (so *scaleOut) worker(t testing.TB, holds bool) *poolWorker {
 	t.Helper()
-	w := &poolWorker{clientID: fmt.Sprintf("pool-%d", len(so.workers)+1), held: make(chan string, 16)}
-	brokerURL := "tcp://" + so.brokerAddr
+	return so.workerWith(t, workerSpec{holds: holds})
+}
+
+// workerSpec says which worker workerWith starts.
+type workerSpec struct {
+	user      string // its agent; "" = soWorkerUser
+	brokerURL string // where it connects; "" = brokerAddr, through a proxy unless direct
+	holds     bool
+}
+
+func (so *scaleOut) workerWith(t testing.TB, spec workerSpec) *poolWorker {
+	t.Helper()
+	user := cmp.Or(spec.user, soWorkerUser)
+	holds := spec.holds
+	w := &poolWorker{clientID: fmt.Sprintf("%s-%d", user, len(so.workers)+1), held: make(chan string, 16)}
+	brokerURL := spec.brokerURL
 	w.kill = func() {}
-	if !so.direct {
-		proxy := testenv.StartStallProxy(t, so.brokerAddr)
-		w.kill, brokerURL = proxy.Close, proxy.URL()
+	if brokerURL == "" {
+		brokerURL = "tcp://" + so.brokerAddr
+		if !so.direct {
+			proxy := testenv.StartStallProxy(t, so.brokerAddr)
+			w.kill, brokerURL = proxy.Close, proxy.URL()
+		}
 	}
 	a := expertagent.NewAgent(expertagent.AgentOptions{
-		BrokerURL: brokerURL, Username: soWorkerUser, Password: soPassword,
-		ClientID: w.clientID, Name: "pool", Concurrency: 64,
+		BrokerURL: brokerURL, Username: user, Password: soPassword,
+		ClientID: w.clientID, Name: user, Concurrency: 64,
+		Exclusive:      so.nats != nil, // NATS has no $share; the gateways address instances
 		ConnectTimeout: 5 * time.Second,
 		Logger:         testenv.LoggerAt(t, "agent", logrus.WarnLevel).WithField("worker", w.clientID),
 	})
@@ -235,4 +257,23 @@ func connectAlternating(ctx context.Context, tr *alternating, path string) (*mcp
 		// session's server-to-client messages, which these calls do not use.
 		DisableStandaloneSSE: true,
 	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+}
+
+// echoFailure says what is wrong with an echo call's outcome: "" when it
+// answered want, and nothing else, to its caller.
+func echoFailure(res *mcp.CallToolResult, err error, want string) string {
+	switch {
+	case err != nil:
+		return "protocol error: " + err.Error()
+	case res.IsError || len(res.Content) != 1:
+		return fmt.Sprintf("result %+v", res)
+	}
+	text, ok := res.Content[0].(*mcp.TextContent)
+	switch {
+	case !ok:
+		return fmt.Sprintf("content %T, not text", res.Content[0])
+	case text.Text != want:
+		return fmt.Sprintf("answered %q (someone else's answer)", text.Text)
+	}
+	return ""
 }

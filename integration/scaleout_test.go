@@ -64,20 +64,13 @@ func TestScaleOutReplicasAndPool(t *testing.T) {
 				for c := range callsPerSession {
 					want := fmt.Sprintf("session %d call %d", s, c)
 					res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": want}})
-					switch {
-					case err != nil:
-						fail("%s: %v", want, err)
-					case res.IsError || len(res.Content) != 1:
-						fail("%s: result %+v", want, res)
-					default:
-						if got := res.Content[0].(*mcp.TextContent).Text; got != want {
-							fail("%s: answered %q (someone else's answer)", want, got)
-							continue
-						}
-						mu.Lock()
-						answered++
-						mu.Unlock()
+					if why := echoFailure(res, err, want); why != "" {
+						fail("%s: %s", want, why)
+						continue
 					}
+					mu.Lock()
+					answered++
+					mu.Unlock()
 				}
 				_ = cs.Close()
 			}

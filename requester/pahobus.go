@@ -57,13 +57,29 @@ type PahoBusOptions struct {
 	MaxReconnectInterval time.Duration
 	// KeepAlive is the MQTT keepalive; 0 = DefaultPahoKeepAlive (30s).
 	KeepAlive time.Duration
+	// PublishQoS1 publishes at QoS 1, waiting for the broker's
+	// acknowledgement of each message, instead of at QoS 0 (the default).
+	// QoS 1 keeps nothing more here: the session is clean, and every call
+	// that was waiting fails when the connection drops. It costs a PUBACK
+	// per message on any broker, and a replicated JetStream write on NATS.
+	PublishQoS1 bool
+	// AllReplies, when set, is one filter that holds every reply filter
+	// this bus will be asked for (contract.GatewayReplyFilter: every reply
+	// to one gateway). The bus subscribes it once, at QoS 0, on each
+	// connection, and subscribing or unsubscribing a context's reply filter
+	// then only adds or removes the context's route here, with nothing
+	// sent: a reply to a context without a route is dropped, as the broker
+	// would drop it. For brokers where a subscription is dear (NATS writes
+	// the client's whole subscription list to JetStream at each one); ""
+	// subscribes each reply filter at the broker.
+	AllReplies string
 	// Logger receives the bus's logs (component "requester.pahobus");
 	// nil discards them.
 	Logger *logrus.Entry
 }
 
 // PahoBus is a Bus over a paho MQTT 3.1.1 client, for a gateway that talks
-// to an external broker. Subscriptions are QoS 1. paho's router scans every
+// to an external broker. Subscriptions are QoS 0 (pahoSubscribeQoS). paho's router scans every
 // route for every message and never subscribes again after a reconnect, so
 // PahoBus subscribes with no per-subscription handler, dispatches from its
 // own table (a map of exact topics and a short list of wildcard filters),
@@ -75,8 +91,10 @@ type PahoBusOptions struct {
 // After a reconnect, Publish waits until every route is subscribed again,
 // so that no request goes out before the subscription its reply needs.
 type PahoBus struct {
-	client paho.Client
-	log    *logrus.Entry
+	client  paho.Client
+	log     *logrus.Entry
+	pubQoS  byte   // of Publish
+	allReps string // PahoBusOptions.AllReplies
 
 	mu      sync.RWMutex
 	exact   map[string]MessageHandler
@@ -133,6 +151,8 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 		opts.KeepAlive = DefaultPahoKeepAlive
 	}
 	b := &PahoBus{
+		pubQoS:   pahoPublishQoS(opts.PublishQoS1),
+		allReps:  opts.AllReplies,
 		log:      requesterLogger(opts.Logger, "requester.pahobus").WithField("clientId", opts.ClientID),
 		exact:    make(map[string]MessageHandler),
 		replies:  make(map[string]pahoReplyRoute),
@@ -177,6 +197,12 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 		b.client.Disconnect(0)
 		return nil, fmt.Errorf("requester: paho bus: connect %s: %w", opts.BrokerURL, err)
 	}
+	if b.allReps != "" {
+		if err := b.subscribeAllReplies(ctx, b.client); err != nil {
+			b.client.Disconnect(0)
+			return nil, fmt.Errorf("requester: paho bus: %w", err)
+		}
+	}
 	b.mu.Lock()
 	if !b.up && b.client.IsConnectionOpen() { // else onConnect came first, or the link is gone already
 		b.up = true
@@ -184,6 +210,18 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 	}
 	b.mu.Unlock()
 	return b, nil
+}
+
+// subscribeAllReplies subscribes the AllReplies filter on c's connection.
+func (b *PahoBus) subscribeAllReplies(ctx context.Context, c paho.Client) error {
+	tok := c.Subscribe(b.allReps, pahoSubscribeQoS, nil)
+	if err := pahoWait(ctx, tok); err != nil {
+		return fmt.Errorf("subscribe %q: %w", b.allReps, err)
+	}
+	if code, _ := subackCode(tok, b.allReps); code >= 0x80 {
+		return fmt.Errorf("subscribe %q: refused by the broker (SUBACK %#x)", b.allReps, code)
+	}
+	return nil
 }
 
 // pahoWait waits for tok, bounded by ctx.
@@ -285,8 +323,12 @@ func (b *PahoBus) onConnect(c paho.Client) {
 	for f := range b.exact {
 		filters = append(filters, f)
 	}
-	for _, r := range b.replies {
-		filters = append(filters, r.filter)
+	if b.allReps != "" {
+		filters = append(filters, b.allReps)
+	} else {
+		for _, r := range b.replies {
+			filters = append(filters, r.filter)
+		}
 	}
 	for _, w := range b.wild {
 		filters = append(filters, w.filter)
@@ -322,7 +364,7 @@ func (b *PahoBus) resubscribe(c paho.Client, filters []string) {
 		for i := 0; i < len(pending); i += pahoResubscribeBatch {
 			batch := make(map[string]byte, pahoResubscribeBatch)
 			for _, f := range pending[i:min(i+pahoResubscribeBatch, len(pending))] {
-				batch[f] = 1
+				batch[f] = pahoSubscribeQoS
 			}
 			tok := c.SubscribeMultiple(batch, nil)
 			select {
@@ -454,7 +496,22 @@ func (b *PahoBus) pahoWaitLink(ctx context.Context, tok paho.Token, lost <-chan 
 	}
 }
 
-// Subscribe subscribes to filter at QoS 1 and returns once the broker has
+func pahoPublishQoS(qos1 bool) byte {
+	if qos1 {
+		return 1
+	}
+	return 0
+}
+
+// pahoSubscribeQoS is the QoS of every subscription. A message matters
+// only on the connection that subscribed (the session is clean, and the
+// bus fails every waiting call when that connection drops), so QoS 1 would
+// keep nothing more; it would cost the broker an acknowledgement per
+// message and, on NATS, a JetStream consumer per subscription, which a
+// reconnect must delete (slowly, when the node that held it is gone).
+const pahoSubscribeQoS = 0
+
+// Subscribe subscribes to filter (at pahoSubscribeQoS) and returns once the broker has
 // acknowledged it. h gets the messages of filter: an exact topic's handler
 // replaces any wildcard one for that topic.
 func (b *PahoBus) Subscribe(ctx context.Context, filter string, h MessageHandler) error {
@@ -465,6 +522,18 @@ func (b *PahoBus) Subscribe(ctx context.Context, filter string, h MessageHandler
 	// ctx race in pahoWait, and either may win.
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("paho subscribe %q: %w", filter, err)
+	}
+	if b.allReps != "" {
+		if _, ok := contract.ReplyFilterKey(filter); ok {
+			// AllReplies holds it at the broker: only the route is new.
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if b.closed {
+				return fmt.Errorf("paho subscribe %q: %w", filter, ErrBusClosed)
+			}
+			b.addRoute(filter, h)
+			return nil
+		}
 	}
 	lost, err := b.link(ctx)
 	if err != nil {
@@ -480,7 +549,7 @@ func (b *PahoBus) Subscribe(ctx context.Context, filter string, h MessageHandler
 	b.addRoute(filter, h)
 	b.mu.Unlock()
 	for attempt := 1; ; attempt++ {
-		tok := b.client.Subscribe(filter, 1, nil)
+		tok := b.client.Subscribe(filter, pahoSubscribeQoS, nil)
 		if err = b.pahoWaitLink(ctx, tok, lost); err != nil {
 			break
 		}
@@ -573,6 +642,13 @@ func (b *PahoBus) Unsubscribe(ctx context.Context, filter string) error {
 		b.mu.Unlock()
 		return fmt.Errorf("paho unsubscribe %q: %w", filter, ErrBusClosed)
 	}
+	if b.allReps != "" {
+		if _, ok := contract.ReplyFilterKey(filter); ok {
+			b.removeRoute(filter)
+			b.mu.Unlock()
+			return nil
+		}
+	}
 	b.mu.Unlock()
 	err := pahoWait(ctx, b.client.Unsubscribe(filter))
 	b.mu.Lock()
@@ -584,12 +660,12 @@ func (b *PahoBus) Unsubscribe(ctx context.Context, filter string) error {
 	return nil
 }
 
-// Publish sends payload to topic at QoS 1, not retained, and returns once
-// the broker has acknowledged it. Just after a reconnect it first waits
-// until every route is subscribed again; while the link is down, or if it
-// drops before the acknowledgement, it fails with an error wrapping
-// ErrLinkLost (in the latter case the message may still go out once paho
-// has reconnected).
+// Publish sends payload to topic at QoS 0, not retained, and returns once
+// it is written (with PublishQoS1: at QoS 1, once the broker has
+// acknowledged it). Just after a reconnect it first waits until every
+// route is subscribed again; while the link is down, or if it drops before
+// the message is out, it fails with an error wrapping ErrLinkLost (with
+// PublishQoS1 the message may still go out once paho has reconnected).
 func (b *PahoBus) Publish(ctx context.Context, topic string, payload []byte) error {
 	b.mu.RLock()
 	closed := b.closed
@@ -604,7 +680,7 @@ func (b *PahoBus) Publish(ctx context.Context, topic string, payload []byte) err
 	if err != nil {
 		return fmt.Errorf("paho publish %q: %w", topic, err)
 	}
-	if err := b.pahoWaitLink(ctx, b.client.Publish(topic, 1, false, payload), lost); err != nil {
+	if err := b.pahoWaitLink(ctx, b.client.Publish(topic, b.pubQoS, false, payload), lost); err != nil {
 		return fmt.Errorf("paho publish %q: %w", topic, err)
 	}
 	return nil

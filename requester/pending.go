@@ -28,6 +28,7 @@ type pendingCall struct {
 
 	mu       sync.Mutex
 	instance string // client ID of the instance that claimed the call (its first message)
+	heard    bool   // a message of the call came from instance
 	interim  []*jsonrpc.Message
 	final    *jsonrpc.Message
 	err      error
@@ -174,6 +175,21 @@ func (p *pendingCall) claim(instance string) bool {
 	return true
 }
 
+// hear records a message of the call from instance: it claims the call if
+// no instance has, and reports whether it did.
+func (p *pendingCall) hear(instance string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	claimed := p.instance == ""
+	if claimed {
+		p.instance = instance
+	}
+	if p.instance == instance {
+		p.heard = true
+	}
+	return claimed
+}
+
 // claimedBy returns the client ID of the instance that claimed the call,
 // "" if none has yet.
 func (p *pendingCall) claimedBy() string {
@@ -188,6 +204,16 @@ func (t *pendingTable) failClaimed(key string, err error) int {
 	return t.failWhere(func(p *pendingCall) bool {
 		in := p.claimedBy()
 		return in != "" && instanceKey(p.agent, in) == key
+	}, err)
+}
+
+// failUnheard fails with err the open calls that went to the instance key
+// (instanceKey) and from which it has sent nothing yet.
+func (t *pendingTable) failUnheard(key string, err error) int {
+	return t.failWhere(func(p *pendingCall) bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.instance != "" && !p.heard && instanceKey(p.agent, p.instance) == key
 	}, err)
 }
 

@@ -249,6 +249,38 @@ func TestPendingFailAgentAndClaimed(t *testing.T) {
 	}
 }
 
+// TestPendingFailUnheard: when an instance reconnects, the calls sent to
+// it that it has said nothing of fail; those it spoke of, those of another
+// instance and those no instance holds yet stay open.
+func TestPendingFailUnheard(t *testing.T) {
+	tab := newPendingTable(decimalSeq)
+	unheard, heard, other, free := pendingCallNo(1, "echo"), pendingCallNo(2, "echo"), pendingCallNo(3, "echo"), pendingCallNo(4, "echo")
+	for _, p := range []*pendingCall{unheard, heard, other, free} {
+		tab.add(p)
+	}
+	unheard.claim("i1") // addressed to i1, as AddressInstances does
+	heard.claim("i1")
+	if heard.hear("i1") {
+		t.Fatal("hear claimed a call addressed to that instance already")
+	}
+	other.claim("i2")
+	if other.hear("i1") || other.claimedBy() != "i2" {
+		t.Fatalf("another instance's message took the call: %q", other.claimedBy())
+	}
+	lost := errors.New("lost")
+	if n := tab.failUnheard(instanceKey("echo", "i1"), lost); n != 1 {
+		t.Fatalf("failUnheard(echo/i1) failed %d calls, want 1", n)
+	}
+	if _, _, err := unheard.take(); !errors.Is(err, lost) {
+		t.Fatalf("the unheard call: %v", err)
+	}
+	for _, p := range []*pendingCall{heard, other, free} {
+		if _, _, err := p.take(); err != nil {
+			t.Fatalf("call %s failed: %v", p.id, err)
+		}
+	}
+}
+
 func TestReplyKeyOf(t *testing.T) {
 	for _, tc := range []struct {
 		topic                string

@@ -58,6 +58,7 @@ type heard struct {
 	stated   int64         // the status's own since (Unix ms); 0 if it said none
 	at       time.Time     // when it arrived
 	interval time.Duration // how often it said it would repeat an online status; 0 = never
+	conn     string        // its connection (contract.Presence.Connection); "" if it said none
 }
 
 func newPresenceWatch() *presenceWatch {
@@ -71,6 +72,9 @@ type presenceChange struct {
 	agentGone string
 	// instanceGone is the instanceKey of an instance that went offline.
 	instanceGone string
+	// instanceReconnected is the instanceKey of an online instance that
+	// announced a new connection.
+	instanceReconnected string
 }
 
 // handle applies one presence message. It reports whether the message was
@@ -96,7 +100,7 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (pre
 		if p.Since > 0 {
 			st.Since = time.UnixMilli(p.Since)
 		}
-		h = heard{stated: p.Since, at: now, interval: time.Duration(max(p.Interval, 0)) * time.Millisecond}
+		h = heard{stated: p.Since, at: now, interval: time.Duration(max(p.Interval, 0)) * time.Millisecond, conn: p.Connection}
 	}
 
 	w.mu.Lock()
@@ -125,6 +129,8 @@ func (w *presenceWatch) apply(key, agent string, st AgentStatus, h heard, cleare
 		w.setOnline(agent, -1)
 		if cleared || !st.Online {
 			ch.instanceGone = key
+		} else if prev := w.heard[key].conn; prev != "" && h.conn != "" && prev != h.conn {
+			ch.instanceReconnected = key
 		}
 	}
 	if cleared {

@@ -200,3 +200,40 @@ func TestPresenceWatchExpires(t *testing.T) {
 		t.Errorf("an hour on: %+v, want echo's last instance gone (other promised nothing)", got)
 	}
 }
+
+// TestPresenceWatchReconnected: an online status naming another connection
+// than the one held says the instance was cut off; a repeat, a change of
+// tools (a new since on the same connection), a status that names none and
+// a stale replay do not.
+func TestPresenceWatchReconnected(t *testing.T) {
+	topic := contract.PresenceTopic("echo", "a1")
+	tests := []struct {
+		name     string
+		statuses []string // the last one is judged
+		want     bool
+	}{
+		{"new connection", []string{`{"status":"online","since":1,"connection":"c1"}`, `{"status":"online","since":2,"connection":"c2"}`}, true},
+		{"repeat", []string{`{"status":"online","since":1,"connection":"c1"}`, `{"status":"online","since":1,"connection":"c1"}`}, false},
+		{"tools changed", []string{`{"status":"online","since":1,"connection":"c1"}`, `{"status":"online","since":2,"connection":"c1"}`}, false},
+		{"names none", []string{`{"status":"online","since":1}`, `{"status":"online","since":2}`}, false},
+		{"named none before", []string{`{"status":"online","since":1}`, `{"status":"online","since":2,"connection":"c2"}`}, false},
+		{"stale replay", []string{`{"status":"online","since":2,"connection":"c2"}`, `{"status":"online","since":1,"connection":"c1"}`}, false},
+		{"back from offline", []string{`{"status":"online","since":1,"connection":"c1"}`, `{"status":"offline"}`, `{"status":"online","since":3,"connection":"c2"}`}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newPresenceWatch()
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			var ch presenceChange
+			for _, s := range tc.statuses {
+				var ok bool
+				if ch, ok = w.handle(topic, []byte(s), now); !ok {
+					t.Fatalf("status %s not understood", s)
+				}
+			}
+			if got := ch.instanceReconnected == "echo/a1"; got != tc.want {
+				t.Errorf("reconnected = %v (%+v), want %v", got, ch, tc.want)
+			}
+		})
+	}
+}

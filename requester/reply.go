@@ -49,7 +49,7 @@ func (r *Requester) handleReply(topic string, payload []byte) {
 			Warn("reply from another agent or on another context's topic: dropped")
 		return
 	}
-	if p.claim(instance) {
+	if p.hear(instance) {
 		r.claims.Add(1)
 	}
 	if m.JSONRPC != jsonrpc.Version {
@@ -112,6 +112,14 @@ func (r *Requester) presenceChanged(ch presenceChange) {
 	if ch.instanceGone != "" {
 		if n := r.pending.failClaimed(ch.instanceGone, ErrAgentGone); n > 0 {
 			r.log.WithFields(logrus.Fields{"calls": n, "instance": ch.instanceGone}).Warn("an agent instance went offline; failed the calls it had claimed")
+		}
+	}
+	if ch.instanceReconnected != "" {
+		// The instance said something of each call it still runs before it
+		// announced the new connection (contract.Presence.Connection):
+		// those it did not were lost while it was cut off.
+		if n := r.pending.failUnheard(ch.instanceReconnected, ErrAgentReconnected); n > 0 {
+			r.log.WithFields(logrus.Fields{"calls": n, "instance": ch.instanceReconnected}).Warn("an agent instance reconnected without the calls sent to it meanwhile; failed them")
 		}
 	}
 }

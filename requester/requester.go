@@ -31,6 +31,12 @@ var (
 	// claimed it, see ClaimMethod) went offline before answering, while
 	// other agents stay online.
 	ErrAgentGone = errors.New("the expert agent serving the call went offline")
+	// ErrAgentReconnected is returned to a call whose expert agent instance
+	// announced a new connection to the broker before it said anything of
+	// the call: the request reached the broker while the instance was
+	// cut off (its broker node died, say), and no one will answer it. It
+	// matches ErrAgentGone.
+	ErrAgentReconnected = fmt.Errorf("the expert agent instance serving the call reconnected to the broker without it: %w", ErrAgentGone)
 	// ErrTimeout is returned when a request's deadline passes before the
 	// agent's final answer arrives. Such errors also match
 	// context.DeadlineExceeded.

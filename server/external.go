@@ -71,14 +71,18 @@ func (s *Server) dialExternal(ctx context.Context) error {
 	// than taken for a fatal error.
 	attempts, err := backoff.Retry(ctx, firstBrokerRetryDelay, maxBrokerRetryDelay, s.cfg.BrokerConnectTimeout,
 		func() error {
-			bus, err := requester.DialPahoBus(ctx, requester.PahoBusOptions{
+			opts := requester.PahoBusOptions{
 				BrokerURL: s.cfg.BrokerURL,
 				Username:  s.cfg.BrokerUsername,
 				Password:  s.cfg.BrokerPassword,
 				TLSConfig: s.cfg.BrokerTLS,
 				ClientID:  s.cfg.BrokerClientID,
 				Logger:    s.cfg.Logger,
-			})
+			}
+			if s.cfg.OneReplySubscription {
+				opts.AllReplies = contract.GatewayReplyFilter(s.cfg.PlatformID)
+			}
+			bus, err := requester.DialPahoBus(ctx, opts)
 			s.pahoBus = bus
 			return err
 		},
@@ -123,9 +127,8 @@ func (p *probeRun) stop() {
 }
 
 // startProbe measures, once and in the background, a round trip over the
-// external broker the way a tool call makes it, between the gateway's link
-// and a second connection of the same identity, on that identity's own
-// probe topics. A broker that holds its small writes back (Mosquitto
+// external broker the way a tool call makes it, between two connections
+// of the gateway's identity, on that identity's own probe topics. A broker that holds its small writes back (Mosquitto
 // without set_tcp_nodelay) makes every sequential call wait for a delayed
 // ACK: that is a warning naming the setting. A probe that cannot run (an
 // ACL exported before the probe topics existed, a connection limit) is
@@ -153,26 +156,34 @@ func (s *Server) startProbe() *probeRun {
 	return p
 }
 
-// probeExternal dials the probe's second connection and runs the probe.
+// probeExternal dials the probe's two connections and runs the probe
+// between them. They publish at QoS 1, as agents reply: the probe times the
+// broker's acknowledgement, and a broker that holds its writes back holds
+// the one that follows an acknowledgement.
 func (s *Server) probeExternal(ctx context.Context) (requester.ProbeResult, error) {
-	peer, err := requester.DialPahoBus(ctx, requester.PahoBusOptions{
-		BrokerURL:      s.cfg.BrokerURL,
-		Username:       s.cfg.BrokerUsername,
-		Password:       s.cfg.BrokerPassword,
-		TLSConfig:      s.cfg.BrokerTLS,
-		ClientID:       s.cfg.BrokerClientID + "-probe",
-		ConnectTimeout: probeTimeout,
-		Logger:         s.cfg.Logger,
-	})
-	if err != nil {
-		return requester.ProbeResult{}, err
+	var peers [2]*requester.PahoBus
+	for i, suffix := range []string{"-probe", "-probe2"} {
+		peer, err := requester.DialPahoBus(ctx, requester.PahoBusOptions{
+			BrokerURL:      s.cfg.BrokerURL,
+			Username:       s.cfg.BrokerUsername,
+			Password:       s.cfg.BrokerPassword,
+			TLSConfig:      s.cfg.BrokerTLS,
+			ClientID:       s.cfg.BrokerClientID + suffix,
+			ConnectTimeout: probeTimeout,
+			PublishQoS1:    true,
+			Logger:         s.cfg.Logger,
+		})
+		if err != nil {
+			return requester.ProbeResult{}, err
+		}
+		defer peer.Close()
+		peers[i] = peer
 	}
-	defer peer.Close()
 	// The identity's own probe topics (acl.Policy); a random level keeps
 	// replicas that share the identity apart.
 	id := contract.RandomID(8)
 	ping, pong := acl.ProbeTopic(s.cfg.BrokerUsername, id+"-ping"), acl.ProbeTopic(s.cfg.BrokerUsername, id+"-pong")
-	return requester.ProbeBroker(ctx, s.pahoBus, peer, ping, pong, probeTrips)
+	return requester.ProbeBroker(ctx, peers[0], peers[1], ping, pong, probeTrips)
 }
 
 // bus is what the requester talks through: the embedded broker's inline

@@ -56,6 +56,13 @@ type Config struct {
 	// logged) before it fails: 0 means until its ctx is done, negative one
 	// attempt.
 	BrokerConnectTimeout time.Duration
+	// OneReplySubscription subscribes, on the external broker, one filter
+	// for every reply to this gateway (contract.GatewayReplyFilter) instead
+	// of one per context; the context cache still says which contexts'
+	// replies are taken. For NATS, which writes a client's whole
+	// subscription list to JetStream at each subscription. See
+	// docs/distributed.md.
+	OneReplySubscription bool
 	// BrokerClientID is the MQTT client ID on the external broker; "" means
 	// "toolbus-" + PlatformID, so that replicas (each with its own platform
 	// ID) never share one and knock each other off.

@@ -33,6 +33,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.BrokerPassword, "broker-password", "", "password on the external broker (prefer TOOLBUS_BROKER_PASSWORD: a flag shows in ps)")
 	fs.StringVar(&cfg.BrokerClientID, "broker-client-id", "", "MQTT client ID on the external broker (default: toolbus-<platform id>, unique per replica)")
 	fs.DurationVar(&cfg.BrokerConnectTimeout, "broker-connect-timeout", 0, "give up starting when the first connection to the external broker has failed for this long (0: keep trying, with backoff, until stopped)")
+	fs.BoolVar(&cfg.OneReplySubscription, "one-reply-subscription", false, "subscribe one filter for every reply to this gateway on the external broker, instead of one per context: for NATS, where each subscription rewrites the client's session in JetStream (see docs/distributed.md)")
 	brokerCA := fs.String("broker-ca-file", "", "PEM CA certificates that verify an ssl:// broker (default: the system's)")
 	brokerCert := fs.String("broker-cert-file", "", "PEM client certificate for an ssl:// broker (with --broker-key-file)")
 	brokerKey := fs.String("broker-key-file", "", "PEM private key of --broker-cert-file")

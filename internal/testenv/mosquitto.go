@@ -48,10 +48,7 @@ type Mosquitto struct {
 	t    testing.TB
 	bin  string
 	conf string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
+	proc
 }
 
 // mosquitto is the broker binary, found or installed once per test binary.
@@ -152,20 +149,10 @@ func freePort() (int, error) {
 
 // start runs mosquitto with m.conf and waits until m.Addr accepts.
 func (m *Mosquitto) start() error {
-	cmd := exec.Command(m.bin, "-c", m.conf)
-	w := &prefixWriter{w: Writer(m.t), prefix: "mosquitto: "}
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", m.bin, err)
+	if err := m.run(&prefixWriter{w: Writer(m.t), prefix: "mosquitto: "}, m.bin, "-c", m.conf); err != nil {
+		return err
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	m.mu.Lock()
-	m.cmd, m.done = cmd, done
-	m.mu.Unlock()
+	done := m.exited()
 
 	deadline := time.Now().Add(mosquittoStartWait)
 	for {
@@ -176,43 +163,20 @@ func (m *Mosquitto) start() error {
 			// port): ours must still be running.
 			select {
 			case <-done:
-				return fmt.Errorf("mosquitto exited (%v); %s is someone else's", cmd.ProcessState, m.Addr)
+				return fmt.Errorf("mosquitto exited (%v); %s is someone else's", m.state(), m.Addr)
 			default:
 				return nil
 			}
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("mosquitto exited at start: %v", cmd.ProcessState)
+			return fmt.Errorf("mosquitto exited at start: %v", m.state())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			m.Kill()
 			return fmt.Errorf("mosquitto not accepting on %s after %v", m.Addr, mosquittoStartWait)
 		}
-	}
-}
-
-// signal sends sig to the running process and waits for it to exit, up to
-// wait; it reports false if it is still running then.
-func (m *Mosquitto) signal(sig syscall.Signal, wait time.Duration) bool {
-	m.mu.Lock()
-	cmd, done := m.cmd, m.done
-	m.mu.Unlock()
-	if cmd == nil {
-		return true
-	}
-	select {
-	case <-done:
-		return true
-	default:
-	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-done:
-		return true
-	case <-time.After(wait):
-		return false
 	}
 }
 
@@ -228,7 +192,7 @@ func (m *Mosquitto) Stop() {
 // would end it. It is a no-op when it is not running.
 func (m *Mosquitto) Kill() {
 	if !m.signal(syscall.SIGKILL, mosquittoStopWait) {
-		m.t.Errorf("mosquitto (pid %d) did not exit after SIGKILL", m.cmd.Process.Pid)
+		m.t.Errorf("mosquitto (pid %d) did not exit after SIGKILL", m.pid())
 	}
 }
 
