@@ -104,7 +104,7 @@ func TestAuthenticateCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.db.ExecContext(ctx, qUpdatePassword, "alice", hash); err != nil {
+		if _, err := s.db.ExecContext(ctx, qUpdatePassword, "alice", hash, ""); err != nil {
 			t.Fatal(err)
 		}
 		expectKDF(t, s, 1, func() { login("new-password", ErrBadCredentials) })
@@ -195,7 +195,7 @@ func TestAuthenticateCorruptHash(t *testing.T) {
 	s := openTestStore(t, StoreOptions{})
 	ctx := testContext(t)
 	addTestIdentity(t, s, "alice", RolePlatform, "alice-password")
-	if _, err := s.db.ExecContext(ctx, qUpdatePassword, "alice", "alice-password"); err != nil {
+	if _, err := s.db.ExecContext(ctx, qUpdatePassword, "alice", "alice-password", ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Authenticate(ctx, "alice", []byte("alice-password")); !errors.Is(err, ErrBadCredentials) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/toolbus/toolbus/internal/testenv/pgtest"
 )
@@ -154,9 +155,9 @@ func testMigrateConcurrently(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			if testPG != nil {
-				stores[i], errs[i] = OpenURL(ctx, testPGDBs[dir], StoreOptions{HashIterations: testIterations})
+				stores[i], errs[i] = OpenURL(ctx, testPGDBs[dir], StoreOptions{HashIterations: testIterations, BcryptCost: bcrypt.MinCost})
 			} else {
-				stores[i], errs[i] = Open(ctx, dir, StoreOptions{HashIterations: testIterations})
+				stores[i], errs[i] = Open(ctx, dir, StoreOptions{HashIterations: testIterations, BcryptCost: bcrypt.MinCost})
 			}
 		})
 	}
@@ -183,7 +184,7 @@ func testMigrateConcurrently(t *testing.T) {
 func TestOpenURLRefuses(t *testing.T) {
 	ctx := testContext(t)
 	for _, u := range []string{"mysql://u:secret@h/db", "::not a url", "sqlite:///tmp/x.db"} {
-		s, err := OpenURL(ctx, u, StoreOptions{HashIterations: testIterations})
+		s, err := OpenURL(ctx, u, StoreOptions{HashIterations: testIterations, BcryptCost: bcrypt.MinCost})
 		if err == nil {
 			_ = s.Close()
 			t.Errorf("OpenURL(%q) succeeded", u)

@@ -20,12 +20,12 @@ func (s *Store) AddIdentity(ctx context.Context, username string, role Role, pas
 	if _, err := ParseRole(string(role)); err != nil {
 		return Identity{}, err
 	}
-	hash, err := s.hashNew(ctx, password)
+	hash, bhash, err := s.hashNew(ctx, password)
 	if err != nil {
 		return Identity{}, fmt.Errorf("identity %s: %w", username, err)
 	}
 	created, ms := now()
-	res, err := s.db.ExecContext(ctx, qInsertIdentity, username, string(role), hash, ms)
+	res, err := s.db.ExecContext(ctx, qInsertIdentity, username, string(role), hash, ms, bhash)
 	if err != nil {
 		return Identity{}, fmt.Errorf("add identity %s: %w", username, err)
 	}
@@ -127,12 +127,12 @@ func (s *Store) SetDisabled(ctx context.Context, username string, disabled bool)
 // old password stop working at once.
 func (s *Store) SetPassword(ctx context.Context, username string, password []byte) (err error) {
 	defer mapWriteErr(&err)
-	hash, err := s.hashNew(ctx, password)
+	hash, bhash, err := s.hashNew(ctx, password)
 	if err != nil {
 		return fmt.Errorf("identity %s: %w", username, err)
 	}
 	defer s.forgetLogin(username)
-	res, err := s.db.ExecContext(ctx, qUpdatePassword, username, hash)
+	res, err := s.db.ExecContext(ctx, qUpdatePassword, username, hash, bhash)
 	if err != nil {
 		return fmt.Errorf("set password %s: %w", username, err)
 	}
@@ -146,7 +146,19 @@ func (s *Store) SetPassword(ctx context.Context, username string, password []byt
 // PasswordHashes returns username -> "$7$..." hash for every identity that
 // is not disabled (for a Mosquitto password file).
 func (s *Store) PasswordHashes(ctx context.Context) (map[string]string, error) {
-	rows, err := s.db.QueryContext(ctx, qSelectPasswordHashes)
+	return s.hashes(ctx, qSelectPasswordHashes)
+}
+
+// BcryptHashes returns username -> bcrypt hash for every identity that is
+// not disabled and whose password was set with a bcrypt hash kept (for
+// NATSExport): those from before that, or from a store with a negative
+// BcryptCost, are missing.
+func (s *Store) BcryptHashes(ctx context.Context) (map[string]string, error) {
+	return s.hashes(ctx, qSelectBcryptHashes)
+}
+
+func (s *Store) hashes(ctx context.Context, query string) (map[string]string, error) {
+	rows, err := s.db.QueryContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("password hashes: %w", err)
 	}

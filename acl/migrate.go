@@ -123,6 +123,16 @@ var migrations = []migration{
 )`,
 		},
 	},
+	{
+		version: 7,
+		name:    "bcrypt hashes for NATS",
+		stmts: []string{
+			// A bcrypt hash of the password, kept beside the "$7$" one for
+			// brokers that verify only bcrypt (acl.NATSExport); '' = none
+			// (passwords set before this version).
+			`ALTER TABLE identities ADD COLUMN bcrypt_hash TEXT NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // migrate brings db to the newest schema version. It refuses a database

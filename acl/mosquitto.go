@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"path/filepath"
-	"slices"
-	"strings"
 )
 
 // The built-in rules in Mosquitto's acl_file syntax. Mosquitto's "+"
@@ -65,55 +63,19 @@ type MosquittoFiles struct {
 // taken for a pattern substitution.
 func MosquittoExport(ids []Identity, hashes map[string]string, rules []Rule) MosquittoFiles {
 	var out MosquittoFiles
-	sorted := slices.Clone(ids)
-	slices.SortFunc(sorted, func(a, b Identity) int { return strings.Compare(a.Username, b.Username) })
-
-	exported := make(map[string]bool, len(sorted))
-	var users []Identity
-	for _, id := range sorted {
-		switch {
-		case id.Disabled:
-			continue
-		case !ValidLevel(id.Username):
-			out.Skipped = append(out.Skipped, fmt.Sprintf("identity %q: not a valid username", id.Username))
-			continue
-		case exported[id.Username]:
-			out.Skipped = append(out.Skipped, fmt.Sprintf("identity %s: listed twice", id.Username))
-			continue
+	sel := selectExport(ids, func(id Identity) string {
+		if _, err := parseHash(hashes[id.Username]); err != nil {
+			return "no usable password hash"
 		}
-		hash := hashes[id.Username]
-		if _, err := parseHash(hash); err != nil {
-			out.Skipped = append(out.Skipped, fmt.Sprintf("identity %s: no usable password hash", id.Username))
-			continue
-		}
-		exported[id.Username] = true
-		users = append(users, id)
-	}
-
-	var global []Rule
-	byUser := make(map[string][]Rule)
-	for _, r := range rules {
-		who := RuleWho(r.Username)
-		if err := r.Validate(); err != nil {
-			out.Skipped = append(out.Skipped, fmt.Sprintf("rule %d for %s: %v", r.ID, who, err))
-			continue
-		}
+		return ""
+	}, rules, func(r Rule) string {
 		if !mosquittoSafeFilter(r.Filter) {
-			out.Skipped = append(out.Skipped, fmt.Sprintf("rule %d for %s: filter %q has whitespace or control characters, which an acl_file cannot hold", r.ID, who, r.Filter))
-			continue
+			return fmt.Sprintf("filter %q has whitespace or control characters, which an acl_file cannot hold", r.Filter)
 		}
-		if r.Username == "" {
-			global = append(global, r)
-			continue
-		}
-		if !exported[r.Username] {
-			if !slices.ContainsFunc(sorted, func(id Identity) bool { return id.Username == r.Username && id.Disabled }) {
-				out.Skipped = append(out.Skipped, fmt.Sprintf("rule %d: identity %s is not exported", r.ID, r.Username))
-			}
-			continue
-		}
-		byUser[r.Username] = append(byUser[r.Username], r)
-	}
+		return ""
+	})
+	users, global, byUser := sel.users, sel.global, sel.byUser
+	out.Skipped = sel.skipped
 
 	var pw bytes.Buffer
 	for _, id := range users {

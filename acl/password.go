@@ -25,6 +25,9 @@ const (
 	MaxHashIterations = 10_000_000
 	// MaxPasswordLen is the longest password the store accepts.
 	MaxPasswordLen = 1024
+	// DefaultBcryptCost is the cost of the bcrypt hashes the store keeps
+	// for NATS when StoreOptions.BcryptCost is 0.
+	DefaultBcryptCost = 11
 
 	hashPrefix  = "$7$"
 	saltLen     = 12

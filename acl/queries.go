@@ -8,18 +8,19 @@ package acl
 // RETURNING instead of LastInsertId, times as BIGINT unix milliseconds and
 // booleans as 0/1 integers.
 const (
-	qInsertIdentity = `INSERT INTO identities (username, role, password_hash, disabled, created_ms)
-VALUES ($1, $2, $3, 0, $4)
+	qInsertIdentity = `INSERT INTO identities (username, role, password_hash, disabled, created_ms, bcrypt_hash)
+VALUES ($1, $2, $3, 0, $4, $5)
 ON CONFLICT (username) DO NOTHING`
 	qSelectIdentity = `SELECT username, role, disabled, created_ms FROM identities WHERE username = $1`
 	qSelectLogin    = `SELECT username, role, disabled, created_ms, password_hash FROM identities WHERE username = $1`
 	qListIdentities = `SELECT username, role, disabled, created_ms FROM identities ORDER BY username`
 	qDeleteIdentity = `DELETE FROM identities WHERE username = $1`
 	qUpdateDisabled = `UPDATE identities SET disabled = $2 WHERE username = $1`
-	qUpdatePassword = `UPDATE identities SET password_hash = $2 WHERE username = $1`
+	qUpdatePassword = `UPDATE identities SET password_hash = $2, bcrypt_hash = $3 WHERE username = $1`
 	// Disabled identities are left out: whoever consumes the hashes (the
 	// Mosquitto export) must not let them log in.
 	qSelectPasswordHashes = `SELECT username, password_hash FROM identities WHERE disabled = 0 ORDER BY username`
+	qSelectBcryptHashes   = `SELECT username, bcrypt_hash FROM identities WHERE disabled = 0 AND bcrypt_hash <> '' ORDER BY username`
 
 	qIdentityExists = `SELECT 1 FROM identities WHERE username = $1`
 	qInsertRule     = `INSERT INTO rules (username, access, filter, created_ms)

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"golang.org/x/crypto/bcrypt"
 	"io"
 	"net/url"
 	"os"
@@ -34,6 +35,11 @@ type StoreOptions struct {
 	// BusyTimeout is how long a statement waits for another connection's
 	// write lock before failing. 0 means 5s.
 	BusyTimeout time.Duration
+	// BcryptCost is the cost of the bcrypt hash kept beside each new MQTT
+	// password, for brokers that verify only bcrypt (NATS: see NATSExport).
+	// 0 means DefaultBcryptCost (11); negative keeps none (such identities
+	// cannot be exported for NATS).
+	BcryptCost int
 	// TokenCacheTTL is how long AuthenticateToken trusts a token it has read
 	// from the database, and so how late a revocation by another process
 	// (the CLI on the same data directory) takes effect. 0 means
@@ -50,6 +56,7 @@ type Store struct {
 	db    *sql.DB
 	log   *logrus.Entry
 	iters int
+	bcost int // StoreOptions.BcryptCost; negative = none
 
 	// kdf bounds how many password hashes run at once, so a burst of logins
 	// (or of guesses) cannot take every core; waiting honours the context.
@@ -127,6 +134,12 @@ func (opts *StoreOptions) fill() (*logrus.Entry, error) {
 	if opts.HashIterations < 1 || opts.HashIterations > MaxHashIterations {
 		return nil, fmt.Errorf("acl: HashIterations %d: want 1..%d", opts.HashIterations, MaxHashIterations)
 	}
+	if opts.BcryptCost == 0 {
+		opts.BcryptCost = DefaultBcryptCost
+	}
+	if opts.BcryptCost > bcrypt.MaxCost || opts.BcryptCost > 0 && opts.BcryptCost < bcrypt.MinCost {
+		return nil, fmt.Errorf("acl: BcryptCost %d: want %d..%d, or negative for none", opts.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
+	}
 	if opts.AuthCacheSize == 0 {
 		opts.AuthCacheSize = 1024
 	}
@@ -180,6 +193,7 @@ func newStore(ctx context.Context, db *sql.DB, be *backend, where string, opts S
 		db:    db,
 		log:   log,
 		iters: opts.HashIterations,
+		bcost: opts.BcryptCost,
 		kdf:   make(chan struct{}, runtime.GOMAXPROCS(0)),
 		ended: endedWriter{slot: make(chan struct{}, 1)},
 	}
@@ -247,16 +261,28 @@ func (s *Store) releaseKDF() { <-s.kdf }
 // store has started: logins the cache of recent ones did not know.
 func (s *Store) KDFRuns() int64 { return s.kdfRuns.Load() }
 
-// hashNew hashes a new password under the KDF limiter.
-func (s *Store) hashNew(ctx context.Context, password []byte) (string, error) {
+// hashNew hashes a new password under the KDF limiter: the "$7$" hash the
+// broker verifies, and the bcrypt one NATSExport writes ("" if none is
+// kept).
+func (s *Store) hashNew(ctx context.Context, password []byte) (hash, bhash string, err error) {
 	if err := checkNewPassword(password); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if err := s.acquireKDF(ctx); err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer s.releaseKDF()
-	return HashPassword(password, s.iters)
+	if hash, err = HashPassword(password, s.iters); err != nil {
+		return "", "", err
+	}
+	if s.bcost > 0 {
+		b, err := bcrypt.GenerateFromPassword(password, s.bcost)
+		if err != nil {
+			return "", "", fmt.Errorf("bcrypt: %w", err)
+		}
+		bhash = string(b)
+	}
+	return hash, bhash, nil
 }
 
 func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

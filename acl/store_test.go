@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 )
@@ -27,6 +29,9 @@ func openTestStoreIn(t *testing.T, dir string, opts StoreOptions) *Store {
 	t.Helper()
 	if opts.HashIterations == 0 {
 		opts.HashIterations = testIterations
+	}
+	if opts.BcryptCost == 0 {
+		opts.BcryptCost = bcrypt.MinCost
 	}
 	s, err := openAny(testContext(t), t, dir, opts)
 	if err != nil {
@@ -90,7 +95,7 @@ func TestOpenMigratesOnce(t *testing.T) {
 	logger, hook := test.NewNullLogger()
 	log := logrus.NewEntry(logger)
 
-	s, err := openAny(ctx, t, dir, StoreOptions{HashIterations: testIterations, Logger: log})
+	s, err := openAny(ctx, t, dir, StoreOptions{HashIterations: testIterations, BcryptCost: bcrypt.MinCost, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +138,7 @@ func TestOpenMigratesOnce(t *testing.T) {
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	dir := t.TempDir()
 	ctx := testContext(t)
-	s, err := openAny(ctx, t, dir, StoreOptions{HashIterations: testIterations})
+	s, err := openAny(ctx, t, dir, StoreOptions{HashIterations: testIterations, BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +148,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = openAny(ctx, t, dir, StoreOptions{HashIterations: testIterations})
+	s, err = openAny(ctx, t, dir, StoreOptions{HashIterations: testIterations, BcryptCost: bcrypt.MinCost})
 	if err == nil {
 		_ = s.Close()
 		t.Fatal("Open of a database with a newer schema succeeded")
@@ -290,6 +295,44 @@ func TestPasswordHashes(t *testing.T) {
 		if !strings.HasPrefix(m[user], "$7$1000$") {
 			t.Errorf("hash of %s = %q: want $7$ with the store's iterations", user, m[user])
 		}
+	}
+}
+
+// TestBcryptHashes: a bcrypt hash of each password is kept beside the
+// "$7$" one (for NATS), follows a new password, is not listed for a
+// disabled identity, and is not kept at all with a negative cost.
+func TestBcryptHashes(t *testing.T) {
+	s := openTestStore(t, StoreOptions{})
+	ctx := testContext(t)
+	addTestIdentity(t, s, "alice", RolePlatform, "password-a")
+	addTestIdentity(t, s, "eve", RoleClient, "password-e")
+	if err := s.SetDisabled(ctx, "eve", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPassword(ctx, "alice", []byte("password-a2")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.BcryptHashes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 1 {
+		t.Fatalf("BcryptHashes = %v, want alice alone (eve is disabled)", m)
+	}
+	if err := bcrypt.CompareHashAndPassword([]byte(m["alice"]), []byte("password-a2")); err != nil {
+		t.Errorf("alice's bcrypt hash does not verify her new password: %v", err)
+	}
+	if cost, err := bcrypt.Cost([]byte(m["alice"])); err != nil || cost != bcrypt.MinCost {
+		t.Errorf("cost %d, %v; want the store's %d", cost, err, bcrypt.MinCost)
+	}
+
+	none := openTestStore(t, StoreOptions{BcryptCost: -1})
+	addTestIdentity(t, none, "bob", RoleExpertAgent, "password-b")
+	if m, err := none.BcryptHashes(ctx); err != nil || len(m) != 0 {
+		t.Errorf("BcryptHashes with a negative cost = %v, %v; want none", m, err)
+	}
+	if _, err := Open(ctx, t.TempDir(), StoreOptions{BcryptCost: 99}); err == nil {
+		t.Error("BcryptCost 99 opened a store")
 	}
 }
 

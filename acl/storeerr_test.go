@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // narrowToOneConn makes s use a single database connection and runs pragma
@@ -207,7 +209,7 @@ func TestOpenReadOnlyDataDir(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, DBFileName), 0o400); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(testContext(t), dir, StoreOptions{HashIterations: testIterations})
+	_, err := Open(testContext(t), dir, StoreOptions{HashIterations: testIterations, BcryptCost: bcrypt.MinCost})
 	if !errors.Is(err, ErrStoreReadOnly) {
 		t.Fatalf("Open on a read-only database file: %v, want ErrStoreReadOnly", err)
 	}

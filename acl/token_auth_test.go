@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 	"go.uber.org/goleak"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // expectLoads runs f and checks how many token rows it read from the database.
@@ -298,7 +299,7 @@ func TestTokenLastUsedOnceAcrossReloads(t *testing.T) {
 func TestTokenLastUsedWrittenOnClose(t *testing.T) {
 	dir := t.TempDir()
 	ctx := testContext(t)
-	s, err := openAny(ctx, t, dir, StoreOptions{HashIterations: testIterations})
+	s, err := openAny(ctx, t, dir, StoreOptions{HashIterations: testIterations, BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func TestTokenLastUsedWrittenOnClose(t *testing.T) {
 func TestStoreCloseStopsTokenWriter(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := testContext(t)
-	s, err := openAny(ctx, t, t.TempDir(), StoreOptions{HashIterations: testIterations})
+	s, err := openAny(ctx, t, t.TempDir(), StoreOptions{HashIterations: testIterations, BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +412,7 @@ func BenchmarkAuthenticateToken(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := b.Context()
-			s, err := Open(ctx, b.TempDir(), StoreOptions{HashIterations: testIterations, TokenCacheTTL: bc.ttl})
+			s, err := Open(ctx, b.TempDir(), StoreOptions{HashIterations: testIterations, BcryptCost: bcrypt.MinCost, TokenCacheTTL: bc.ttl})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -357,15 +357,16 @@ func TestTokenMigrationOnVersion1Database(t *testing.T) {
 	dir := t.TempDir()
 	ctx := testContext(t)
 	s := openTestStoreIn(t, dir, StoreOptions{})
+	addTestIdentity(t, s, "alice", RoleClient, "alice-password")
 	// Turn the database back into what a version-1 toolbus left.
 	// Every step after 1 goes, or the store would see a newer version.
 	for _, q := range []string{`DROP TABLE tokens`, `DROP TABLE IF EXISTS audit_segments`, `DROP TABLE IF EXISTS ended_sessions`, `DROP TABLE IF EXISTS user_agents`,
+		`ALTER TABLE identities DROP COLUMN bcrypt_hash`,
 		`DELETE FROM schema_migrations WHERE version >= 2`} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	addTestIdentity(t, s, "alice", RoleClient, "alice-password")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func openStore(t *testing.T) *acl.Store {
 	t.Helper()
-	s, err := acl.Open(testenv.Context(t, 20*time.Second), t.TempDir(), acl.StoreOptions{HashIterations: testenv.HashIterations})
+	s, err := acl.Open(testenv.Context(t, 20*time.Second), t.TempDir(), acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
 	if err != nil {
 		t.Fatal(err)
 	}

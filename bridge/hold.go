@@ -113,6 +113,9 @@ func (l *lifetime) call(ctx context.Context, req *expertagent.MethodRequest, p *
 	meta := l.upstreamMeta(req, metaOf(p.Meta), c.token)
 	uctx, cancel := context.WithCancel(l.ctx)
 	c.cancel = cancel
+	// The bus request is the call's from the start (await says so again):
+	// an upstream that asks for input at once must find it running.
+	c.req, c.caps = req, json.RawMessage(p.Meta[metaClientCapabilities])
 	l.mu.Lock()
 	l.open[c.id] = c
 	l.tokens[c.token] = c

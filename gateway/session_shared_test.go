@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/acl"
+	"golang.org/x/crypto/bcrypt"
 )
 
 func openSharedStore(t *testing.T) *acl.Store {
 	t.Helper()
-	st, err := acl.Open(t.Context(), t.TempDir(), acl.StoreOptions{HashIterations: 1000})
+	st, err := acl.Open(t.Context(), t.TempDir(), acl.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatal(err)
 	}

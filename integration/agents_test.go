@@ -66,7 +66,7 @@ func startMany(t *testing.T, mosquitto bool, cfg server.Config) *manyEnv {
 		testenv.MosquittoBinary(t)
 		dataDir, files := t.TempDir(), t.TempDir()
 		ctx := testCtx(t, 30*time.Second)
-		store, err := acl.Open(ctx, dataDir, acl.StoreOptions{HashIterations: testenv.HashIterations})
+		store, err := acl.Open(ctx, dataDir, acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,12 +2,15 @@ package integration
 
 import (
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolbus/toolbus/acl"
@@ -28,7 +31,7 @@ func startNATSScaleOut(t testing.TB) *scaleOut {
 	pg := testenv.StartPostgres(t)
 	so := &scaleOut{storeURL: pg.CreateDatabase(t)}
 	ctx := testCtx(t, 30*time.Second)
-	store, err := acl.OpenURL(ctx, so.storeURL, acl.StoreOptions{HashIterations: testenv.HashIterations})
+	store, err := acl.OpenURL(ctx, so.storeURL, acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,20 +39,23 @@ func startNATSScaleOut(t testing.TB) *scaleOut {
 		name string
 		role acl.Role
 	}{{soGatewayUser, acl.RolePlatform}, {soWorkerUser, acl.RoleExpertAgent}, {soSoloUser, acl.RoleExpertAgent}}
-	var accounts strings.Builder
-	accounts.WriteString("accounts {\n  TOOLBUS {\n    jetstream: enabled\n    users: [\n")
 	for _, u := range users {
 		if _, err := store.AddIdentity(ctx, u.name, u.role, []byte(soPassword)); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&accounts, "      {user: %q, password: %q}\n", u.name, soPassword)
 	}
-	accounts.WriteString("    ]\n  }\n}\n")
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// The users and their permissions, as an operator makes them.
+	files := t.TempDir()
+	out, err := exec.CommandContext(ctx, bins.toolbus, "acl", "export", "--format", "nats",
+		"--store-url", so.storeURL, "--out", files).CombinedOutput()
+	if err != nil {
+		t.Fatalf("acl export: %v\n%s", err, out)
+	}
 	so.nats = testenv.StartNATSCluster(t, testenv.NATSOptions{
-		Accounts: accounts.String(),
+		Accounts: filepath.Join(files, acl.NATSConfName),
 		// A node's loss stalls every node's MQTT until the cluster has
 		// elected new stream leaders, unless the MQTT streams have
 		// replicas on the surviving nodes (docs/distributed.md).
@@ -386,5 +392,66 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 	}
 	if n := doomed.calls.Load() + survivor.calls.Load() + solo.calls.Load() - before; n != 100 {
 		t.Fatalf("agents served %d calls for 100 after the node came back", n)
+	}
+}
+
+// TestNATSClusterPermissions: the users `toolbus acl export --format nats`
+// writes log in with their store passwords only, and NATS holds each to
+// its role: an agent reads only its own requests and answers only as
+// itself, a gateway reads replies but not requests.
+func TestNATSClusterPermissions(t *testing.T) {
+	so := startNATSScaleOut(t)
+	url := so.nats.Nodes[0].MQTTURL
+	if _, err := dialMQTT(t, url, soSoloUser, "wrong password", "solo-x", nil); err == nil {
+		t.Fatal("a wrong password logged in")
+	}
+	inbox := make(chan paho.Message, 16)
+	gw, err := dialMQTT(t, url, soGatewayUser, soPassword, "gw-x", inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	solo, err := dialMQTT(t, url, soSoloUser, soPassword, "solo-x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		who     string
+		c       paho.Client
+		filter  string
+		granted bool
+	}{
+		{"solo", solo, "ff/v2/mcp/solo/solo-x/+/+/+/+/+/req", true},
+		{"solo", solo, "$share/solo/ff/v2/mcp/solo/_/+/+/+/+/+/req", true},
+		{"solo", solo, "ff/v2/mcp/pool/+/+/+/+/+/+/req", false},
+		{"solo", solo, "ff/v2/mcp/+/+/gw/+/+/+/+/res", false},
+		{"gateway", gw, "ff/v2/mcp/+/+/gw/+/+/+/+/res", true},
+		{"gateway", gw, "ff/v2/mcp/+/+/status", true},
+		{"gateway", gw, "ff/v2/mcp/pool/+/+/+/+/+/+/req", false},
+	} {
+		tok := tc.c.Subscribe(tc.filter, 0, nil)
+		if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("%s subscribe %s: %v", tc.who, tc.filter, tok.Error())
+		}
+		code := tok.(*paho.SubscribeToken).Result()[strings.TrimPrefix(tc.filter, "$share/solo/")]
+		if granted := code < 0x80; granted != tc.granted {
+			t.Errorf("%s subscribe %s: SUBACK %#x, want granted=%v", tc.who, tc.filter, code, tc.granted)
+		}
+	}
+	// A reply forged as another agent does not reach the gateway; solo's
+	// own, sent after it, does.
+	forged := "ff/v2/mcp/pool/pool-1/gw/u/s/_/_/res"
+	own := "ff/v2/mcp/solo/solo-x/gw/u/s/_/_/res"
+	for _, topic := range []string{forged, own} {
+		if tok := solo.Publish(topic, 1, false, topic); !tok.WaitTimeout(10 * time.Second) {
+			t.Fatalf("publish %s: no PUBACK", topic)
+		}
+	}
+	select {
+	case m := <-inbox:
+		if m.Topic() != own {
+			t.Fatalf("the gateway received %s, want only solo's own reply", m.Topic())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("solo's own reply never reached the gateway")
 	}
 }

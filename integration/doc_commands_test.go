@@ -122,7 +122,7 @@ func runDocCommand(t *testing.T, c docCommand) {
 	if out, err := exec.CommandContext(ctx, bins.toolbus, "init", "--data-dir", dir).CombinedOutput(); err != nil {
 		t.Fatalf("init: %v\n%s", err, out)
 	}
-	store, err := acl.Open(ctx, dir, acl.StoreOptions{HashIterations: testenv.HashIterations})
+	store, err := acl.Open(ctx, dir, acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
 	if err != nil {
 		t.Fatal(err)
 	}

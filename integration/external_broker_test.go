@@ -55,7 +55,7 @@ func startExternalBrokerWith(t *testing.T, config ...string) *extEnv {
 	testenv.MosquittoBinary(t) // skip (or install) before doing anything else
 	e := &extEnv{dataDir: t.TempDir(), files: t.TempDir()}
 	ctx := testCtx(t, 30*time.Second)
-	store, err := acl.Open(ctx, e.dataDir, acl.StoreOptions{HashIterations: testenv.HashIterations})
+	store, err := acl.Open(ctx, e.dataDir, acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func startScaleOut(t testing.TB) *scaleOut {
 	pg := testenv.StartPostgres(t)
 	so := &scaleOut{storeURL: pg.CreateDatabase(t)}
 	ctx := testCtx(t, 30*time.Second)
-	store, err := acl.OpenURL(ctx, so.storeURL, acl.StoreOptions{HashIterations: testenv.HashIterations})
+	store, err := acl.OpenURL(ctx, so.storeURL, acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
 	if err != nil {
 		t.Fatal(err)
 	}

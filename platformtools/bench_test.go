@@ -9,6 +9,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/platformtools"
+	"golang.org/x/crypto/bcrypt"
 )
 
 const echoSchema = `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`
@@ -102,7 +103,7 @@ func BenchmarkRegistryCall(b *testing.B) {
 	})
 
 	b.Run("whoami", func(b *testing.B) {
-		s, err := acl.Open(context.Background(), b.TempDir(), acl.StoreOptions{HashIterations: 1000})
+		s, err := acl.Open(context.Background(), b.TempDir(), acl.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
@@ -29,7 +30,7 @@ func testCtx(t *testing.T) context.Context {
 // openStore opens a real acl.Store in a temporary directory.
 func openStore(t *testing.T) *acl.Store {
 	t.Helper()
-	s, err := acl.Open(testCtx(t), t.TempDir(), acl.StoreOptions{HashIterations: 1000})
+	s, err := acl.Open(testCtx(t), t.TempDir(), acl.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatalf("acl.Open: %v", err)
 	}

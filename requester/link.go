@@ -39,12 +39,16 @@ func (r *Requester) linkLost(cause error) {
 // linkUp runs when the link is back, before the bus subscribes to
 // presence again. What presence said before may be stale (a restarted
 // broker without persistence lost the retained statuses, and the agents
-// their subscriptions): forget it, and give the statuses the same grace as
-// after Start to arrive again. Agents announce themselves online only once
-// they are subscribed, so a request is not sent to a broker where no agent
-// listens yet.
+// their subscriptions), but the retained statuses may not come again
+// either: a NATS node whose JetStream is electing a leader after another
+// node's loss sends none for seconds. So the instances that repeat their
+// status stay as they were (a live one says so again within its interval,
+// a gone one expires), and the others are forgotten until their retained
+// status arrives, with the same grace as after Start. A request sent to an
+// instance that has not subscribed again yet fails when it announces its
+// new connection (failUnheard).
 func (r *Requester) linkUp() {
-	r.presence.forgetAll()
+	r.presence.forgetUnrepeated()
 	r.mu.Lock()
 	if r.started {
 		r.startedAt = time.Now()
@@ -52,16 +56,25 @@ func (r *Requester) linkUp() {
 	r.mu.Unlock()
 }
 
-// forgetAll drops every agent's status, as a change.
-func (w *presenceWatch) forgetAll() {
+// forgetUnrepeated drops the status of every instance that did not promise
+// to repeat it (an interval), as a change.
+func (w *presenceWatch) forgetUnrepeated() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.agents) == 0 {
+	n := len(w.agents)
+	for key, st := range w.agents {
+		if w.heard[key].interval > 0 {
+			continue
+		}
+		if st.Online {
+			w.setOnline(st.Agent, -1)
+		}
+		delete(w.agents, key)
+		delete(w.heard, key)
+	}
+	if len(w.agents) == n {
 		return
 	}
-	clear(w.agents)
-	clear(w.online)
-	clear(w.heard)
 	close(w.changed)
 	w.changed = make(chan struct{})
 	w.gen++

@@ -88,11 +88,13 @@ func TestPahoBusLinkLostFailsCallsAndRestoresContexts(t *testing.T) {
 
 	// Calls succeed again without the Requester's help; those made before
 	// the link is back fail fast with ErrLinkLost, and those made before the
-	// agent is back with ErrNoAgent: never a timeout.
+	// agent is back with ErrNoAgent, or, sent to it before it subscribed
+	// again, with ErrAgentReconnected when it announces itself: never a
+	// timeout.
 	before := r.Stats().Subscribes
 	rqPoll(t, "a call after the restart", func() bool {
 		_, err := r.CallTool(ctx, rqCtx(0), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
-		if err != nil && !errors.Is(err, requester.ErrLinkLost) && !errors.Is(err, requester.ErrNoAgent) {
+		if err != nil && !errors.Is(err, requester.ErrLinkLost) && !errors.Is(err, requester.ErrNoAgent) && !errors.Is(err, requester.ErrAgentReconnected) {
 			t.Fatalf("call while reconnecting: %v", err)
 		}
 		return err == nil

@@ -1,6 +1,7 @@
 package requester
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/toolbus/toolbus/jsonrpc"
@@ -208,12 +209,17 @@ func (t *pendingTable) failClaimed(key string, err error) int {
 }
 
 // failUnheard fails with err the open calls that went to the instance key
-// (instanceKey) and from which it has sent nothing yet.
-func (t *pendingTable) failUnheard(key string, err error) int {
+// (instanceKey) and from which it has sent nothing yet, and, with pool, the
+// calls to its agent's pool that no instance has claimed.
+func (t *pendingTable) failUnheard(key string, pool bool, err error) int {
 	return t.failWhere(func(p *pendingCall) bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return p.instance != "" && !p.heard && instanceKey(p.agent, p.instance) == key
+		if p.instance == "" {
+			agent, _, _ := strings.Cut(key, "/") // names are levels: no "/" in them
+			return pool && agent == p.agent
+		}
+		return !p.heard && instanceKey(p.agent, p.instance) == key
 	}, err)
 }
 

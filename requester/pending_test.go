@@ -268,7 +268,7 @@ func TestPendingFailUnheard(t *testing.T) {
 		t.Fatalf("another instance's message took the call: %q", other.claimedBy())
 	}
 	lost := errors.New("lost")
-	if n := tab.failUnheard(instanceKey("echo", "i1"), lost); n != 1 {
+	if n := tab.failUnheard(instanceKey("echo", "i1"), false, lost); n != 1 {
 		t.Fatalf("failUnheard(echo/i1) failed %d calls, want 1", n)
 	}
 	if _, _, err := unheard.take(); !errors.Is(err, lost) {
@@ -278,6 +278,19 @@ func TestPendingFailUnheard(t *testing.T) {
 		if _, _, err := p.take(); err != nil {
 			t.Fatalf("call %s failed: %v", p.id, err)
 		}
+	}
+	// The pool's only instance reconnects: the unclaimed pool call fails
+	// too (another agent's does not).
+	search := pendingCallNo(5, "search")
+	tab.add(search)
+	if n := tab.failUnheard(instanceKey("echo", "i1"), true, lost); n != 1 {
+		t.Fatalf("failUnheard(echo/i1, pool) failed %d calls, want 1", n)
+	}
+	if _, _, err := free.take(); !errors.Is(err, lost) {
+		t.Fatalf("the pool call: %v", err)
+	}
+	if _, _, err := search.take(); err != nil {
+		t.Fatalf("another agent's call failed: %v", err)
 	}
 }
 

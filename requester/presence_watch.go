@@ -73,8 +73,10 @@ type presenceChange struct {
 	// instanceGone is the instanceKey of an instance that went offline.
 	instanceGone string
 	// instanceReconnected is the instanceKey of an online instance that
-	// announced a new connection.
+	// announced a new connection, and reconnectedAlone says it is its
+	// agent's only online instance.
 	instanceReconnected string
+	reconnectedAlone    bool
 }
 
 // handle applies one presence message. It reports whether the message was
@@ -147,6 +149,9 @@ func (w *presenceWatch) apply(key, agent string, st AgentStatus, h heard, cleare
 	}
 	if ch.instanceGone != "" && w.online[agent] == 0 {
 		ch.agentGone = agent
+	}
+	if ch.instanceReconnected != "" {
+		ch.reconnectedAlone = w.online[agent] == 1
 	}
 	close(w.changed)
 	w.changed = make(chan struct{})

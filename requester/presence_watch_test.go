@@ -237,3 +237,30 @@ func TestPresenceWatchReconnected(t *testing.T) {
 		})
 	}
 }
+
+// TestPresenceWatchForgetUnrepeated: when the link comes back, instances
+// that repeat their status stay as they were (the retained statuses may not
+// come again soon); the others are forgotten until theirs does.
+func TestPresenceWatchForgetUnrepeated(t *testing.T) {
+	w := newPresenceWatch()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w.handle(contract.PresenceTopic("echo", "repeats"), []byte(`{"status":"online","since":1,"interval":1000}`), now)
+	w.handle(contract.PresenceTopic("echo", "silent"), []byte(`{"status":"online","since":1}`), now)
+	w.handle(contract.PresenceTopic("other", "silent"), []byte(`{"status":"online","since":1}`), now)
+	gen := w.gen
+	w.forgetUnrepeated()
+	if agents, _ := w.onlineAgents(); strings.Join(agents, ",") != "echo" {
+		t.Errorf("online agents after the link came back: %v, want echo (its repeating instance)", agents)
+	}
+	if !w.instanceOnline("echo", "repeats") || w.instanceOnline("echo", "silent") {
+		t.Error("kept the wrong instances")
+	}
+	if w.gen == gen {
+		t.Error("forgetting instances was not a change")
+	}
+	gen = w.gen
+	w.forgetUnrepeated()
+	if w.gen != gen {
+		t.Error("forgetting nothing was a change")
+	}
+}

@@ -117,8 +117,10 @@ func (r *Requester) presenceChanged(ch presenceChange) {
 	if ch.instanceReconnected != "" {
 		// The instance said something of each call it still runs before it
 		// announced the new connection (contract.Presence.Connection):
-		// those it did not were lost while it was cut off.
-		if n := r.pending.failUnheard(ch.instanceReconnected, ErrAgentReconnected); n > 0 {
+		// those it did not were lost while it was cut off. So were the
+		// pool's requests no instance has claimed, if it is the only
+		// instance: no other was subscribed to receive them.
+		if n := r.pending.failUnheard(ch.instanceReconnected, ch.reconnectedAlone, ErrAgentReconnected); n > 0 {
 			r.log.WithFields(logrus.Fields{"calls": n, "instance": ch.instanceReconnected}).Warn("an agent instance reconnected without the calls sent to it meanwhile; failed them")
 		}
 	}

@@ -93,6 +93,10 @@ type Config struct {
 	// HashIterations is the PBKDF2 iteration count for new MQTT passwords; 0
 	// means acl.DefaultHashIterations.
 	HashIterations int
+	// BcryptCost is the cost of the bcrypt hash kept beside each new MQTT
+	// password for NATS (acl.StoreOptions.BcryptCost); 0 means
+	// acl.DefaultBcryptCost.
+	BcryptCost int
 
 	// SessionSecret signs MCP session IDs; replicas that share it accept
 	// each other's sessions. "" means a random secret per start.

@@ -36,6 +36,7 @@ func checkStore(cfg *Config) error {
 func (s *Server) openStore(ctx context.Context) (*acl.Store, error) {
 	opts := acl.StoreOptions{
 		HashIterations: s.cfg.HashIterations,
+		BcryptCost:     s.cfg.BcryptCost,
 		Logger:         s.cfg.Logger.WithField("component", "store"),
 	}
 	if s.cfg.StoreURL != "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/contract"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // TestRunServesOverBroker runs the command against the embedded broker and
@@ -18,7 +19,7 @@ import (
 func TestRunServesOverBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{HashIterations: 1000})
+	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 )
 
-const aclExportHelp = `usage: toolbus acl export [--format mosquitto] --data-dir DIR --out OUTDIR
+const aclExportHelp = `usage: toolbus acl export [--format mosquitto|nats] --data-dir DIR --out OUTDIR
 
 Writes OUTDIR/passwords (Mosquitto 2 password_file: username:$7$... PBKDF2-SHA512
 hashes, the same the embedded broker verifies), OUTDIR/acl (acl_file) and
@@ -43,6 +43,15 @@ replies with any wildcards and through $share; an agent instance may reply or
 announce as another instance of its own agent (never as another agent). See
 docs/external-broker.md.
 
+--format nats writes OUTDIR/toolbus-accounts.conf instead, for every node of a
+NATS cluster to include in nats.conf ("include toolbus-accounts.conf", a path
+relative to nats.conf's directory): an
+account with JetStream and one user per identity, with the same permissions as
+NATS subjects, and the bcrypt hash the store keeps beside each password (NATS
+verifies no other kind; an identity whose password was set before toolbus kept
+one is left out until "toolbus mqtt-user passwd" sets it again). Reload the
+nodes after each export (nats-server --signal reload). See docs/distributed.md.
+
 flags:
 `
 
@@ -53,7 +62,7 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprint(stderr, aclExportHelp)
 		fs.PrintDefaults()
 	}
-	format := fs.String("format", "mosquitto", "output format; only mosquitto")
+	format := fs.String("format", "mosquitto", "output format: mosquitto or nats")
 	dataDir := fs.String("data-dir", "./data", "directory of the store")
 	storeURL := fs.String("store-url", "", "a shared PostgreSQL store (postgres://...) instead of --data-dir")
 	out := fs.String("out", "", "directory to write acl and passwords into (created if missing)")
@@ -65,8 +74,8 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return errors.New("acl export: --server is not taken: the password hashes it writes never leave the store through the admin API; " +
 			"run it with --data-dir (or --store-url) where the store is")
 	}
-	if *format != "mosquitto" {
-		return fmt.Errorf("acl export: --format %q: want mosquitto", *format)
+	if *format != "mosquitto" && *format != "nats" {
+		return fmt.Errorf("acl export: --format %q: want mosquitto or nats", *format)
 	}
 	if *out == "" {
 		return errors.New("acl export: --out is required")
@@ -75,7 +84,7 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("acl export: --out: %w", err)
 	}
-	if strings.ContainsFunc(dir, unicode.IsSpace) {
+	if *format == "mosquitto" && strings.ContainsFunc(dir, unicode.IsSpace) {
 		// Mosquitto splits its configuration lines at spaces.
 		return fmt.Errorf("acl export: --out %q: Mosquitto cannot read a path with whitespace", dir)
 	}
@@ -93,11 +102,14 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	hashes, err := store.PasswordHashes(ctx)
+	rules, err := store.ListRules(ctx)
 	if err != nil {
 		return err
 	}
-	rules, err := store.ListRules(ctx)
+	if *format == "nats" {
+		return exportNATS(ctx, store, ids, rules, dir, stdout, stderr)
+	}
+	hashes, err := store.PasswordHashes(ctx)
 	if err != nil {
 		return err
 	}
@@ -125,6 +137,27 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	fmt.Fprintf(stdout, "wrote passwords, acl and %s in %s; mosquitto.conf needs: include_dir %s\n", acl.MosquittoConfName, dir, dir)
+	return nil
+}
+
+// exportNATS writes the NATS accounts file into dir.
+func exportNATS(ctx context.Context, store *acl.Store, ids []acl.Identity, rules []acl.Rule, dir string, stdout, stderr io.Writer) error {
+	hashes, err := store.BcryptHashes(ctx)
+	if err != nil {
+		return err
+	}
+	files := acl.NATSExport(ids, hashes, rules)
+	for _, s := range files.Skipped {
+		fmt.Fprintln(stderr, "toolbus: acl export: left out:", s)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("acl export: %w", err)
+	}
+	// It holds the password hashes: readable by its owner only.
+	if err := writeFileAtomic(filepath.Join(dir, acl.NATSConfName), files.Conf, 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s in %s; each node's nats.conf needs: include %s (a path relative to nats.conf's directory)\n", acl.NATSConfName, dir, acl.NATSConfName)
 	return nil
 }
 

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/toolbus/toolbus/acl"
+	"golang.org/x/crypto/bcrypt"
 )
 
 func TestACLExport(t *testing.T) {
 	isolateEnv(t)
 	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "mosquitto")
-	store, err := acl.Open(t.Context(), dir, acl.StoreOptions{HashIterations: 1000})
+	store, err := acl.Open(t.Context(), dir, acl.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func TestACLExport(t *testing.T) {
 	}
 	store.Close()
 
-	// --format defaults to the only format there is.
+	// --format defaults to mosquitto.
 	stdout, stderr, err := runCLI(t, "acl", "export", "--data-dir", dir, "--out", out)
 	if err != nil {
 		t.Fatalf("acl export: %v\n%s", err, stderr)
@@ -76,6 +77,45 @@ func TestACLExport(t *testing.T) {
 		if _, _, err := runCLI(t, args...); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// acl export --format nats writes the accounts file, readable by its owner
+// only, with each identity's bcrypt hash; one whose password predates the
+// bcrypt hashes is left out, and named.
+func TestACLExportNATS(t *testing.T) {
+	isolateEnv(t)
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "nats dir") // NATS reads a path with spaces
+	for cost, name := range map[int]string{bcrypt.MinCost: "gw", -1: "old"} {
+		store, err := acl.Open(t.Context(), dir, acl.StoreOptions{HashIterations: 1000, BcryptCost: cost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.AddIdentity(t.Context(), name, acl.RolePlatform, []byte("password-123456")); err != nil {
+			t.Fatal(err)
+		}
+		store.Close()
+	}
+	stdout, stderr, err := runCLI(t, "acl", "export", "--format", "nats", "--data-dir", dir, "--out", out)
+	if err != nil {
+		t.Fatalf("acl export: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "include "+acl.NATSConfName) {
+		t.Errorf("stdout %q does not say how to include the file", stdout)
+	}
+	if !strings.Contains(stderr, "identity old: no bcrypt hash") {
+		t.Errorf("stderr %q does not name the identity left out", stderr)
+	}
+	path := filepath.Join(out, acl.NATSConfName)
+	conf, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(conf), "user: \"gw\"\n        password: \"$2a$04$") || strings.Contains(string(conf), `"old"`) {
+		t.Errorf("%s:\n%s", acl.NATSConfName, conf)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s mode: %v %v, want 0600", acl.NATSConfName, fi.Mode(), err)
 	}
 }
 

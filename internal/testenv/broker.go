@@ -16,6 +16,10 @@ import (
 // default count is tested in acl, logins elsewhere need not be slow.
 const HashIterations = 1000
 
+// BcryptCost is the bcrypt cost of the tests' stores: the least bcrypt
+// takes, for the same reason.
+const BcryptCost = 4
+
 // setupTimeout bounds opening the store, adding the identities and
 // starting (or restarting) the broker.
 const setupTimeout = 30 * time.Second
@@ -98,7 +102,7 @@ func StartBroker(t testing.TB, opts ...Option) *Env {
 	if s.iterations > 0 {
 		iterations = s.iterations
 	}
-	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{HashIterations: iterations, Logger: LoggerAt(t, "store", s.level)})
+	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{HashIterations: iterations, BcryptCost: BcryptCost, Logger: LoggerAt(t, "store", s.level)})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -32,7 +32,7 @@ const (
 type NATSOptions struct {
 	// Nodes is the cluster's size; 0 means 3.
 	Nodes int
-	// Accounts is the accounts block of the configuration, as
+	// Accounts is a file that each node's configuration includes, as
 	// `toolbus acl export --format nats` writes it: the users the clients
 	// log in as, in an account with JetStream. Required.
 	Accounts string
@@ -140,6 +140,14 @@ func startNATSCluster(t testing.TB, bin string, o NATSOptions) (*NATSCluster, er
 			conf:       filepath.Join(dir, "nats.conf"),
 			healthzURL: "http://127.0.0.1:" + strconv.Itoa(port(i, 3)) + "/healthz",
 		}
+		// NATS resolves an include from the including file's directory.
+		accounts, err := os.ReadFile(o.Accounts)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(o.Accounts)), accounts, 0o600); err != nil {
+			return nil, err
+		}
 		conf := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
 http: 127.0.0.1:%d
@@ -153,9 +161,9 @@ mqtt {
   listen: 127.0.0.1:%d
 %s
 }
-%s
+include %q
 `, n.Name, port(i, 0), port(i, 3), filepath.Join(dir, "js"), port(i, 1), strings.Join(routes, ", "),
-			port(i, 2), indent(o.MQTT), o.Accounts)
+			port(i, 2), indent(o.MQTT), filepath.Base(o.Accounts))
 		if err := os.WriteFile(n.conf, []byte(conf), 0o600); err != nil {
 			return nil, err
 		}

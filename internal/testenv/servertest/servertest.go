@@ -24,6 +24,7 @@ func Start(t testing.TB, cfg server.Config) *server.Server {
 	cfg.HTTPAddr, cfg.MQTTAddr = "127.0.0.1:0", "127.0.0.1:0"
 	if cfg.HashIterations == 0 {
 		cfg.HashIterations = testenv.HashIterations
+		cfg.BcryptCost = testenv.BcryptCost
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = testenv.Logger(t, "")
