@@ -12,13 +12,14 @@ import (
 )
 
 // A gateway started before its external broker keeps trying, logging each
-// failure, instead of exiting, and serves once the broker is up.
+// failure, instead of exiting; meanwhile it answers /healthz, and 503 to
+// /readyz and the MCP endpoint; it serves once the broker is up.
 func TestServeWaitsForItsBroker(t *testing.T) {
-	addr := freeAddr(t)
+	addr, httpAddr := freeAddr(t), freeAddr(t)
 	log := testLogger(t)
 	msgs := &logMessages{}
 	log.Logger.AddHook(msgs)
-	srv, err := server.New(server.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", HashIterations: testenv.HashIterations,
+	srv, err := server.New(server.Config{DataDir: t.TempDir(), HTTPAddr: httpAddr, HashIterations: testenv.HashIterations,
 		Logger: log, BrokerURL: "tcp://" + addr, BrokerUsername: "plat1", BrokerPassword: "pw-plat1"})
 	if err != nil {
 		t.Fatal(err)
@@ -30,6 +31,19 @@ func TestServeWaitsForItsBroker(t *testing.T) {
 	poll(t, 10*time.Second, "a failed first connection logged", func() bool {
 		return msgs.has("cannot connect to the external broker; trying again")
 	})
+	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusServiceUnavailable, "/api/v1/mcp": http.StatusServiceUnavailable} {
+		resp, err := http.Get("http://" + httpAddr + path)
+		if err != nil {
+			t.Fatalf("%s while waiting for the broker: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s while waiting for the broker = %d, want %d", path, resp.StatusCode, want)
+		}
+		if want == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: 503 without Retry-After", path)
+		}
+	}
 
 	// The broker comes up where the gateway looks (testenv's platform
 	// identity is plat1).

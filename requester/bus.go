@@ -35,3 +35,16 @@ type LinkWatcher interface {
 	// nil. stop unregisters them.
 	OnLink(lost func(cause error), up func()) (stop func())
 }
+
+// RefusalWatcher is a Bus that can lose a subscription while its link
+// stays up: one the broker refused when the bus made it again after a
+// reconnect (PahoBus).
+type RefusalWatcher interface {
+	// OnRefused registers f, run with each filter the bus could not
+	// subscribe again. A context's reply filter is then forgotten by the
+	// bus (subscribe it again to use it); any other filter the bus keeps
+	// trying, with backoff, while the link lasts. f runs on a goroutine
+	// of the bus with no lock held, and must not block or call back into
+	// the Bus. stop unregisters it.
+	OnRefused(f func(filter string, err error)) (stop func())
+}

@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/contract"
 )
 
 // ErrLinkLost is returned when the link to an external broker is down: to
@@ -15,11 +19,37 @@ var ErrLinkLost = errors.New("link to the MQTT broker lost")
 // watchLink makes r follow the bus's link, if the bus is a LinkWatcher.
 // The returned func stops that.
 func (r *Requester) watchLink() (stop func()) {
-	w, ok := r.bus.(LinkWatcher)
-	if !ok {
-		return func() {}
+	stopLink, stopRefused := func() {}, func() {}
+	if w, ok := r.bus.(LinkWatcher); ok {
+		stopLink = w.OnLink(r.linkLost, r.linkUp)
 	}
-	return w.OnLink(r.linkLost, r.linkUp)
+	if w, ok := r.bus.(RefusalWatcher); ok {
+		stopRefused = w.OnRefused(r.refused)
+	}
+	return func() {
+		stopLink()
+		stopRefused()
+	}
+}
+
+// refused handles a subscription the bus could not make again after a
+// reconnect. A context that hears no replies fails its waiting calls at
+// once, rather than at their deadlines, and leaves the cache, so that its
+// next call subscribes again. Without the filter that holds every reply
+// (PahoBusOptions.AllReplies) no call hears its answer: all fail. The bus
+// keeps trying presence itself.
+func (r *Requester) refused(filter string, err error) {
+	cause := fmt.Errorf("%w (%v)", ErrLinkLost, err)
+	var n int
+	switch key, isReply := contract.ReplyFilterKey(filter); {
+	case isReply:
+		n = r.pending.failWhere(func(p *pendingCall) bool { return p.replyKey == key }, cause)
+		r.cache.forget(filter)
+	case filter == contract.PresenceFilter:
+	default:
+		n = r.pending.failAll(cause)
+	}
+	r.log.WithError(err).WithFields(logrus.Fields{"filter": filter, "calls": n}).Warn("a subscription was refused after a reconnect; failed the calls that waited on it")
 }
 
 // linkLost fails every open call: each waits for an answer that may be

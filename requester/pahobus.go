@@ -29,8 +29,9 @@ const (
 const pahoResubscribeBatch = 500
 
 var (
-	_ Bus         = (*PahoBus)(nil)
-	_ LinkWatcher = (*PahoBus)(nil)
+	_ Bus            = (*PahoBus)(nil)
+	_ LinkWatcher    = (*PahoBus)(nil)
+	_ RefusalWatcher = (*PahoBus)(nil)
 )
 
 // ErrBusClosed is returned by a PahoBus after Close.
@@ -117,8 +118,9 @@ type PahoBus struct {
 }
 
 type pahoLinkWatch struct {
-	lost func(error)
-	up   func()
+	lost    func(error)
+	up      func()
+	refused func(string, error)
 }
 
 type pahoReplyRoute struct {
@@ -317,6 +319,7 @@ func (b *PahoBus) onConnect(c paho.Client) {
 	}
 	b.up = true
 	b.lost = make(chan struct{})
+	lost := b.lost
 	ready := make(chan struct{})
 	b.ready = ready
 	filters := make([]string, 0, len(b.exact)+len(b.replies)+len(b.wild))
@@ -350,14 +353,15 @@ func (b *PahoBus) onConnect(c paho.Client) {
 		// Always closed, even when the link drops again meanwhile: waiters
 		// then look at the state again and see it down.
 		defer close(ready)
-		b.resubscribe(c, filters)
+		b.resubscribe(c, lost, filters)
 	}()
 }
 
 // resubscribe subscribes filters again after a reconnect, in batches. A
 // filter refused with "packet identifier in use" (see Subscribe) is tried
-// again in the next round; one refused otherwise is logged and left.
-func (b *PahoBus) resubscribe(c paho.Client, filters []string) {
+// again in the next round; one refused otherwise, or in use every round,
+// goes to refuse.
+func (b *PahoBus) resubscribe(c paho.Client, lost <-chan struct{}, filters []string) {
 	pending := filters
 	for attempt := 1; len(pending) > 0 && attempt <= pahoSubscribeAttempts; attempt++ {
 		var again []string
@@ -379,6 +383,7 @@ func (b *PahoBus) resubscribe(c paho.Client, filters []string) {
 						again = append(again, f)
 					case code >= 0x80:
 						b.log.WithFields(logrus.Fields{"filter": f, "code": code}).Error("subscribing again after reconnect: refused")
+						b.refuse(c, lost, f, fmt.Errorf("subscribing %q again after a reconnect: refused by the broker (SUBACK %#x)", f, code))
 					}
 				}
 			case <-b.done:
@@ -391,6 +396,9 @@ func (b *PahoBus) resubscribe(c paho.Client, filters []string) {
 	}
 	if len(pending) > 0 {
 		b.log.WithField("filters", len(pending)).Error("subscribing again after reconnect: still refused (packet identifier in use)")
+		for _, f := range pending {
+			b.refuse(c, lost, f, fmt.Errorf("subscribing %q again after a reconnect: refused by the broker (packet identifier in use)", f))
+		}
 	}
 	b.log.WithField("filters", len(filters)).Info("connected again; subscriptions restored")
 }
@@ -432,6 +440,88 @@ func (b *PahoBus) OnLink(lost func(error), up func()) (stop func()) {
 		b.mu.Lock()
 		delete(b.watchers, id)
 		b.mu.Unlock()
+	}
+}
+
+// OnRefused implements RefusalWatcher.
+func (b *PahoBus) OnRefused(f func(filter string, err error)) (stop func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id := b.nextID
+	b.nextID++
+	b.watchers[id] = pahoLinkWatch{refused: f}
+	return func() {
+		b.mu.Lock()
+		delete(b.watchers, id)
+		b.mu.Unlock()
+	}
+}
+
+// refuse tells the OnRefused functions that filter could not be
+// subscribed again. A reply filter's route goes: whoever holds the context
+// subscribes it again when it needs it. Any other filter is tried again,
+// with backoff, while the connection c lasts.
+func (b *PahoBus) refuse(c paho.Client, lost <-chan struct{}, filter string, err error) {
+	if _, ok := contract.ReplyFilterKey(filter); ok {
+		b.mu.Lock()
+		b.removeRoute(filter)
+		b.mu.Unlock()
+	} else {
+		b.mu.Lock()
+		if !b.closed {
+			b.wg.Add(1)
+			go b.retrySubscribe(c, lost, filter)
+		}
+		b.mu.Unlock()
+	}
+	b.mu.RLock()
+	fs := make([]func(string, error), 0, len(b.watchers))
+	for _, w := range b.watchers {
+		if w.refused != nil {
+			fs = append(fs, w.refused)
+		}
+	}
+	b.mu.RUnlock()
+	for _, f := range fs {
+		f(filter, err)
+	}
+}
+
+// Bounds of retrySubscribe's backoff.
+const (
+	pahoRetrySubscribeFirst = 500 * time.Millisecond
+	pahoRetrySubscribeMax   = 30 * time.Second
+)
+
+// retrySubscribe subscribes filter again until the broker takes it, the
+// connection is lost (the next one subscribes everything anyway) or the
+// bus is closed.
+func (b *PahoBus) retrySubscribe(c paho.Client, lost <-chan struct{}, filter string) {
+	defer b.wg.Done()
+	wait := pahoRetrySubscribeFirst
+	for attempt := 2; ; attempt++ {
+		select {
+		case <-time.After(wait):
+		case <-lost:
+			return
+		case <-b.done:
+			return
+		}
+		wait = min(2*wait, pahoRetrySubscribeMax)
+		tok := c.Subscribe(filter, pahoSubscribeQoS, nil)
+		select {
+		case <-tok.Done():
+		case <-lost:
+			return
+		case <-b.done:
+			return
+		}
+		code, _ := subackCode(tok, filter)
+		if tok.Error() == nil && code < 0x80 {
+			b.log.WithFields(logrus.Fields{"filter": filter, "attempt": attempt}).Info("subscribed again after a refusal")
+			return
+		}
+		b.log.WithFields(logrus.Fields{"filter": filter, "attempt": attempt, "code": code}).WithError(tok.Error()).Warn("subscribing again: refused again")
 	}
 }
 

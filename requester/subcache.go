@@ -295,6 +295,21 @@ func (c *subCache) subscribeEntry(ctx context.Context, e *subEntry) error {
 	return nil
 }
 
+// forget drops topic's entry, if it is subscribed, without unsubscribing:
+// the bus no longer holds that subscription. Calls holding the entry keep
+// it until they release it; the next acquire subscribes again.
+func (c *subCache) forget(topic string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.lru.Peek(topic)
+	if !ok {
+		e, ok = c.aside[topic]
+	}
+	if ok && e.state == subActive {
+		c.dropDead(e)
+	}
+}
+
 // dropDead removes e from wherever it is, without scheduling an
 // unsubscribe. Called with mu held.
 func (c *subCache) dropDead(e *subEntry) {

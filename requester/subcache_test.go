@@ -691,3 +691,35 @@ func TestSubCacheReaperRuns(t *testing.T) {
 	pollUntil(t, func() bool { _, u := rec.counts("a"); return u == 1 })
 	rec.check(t)
 }
+
+// TestSubCacheForget: a subscription the bus lost (refused after a
+// reconnect) leaves the cache without an unsubscribe, a call that held it
+// keeps its entry harmlessly, and the next acquire subscribes again.
+func TestSubCacheForget(t *testing.T) {
+	c, rec, _ := newTestCache(t, 4)
+	ctx := testCtx(t)
+	held, err := c.acquire(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The broker refused t1 when the bus subscribed it again.
+	rec.mu.Lock()
+	rec.subscribed["t1"] = false
+	rec.mu.Unlock()
+	c.forget("t1")
+	c.forget("never") // nothing to forget: no-op
+	if c.holds("t1") {
+		t.Fatal("the cache still holds t1")
+	}
+	c.release(held)
+	e, err := c.acquire(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.release(e)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.subs["t1"] != 2 || rec.unsubs["t1"] != 0 {
+		t.Fatalf("t1: %d subscribes, %d unsubscribes; want 2 and 0", rec.subs["t1"], rec.unsubs["t1"])
+	}
+}

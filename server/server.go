@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -162,6 +163,7 @@ type Server struct {
 	requester *requester.Requester
 	gateway   *gateway.Gateway
 	http      *http.Server
+	handler   atomic.Pointer[http.Handler] // what http serves: starting, then the gateway
 	httpLn    net.Listener
 	httpDone  chan error
 	metrics   *metrics.Metrics
@@ -229,6 +231,12 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	s.policy = acl.NewPolicy(rules)
 
+	// HTTP answers from here on: alive but not ready (503) while Start
+	// waits for an external broker, which may take long (a cluster node
+	// refuses MQTT for seconds after it starts), then the gateway.
+	if err := s.startHTTP(); err != nil {
+		return err
+	}
 	if s.external() {
 		if err := s.dialExternal(ctx); err != nil {
 			return err
@@ -263,28 +271,54 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("start requester: %w", err)
 	}
 
+	if err := s.startGateway(); err != nil {
+		return err
+	}
+	// Listening streams never end by themselves: Shutdown ends them.
+	s.http.RegisterOnShutdown(s.gateway.EndStreams)
+	var h http.Handler = s.gateway
+	s.handler.Store(&h)
+	s.log.WithFields(logrus.Fields{
+		"http": s.httpLn.Addr().String(), "mqtt": addrString(s.MQTTAddr()), "mqttWs": addrString(s.MQTTWSAddr()), "brokerUrl": s.cfg.BrokerURL, "platformId": s.cfg.PlatformID,
+	}).Info("toolbus started")
+	return nil
+}
+
+// startHTTP listens and serves starting until Start stores the gateway in
+// s.handler.
+func (s *Server) startHTTP() (err error) {
 	s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
 	}
-	if err := s.startGateway(); err != nil {
-		return err
-	}
+	var h http.Handler = http.HandlerFunc(starting)
+	s.handler.Store(&h)
 	s.http = &http.Server{
-		Handler:           s.gateway,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			(*s.handler.Load()).ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		ReadTimeout:       s.cfg.ReadTimeout,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    maxHeaderBytes,
 	}
-	// Listening streams never end by themselves: Shutdown ends them.
-	s.http.RegisterOnShutdown(s.gateway.EndStreams)
 	s.httpDone = make(chan error, 1)
 	go func() { s.httpDone <- s.http.Serve(s.httpLn) }()
-	s.log.WithFields(logrus.Fields{
-		"http": s.httpLn.Addr().String(), "mqtt": addrString(s.MQTTAddr()), "mqttWs": addrString(s.MQTTWSAddr()), "brokerUrl": s.cfg.BrokerURL, "platformId": s.cfg.PlatformID,
-	}).Info("toolbus started")
 	return nil
+}
+
+// starting answers while Start waits: /healthz says the process is alive,
+// everything else (/readyz, the MCP endpoint) 503, to try again shortly.
+func starting(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Path == "/healthz" {
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `{"status":"starting"}`+"\n")
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = io.WriteString(w, `{"error":"starting","message":"toolbus is starting: waiting for its MQTT broker"}`+"\n")
 }
 
 // HTTPAddr is the bound HTTP address, once started.
