@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,34 +27,9 @@ const soSoloUser = "solo"
 func startNATSScaleOut(t testing.TB) *scaleOut {
 	t.Helper()
 	testenv.NATSBinary(t) // build (or find) it before anything else starts
-	pg := testenv.StartPostgres(t)
-	so := &scaleOut{storeURL: pg.CreateDatabase(t)}
-	ctx := testCtx(t, 30*time.Second)
-	store, err := acl.OpenURL(ctx, so.storeURL, acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
-	if err != nil {
-		t.Fatal(err)
-	}
-	users := []struct {
-		name string
-		role acl.Role
-	}{{soGatewayUser, acl.RolePlatform}, {soWorkerUser, acl.RoleExpertAgent}, {soSoloUser, acl.RoleExpertAgent}}
-	for _, u := range users {
-		if _, err := store.AddIdentity(ctx, u.name, u.role, []byte(soPassword)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// The users and their permissions, as an operator makes them.
-	files := t.TempDir()
-	out, err := exec.CommandContext(ctx, bins.toolbus, "acl", "export", "--format", "nats",
-		"--store-url", so.storeURL, "--out", files).CombinedOutput()
-	if err != nil {
-		t.Fatalf("acl export: %v\n%s", err, out)
-	}
+	so := newScaleOutStore(t)
 	so.nats = testenv.StartNATSCluster(t, testenv.NATSOptions{
-		Accounts: filepath.Join(files, acl.NATSConfName),
+		Accounts: filepath.Join(so.export(t, "nats"), acl.NATSConfName),
 		// A node's loss stalls every node's MQTT until the cluster has
 		// elected new stream leaders, unless the MQTT streams have
 		// replicas on the surviving nodes (docs/distributed.md).
@@ -91,26 +65,50 @@ func (so *scaleOut) natsReplica(t testing.TB, first int, cfg server.Config) *gwE
 	return so.replica(t, cfg)
 }
 
-// TestNATSClusterSessionsAndCalls: on a three-node NATS cluster, two
-// gateway replicas on different nodes and two agents (one a pool of two)
-// on the third: 1000 MCP sessions per replica open and each makes a call,
-// then 2000 calls over 200 sessions whose requests alternate between the
-// replicas are each answered once, correctly, to their caller.
-func TestNATSClusterSessionsAndCalls(t *testing.T) {
+// TestReplicasSessionsAndCalls: two gateway replicas and two agents (one
+// a pool of two) on each broker: a three-node NATS cluster (the replicas on
+// different nodes, the agents on the third), Mosquitto, and the embedded
+// broker of the first replica. 1000 MCP sessions per replica open and each
+// makes a call, then 2000 calls over 200 sessions whose requests alternate
+// between the replicas are each answered once, correctly, to their caller.
+func TestReplicasSessionsAndCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) *scaleOut
+	}{
+		{"embedded", func(t *testing.T) *scaleOut { return startEmbeddedScaleOut(t) }},
+		{"mosquitto", func(t *testing.T) *scaleOut { return startScaleOut(t) }},
+		{"nats", func(t *testing.T) *scaleOut { return startNATSScaleOut(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			so := tc.start(t)
+			if so.nats != nil {
+				so.natsReplica(t, 0, server.Config{})
+				so.natsReplica(t, 1, server.Config{})
+				so.workerWith(t, workerSpec{brokerURL: so.nodeURLs(2)})
+				so.workerWith(t, workerSpec{brokerURL: so.nodeURLs(2)})
+				so.workerWith(t, workerSpec{user: soSoloUser, brokerURL: so.nodeURLs(2)})
+			} else {
+				so.replica(t, server.Config{})
+				so.replica(t, server.Config{})
+				so.worker(t, false)
+				so.worker(t, false)
+				so.workerWith(t, workerSpec{user: soSoloUser})
+			}
+			sessionsAndCalls(t, so)
+		})
+	}
+}
+
+// sessionsAndCalls is TestReplicasSessionsAndCalls on one broker.
+func sessionsAndCalls(t *testing.T, so *scaleOut) {
 	const (
 		sessionsPerReplica = 1000
 		sessions           = 200
 		callsPerSession    = 10
 		clients            = 16
 	)
-	so := startNATSScaleOut(t)
-	a := so.natsReplica(t, 0, server.Config{})
-	b := so.natsReplica(t, 1, server.Config{})
-	workers := []*poolWorker{
-		so.workerWith(t, workerSpec{brokerURL: so.nodeURLs(2)}),
-		so.workerWith(t, workerSpec{brokerURL: so.nodeURLs(2)}),
-		so.workerWith(t, workerSpec{user: soSoloUser, brokerURL: so.nodeURLs(2)}),
-	}
+	a, workers := so.replicas[0], so.workers
 	tok := a.token(t, acl.TokenSpec{UserID: "alice"})
 	ctx := testCtx(t, 5*time.Minute)
 	served := func() (n int64) {
@@ -236,7 +234,6 @@ func TestNATSClusterSessionsAndCalls(t *testing.T) {
 			t.Errorf("replica %s got %d requests: the sessions did not alternate", g.srv.PlatformID(), tr.per[i].Load())
 		}
 	}
-	_ = b
 }
 
 // TestNATSClusterNodeKilled: under load, kill -9 the node that one gateway
@@ -453,5 +450,30 @@ func TestNATSClusterPermissions(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("solo's own reply never reached the gateway")
+	}
+}
+
+// TestNATSClusterStartTogether: a gateway and an agent started at the same
+// moment on different nodes (the agent's presence published while the
+// gateway subscribes to presence) see each other: the gateway does not keep
+// a stale status until the agent's next repeat, 30 s later.
+func TestNATSClusterStartTogether(t *testing.T) {
+	so := startNATSScaleOut(t)
+	for round := range 6 {
+		var wg sync.WaitGroup
+		var g *server.Server
+		wg.Go(func() {
+			g = startServer(t, server.Config{
+				PlatformID: fmt.Sprintf("together-%d", round), StoreURL: so.storeURL, SessionSecret: soSessionSecret,
+				BrokerURL: so.nodeURLs(round % 2), BrokerUsername: soGatewayUser, BrokerPassword: soPassword,
+				AddressAgentInstances: true, OneReplySubscription: true,
+			})
+		})
+		var w *poolWorker
+		wg.Go(func() { w = so.workerWith(t, workerSpec{user: soSoloUser, brokerURL: so.nodeURLs(2)}) })
+		wg.Wait()
+		poll(t, 15*time.Second, fmt.Sprintf("round %d: the agent online at the gateway started with it", round), func() bool {
+			return agentOnline(g, w.clientID)
+		})
 	}
 }

@@ -42,6 +42,7 @@ type scaleOut struct {
 	mosq       *testenv.Mosquitto
 	nats       *testenv.NATSCluster // instead of mosq: a NATS cluster
 	brokerAddr string               // where workers connect: Mosquitto, or an embedded broker
+	embedded   bool                 // the first replica runs the broker (embedded), the others use it
 	direct     bool                 // workers connect without the proxy (benchmarks): kill does nothing
 	replicas   []*gwEnv
 	workers    []*poolWorker
@@ -52,6 +53,25 @@ type scaleOut struct {
 func startScaleOut(t testing.TB) *scaleOut {
 	t.Helper()
 	testenv.MosquittoBinary(t) // skip (or install) before doing anything else
+	so := newScaleOutStore(t)
+	so.mosq = testenv.StartMosquitto(t, testenv.MosquittoOptions{Dir: so.export(t, "mosquitto")})
+	so.brokerAddr = so.mosq.Addr
+	return so
+}
+
+// startEmbeddedScaleOut makes the store; the first replica will run the
+// embedded broker, and the others and the workers use it.
+func startEmbeddedScaleOut(t testing.TB) *scaleOut {
+	t.Helper()
+	so := newScaleOutStore(t)
+	so.embedded = true
+	return so
+}
+
+// newScaleOutStore makes the shared PostgreSQL store with the identities
+// of the scale-out tests: the gateways', the pool's and solo's.
+func newScaleOutStore(t testing.TB) *scaleOut {
+	t.Helper()
 	pg := testenv.StartPostgres(t)
 	so := &scaleOut{storeURL: pg.CreateDatabase(t)}
 	ctx := testCtx(t, 30*time.Second)
@@ -62,7 +82,7 @@ func startScaleOut(t testing.TB) *scaleOut {
 	for _, id := range []struct {
 		name string
 		role acl.Role
-	}{{soGatewayUser, acl.RolePlatform}, {soWorkerUser, acl.RoleExpertAgent}} {
+	}{{soGatewayUser, acl.RolePlatform}, {soWorkerUser, acl.RoleExpertAgent}, {soSoloUser, acl.RoleExpertAgent}} {
 		if _, err := store.AddIdentity(ctx, id.name, id.role, []byte(soPassword)); err != nil {
 			t.Fatal(err)
 		}
@@ -70,15 +90,20 @@ func startScaleOut(t testing.TB) *scaleOut {
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return so
+}
+
+// export runs `toolbus acl export --format format` of the store, as an
+// operator does, into a new directory, and returns it.
+func (so *scaleOut) export(t testing.TB, format string) string {
+	t.Helper()
 	files := t.TempDir()
-	out, err := exec.CommandContext(ctx, bins.toolbus, "acl", "export", "--format", "mosquitto",
+	out, err := exec.CommandContext(testCtx(t, 30*time.Second), bins.toolbus, "acl", "export", "--format", format,
 		"--store-url", so.storeURL, "--out", files).CombinedOutput()
 	if err != nil {
 		t.Fatalf("acl export: %v\n%s", err, out)
 	}
-	so.mosq = testenv.StartMosquitto(t, testenv.MosquittoOptions{Dir: files})
-	so.brokerAddr = so.mosq.Addr
-	return so
+	return files
 }
 
 // replica starts one more gateway replica: its own platform ID (and so its
@@ -87,12 +112,21 @@ func (so *scaleOut) replica(t testing.TB, cfg server.Config) *gwEnv {
 	t.Helper()
 	cfg.PlatformID = fmt.Sprintf("gw-%c", 'a'+len(so.replicas))
 	cfg.StoreURL = so.storeURL
-	if cfg.BrokerURL == "" {
+	cfg.SessionSecret = soSessionSecret
+	switch {
+	case so.embedded && len(so.replicas) == 0: // runs the broker
+	case so.embedded:
+		cfg.BrokerURL = "tcp://" + so.brokerAddr
+	case cfg.BrokerURL == "":
 		cfg.BrokerURL = so.mosq.URL
 	}
-	cfg.BrokerUsername, cfg.BrokerPassword = soGatewayUser, soPassword
-	cfg.SessionSecret = soSessionSecret
+	if cfg.BrokerURL != "" {
+		cfg.BrokerUsername, cfg.BrokerPassword = soGatewayUser, soPassword
+	}
 	srv := startServer(t, cfg)
+	if so.embedded && len(so.replicas) == 0 {
+		so.brokerAddr = srv.MQTTAddr().String()
+	}
 	g := &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
 	so.replicas = append(so.replicas, g)
 	return g

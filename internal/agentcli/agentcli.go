@@ -65,6 +65,8 @@ func ParseArgs(fs *flag.FlagSet, args []string, getenv func(string) string, name
 		"every instance gets (and answers) every request for any instance")
 	fs.StringVar(&o.ClientID, "client-id", "", "MQTT client ID, this instance's name on the bus; unique per instance (default: name + random suffix)")
 	fs.DurationVar(&o.ConnectRetry, "connect-timeout", 0, "give up when the first connection to the broker has failed for this long (0: keep trying, with backoff, until stopped)")
+	fs.DurationVar(&o.PresenceEvery, "presence-every", expertagent.DefaultAgentPresenceEvery, "publish the online status again this often; gateways take an instance silent for three of these for gone "+
+		"(a broker node that dies sends no Last Will); negative: never again")
 	fs.IntVar(&o.Concurrency, "concurrency", expertagent.DefaultAgentConcurrency, "requests served at once")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", expertagent.DefaultAgentShutdownTimeout, "how long to wait for calls in flight on shutdown")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")

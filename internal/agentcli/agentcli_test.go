@@ -25,7 +25,8 @@ func TestParse(t *testing.T) {
 		{name: "defaults", args: []string{"--username", "a1"}, check: func(t *testing.T, c *agentcli.Common, own string) {
 			o := c.Opts
 			if o.BrokerURL != "tcp://127.0.0.1:1883" || o.Username != "a1" || o.Name != "the-name" || o.ClientID != "" || o.Exclusive ||
-				o.Concurrency != expertagent.DefaultAgentConcurrency || o.ShutdownTimeout != expertagent.DefaultAgentShutdownTimeout || o.Version == "" {
+				o.Concurrency != expertagent.DefaultAgentConcurrency || o.ShutdownTimeout != expertagent.DefaultAgentShutdownTimeout || o.Version == "" ||
+				o.PresenceEvery != expertagent.DefaultAgentPresenceEvery {
 				t.Errorf("opts = %+v", o)
 			}
 			if c.LogLevel != logrus.InfoLevel || c.LogFormat != "json" || own != "" {
@@ -34,11 +35,11 @@ func TestParse(t *testing.T) {
 		}},
 		{name: "flags", args: []string{"--broker-url", "tcp://b:1883", "--username", "u", "--password", "p", "--name", "n1",
 			"--client-id", "c1", "--concurrency", "3", "--log-level", "debug", "--log-format", "text", "--exclusive",
-			"--shutdown-timeout", "3s", "--own", "x"},
+			"--shutdown-timeout", "3s", "--presence-every", "5s", "--own", "x"},
 			check: func(t *testing.T, c *agentcli.Common, own string) {
 				o := c.Opts
 				if o.BrokerURL != "tcp://b:1883" || o.Username != "u" || o.Password != "p" || o.Name != "n1" ||
-					o.ClientID != "c1" || o.Concurrency != 3 || !o.Exclusive || o.ShutdownTimeout != 3*time.Second ||
+					o.ClientID != "c1" || o.Concurrency != 3 || !o.Exclusive || o.ShutdownTimeout != 3*time.Second || o.PresenceEvery != 5*time.Second ||
 					c.LogLevel != logrus.DebugLevel || c.LogFormat != "text" || own != "x" {
 					t.Errorf("opts = %+v, log %v %s, own %q", o, c.LogLevel, c.LogFormat, own)
 				}
