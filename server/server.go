@@ -32,6 +32,12 @@ type Config struct {
 	// HTTPAddr is the gateway's listen address; "" means 127.0.0.1:8080.
 	// Port 0 picks a free port (see Server.HTTPAddr).
 	HTTPAddr string
+	// TLSCertFile and TLSKeyFile, both set, make the gateway serve HTTPS on
+	// HTTPAddr with that PEM certificate chain and private key. Reload
+	// (SIGHUP) reads them again, so that a renewed certificate takes effect
+	// without a restart; files that do not make a pair leave the served
+	// certificate as it was. Both "" means plain HTTP.
+	TLSCertFile, TLSKeyFile string
 	// MQTTAddr is the embedded broker's TCP listen address; "" means
 	// 127.0.0.1:1883. Port 0 picks a free port. Unused with BrokerURL.
 	MQTTAddr string
@@ -163,7 +169,8 @@ type Server struct {
 	requester *requester.Requester
 	gateway   *gateway.Gateway
 	http      *http.Server
-	handler   atomic.Pointer[http.Handler] // what http serves: starting, then the gateway
+	handler   atomic.Pointer[http.Handler]    // what http serves: starting, then the gateway
+	cert      atomic.Pointer[tls.Certificate] // the HTTPS certificate (Config.TLSCertFile)
 	httpLn    net.Listener
 	httpDone  chan error
 	metrics   *metrics.Metrics
@@ -197,6 +204,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: platform id: %w", err)
 	}
 	if err := checkExternal(&cfg); err != nil {
+		return nil, err
+	}
+	if err := checkTLS(&cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {
@@ -287,9 +297,18 @@ func (s *Server) Start(ctx context.Context) (err error) {
 // startHTTP listens and serves starting until Start stores the gateway in
 // s.handler.
 func (s *Server) startHTTP() (err error) {
+	if s.https() {
+		if err := s.loadCert(); err != nil {
+			return err
+		}
+	}
 	s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
+	}
+	serveLn := s.httpLn
+	if s.https() {
+		serveLn = s.tlsListener(s.httpLn)
 	}
 	var h http.Handler = http.HandlerFunc(starting)
 	s.handler.Store(&h)
@@ -303,7 +322,7 @@ func (s *Server) startHTTP() (err error) {
 		MaxHeaderBytes:    maxHeaderBytes,
 	}
 	s.httpDone = make(chan error, 1)
-	go func() { s.httpDone <- s.http.Serve(s.httpLn) }()
+	go func() { s.httpDone <- s.http.Serve(serveLn) }()
 	return nil
 }
 
@@ -323,6 +342,14 @@ func starting(w http.ResponseWriter, r *http.Request) {
 
 // HTTPAddr is the bound HTTP address, once started.
 func (s *Server) HTTPAddr() net.Addr { return s.httpLn.Addr() }
+
+// BaseURL is where the gateway listens, http:// or https://, once started.
+func (s *Server) BaseURL() string {
+	if s.https() {
+		return "https://" + s.HTTPAddr().String()
+	}
+	return "http://" + s.HTTPAddr().String()
+}
 
 // Handler is what the HTTP listener serves, once started: for callers that
 // drive the gateway in-process (the handler benchmarks of package bench).

@@ -23,6 +23,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("serve", stderr)
 	var cfg server.Config
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address of the gateway")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this PEM certificate chain (with --tls-key-file); read again on SIGHUP, so a renewed certificate needs no restart")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&cfg.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "TCP listen address of the embedded MQTT broker")
 	fs.StringVar(&cfg.MQTTWSAddr, "mqtt-ws-addr", "", "listen address of the embedded MQTT broker for MQTT over WebSocket (ws://HOST:PORT/mqtt; put a TLS proxy in front for wss://); off by default")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory of the store")
@@ -126,7 +128,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer signal.Stop(hup)
 	// The hint before the address line: scripts wait for that one.
 	firstTokenHint(ctx, srv, cfg, stdout)
-	fmt.Fprintf(stdout, "toolbus: http://%s/api/v1/mcp  %s  platform-id %s\n", srv.HTTPAddr(), mqtt, srv.PlatformID())
+	fmt.Fprintf(stdout, "toolbus: %s/api/v1/mcp  %s  platform-id %s\n", srv.BaseURL(), mqtt, srv.PlatformID())
 	serveUntilDone(ctx, hup, srv, fs, sources, live, log)
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *shutdownTimeout)
