@@ -17,6 +17,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,6 +110,10 @@ type Options struct {
 	// 1000. Clients follow nextCursor for the rest.
 	ToolsPageSize int
 
+	// PublicURL is scheme://host[:port] as clients reach the gateway
+	// (behind a proxy, say), for the OAuth metadata (PRMPath) and the 401
+	// challenge; "" means each request's own Host. See CheckPublicURL.
+	PublicURL string
 	// ServerName and ServerVersion are the serverInfo; "" means "toolbus", "dev".
 	ServerName, ServerVersion string
 	// Instructions are returned by initialize; "" means none.
@@ -252,6 +257,12 @@ const MCPPath = "/api/v1/mcp"
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/.well-known/") {
+		// Before the router, which redirects unclean paths: a client
+		// would follow a redirect to a page it takes for metadata.
+		g.serveWellKnown(w, r)
+		return
+	}
 	g.router.ServeHTTP(w, r)
 }
 

@@ -184,7 +184,7 @@ func bearer(h string) (string, bool) {
 }
 
 func (g *Gateway) unauthenticated(w http.ResponseWriter, r *http.Request, msg string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="toolbus"`)
+	w.Header().Set("WWW-Authenticate", g.challenge(r))
 	g.refuse(w, r, http.StatusUnauthorized, "unauthenticated", msg)
 }
 

@@ -38,6 +38,10 @@ type Config struct {
 	// without a restart; files that do not make a pair leave the served
 	// certificate as it was. Both "" means plain HTTP.
 	TLSCertFile, TLSKeyFile string
+	// PublicURL is scheme://host[:port] as MCP clients reach the gateway
+	// (a proxy's, say): the OAuth Protected Resource Metadata and the 401
+	// challenge name it. "" means each request's own Host.
+	PublicURL string
 	// MQTTAddr is the embedded broker's TCP listen address; "" means
 	// 127.0.0.1:1883. Port 0 picks a free port. Unused with BrokerURL.
 	MQTTAddr string
@@ -208,6 +212,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if err := checkTLS(&cfg); err != nil {
 		return nil, err
+	}
+	if cfg.PublicURL != "" {
+		u, err := gateway.CheckPublicURL(cfg.PublicURL)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		cfg.PublicURL = u
 	}
 	if cfg.Logger == nil {
 		l := logrus.New()
@@ -467,6 +478,7 @@ func (s *Server) startGateway() error {
 		Tokens:         s.store,
 		Agents:         s.requester,
 		PlatformID:     s.cfg.PlatformID,
+		PublicURL:      s.cfg.PublicURL,
 		Platform:       reg,
 		API:            s.withAdmin(api), // /api/v1/admin/ to the admin API (server/admin.go)
 		Ready:          s.ready,

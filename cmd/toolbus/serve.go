@@ -23,6 +23,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("serve", stderr)
 	var cfg server.Config
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address of the gateway")
+	fs.StringVar(&cfg.PublicURL, "public-url", "", "scheme://host[:port] as MCP clients reach the gateway (behind a proxy, say), named in its OAuth metadata and 401 challenges; default: each request's own Host")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this PEM certificate chain (with --tls-key-file); read again on SIGHUP, so a renewed certificate needs no restart")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&cfg.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "TCP listen address of the embedded MQTT broker")

@@ -1,0 +1,98 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/toolbus/toolbus/acl"
+)
+
+// PRMPath is where the gateway publishes its OAuth Protected Resource
+// Metadata (RFC 9728). The metadata of the MCP endpoint MCPPath (or of an
+// entity-scoped one) is at PRMPath followed by that path, and also at
+// PRMPath alone for the endpoint itself: clients look in both places.
+const PRMPath = "/.well-known/oauth-protected-resource"
+
+// mcpScopes are the scopes an MCP client needs, in a 401's challenge and in
+// the metadata.
+var mcpScopes = []string{acl.ScopeToolsList, acl.ScopeToolsCall}
+
+// CheckPublicURL validates a public URL for Options.PublicURL: http or
+// https, a host, nothing after it but an optional "/". It returns it
+// without the trailing slash.
+func CheckPublicURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("public URL %q: %w", raw, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("public URL %q: want http:// or https://", raw)
+	case u.Host == "" || u.User != nil:
+		return "", fmt.Errorf("public URL %q: want scheme://host[:port] and nothing else", raw)
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "", u.ForceQuery:
+		return "", fmt.Errorf("public URL %q: no path, query or fragment (the gateway serves %s at the root)", raw, MCPPath)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// publicBase is scheme://host of the URL the client used: Options.PublicURL,
+// or else the request's own Host, https when it came over TLS.
+func (g *Gateway) publicBase(r *http.Request) string {
+	if g.opts.PublicURL != "" {
+		return g.opts.PublicURL
+	}
+	if r.TLS != nil {
+		return "https://" + r.Host
+	}
+	return "http://" + r.Host
+}
+
+// resourcePath is the MCP endpoint path that path names (the metadata's
+// suffix, or a request's own path), and whether it names one.
+func resourcePath(path string) (string, bool) {
+	if path == "" || path == MCPPath {
+		return MCPPath, true
+	}
+	rest, ok := strings.CutPrefix(path, MCPPath+"/")
+	if !ok {
+		return "", false
+	}
+	entityType, entityID, ok := strings.Cut(rest, "/")
+	return path, ok && acl.ValidLevel(entityType) && acl.ValidLevel(entityID)
+}
+
+// serveWellKnown answers every /.well-known/ path: PRMPath[/<endpoint
+// path>] with the endpoint's metadata, through the go-sdk's handler (CORS
+// for browser clients, GET only); anything else with a JSON 404, never a
+// redirect or a page, which clients would take for metadata.
+func (g *Gateway) serveWellKnown(w http.ResponseWriter, r *http.Request) {
+	suffix, isPRM := strings.CutPrefix(r.URL.Path, PRMPath)
+	path, ok := resourcePath(suffix)
+	if !isPRM || !ok {
+		writeError(w, http.StatusNotFound, "not_found", "no protected resource at "+r.URL.Path)
+		return
+	}
+	auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+		Resource:               g.publicBase(r) + path,
+		ScopesSupported:        mcpScopes,
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           g.opts.ServerName,
+	}).ServeHTTP(w, r)
+}
+
+// challenge is the WWW-Authenticate value of a 401: on an MCP endpoint it
+// points the client to the endpoint's metadata and says the scopes it
+// needs (RFC 9728 section 5.1), so that OAuth clients can find their way.
+func (g *Gateway) challenge(r *http.Request) string {
+	path, ok := resourcePath(r.URL.Path)
+	if !ok || r.URL.Path == "" {
+		return `Bearer realm="toolbus"`
+	}
+	return fmt.Sprintf(`Bearer realm="toolbus", resource_metadata=%q, scope=%q`,
+		g.publicBase(r)+PRMPath+path, strings.Join(mcpScopes, " "))
+}
