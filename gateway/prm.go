@@ -71,6 +71,13 @@ func resourcePath(path string) (string, bool) {
 // for browser clients, GET only); anything else with a JSON 404, never a
 // redirect or a page, which clients would take for metadata.
 func (g *Gateway) serveWellKnown(w http.ResponseWriter, r *http.Request) {
+	// The Host check of every endpoint (DNS rebinding), which also keeps a
+	// foreign Host out of the metadata's resource; any Origin may read
+	// public metadata (CORS).
+	if !g.hostAllowed(r.Host) {
+		g.refuse(w, r, http.StatusForbidden, "forbidden_host", "Host "+quote(r.Host)+" is not served here")
+		return
+	}
 	suffix, isPRM := strings.CutPrefix(r.URL.Path, PRMPath)
 	path, ok := resourcePath(suffix)
 	if !isPRM || !ok {

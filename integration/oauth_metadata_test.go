@@ -98,8 +98,21 @@ func TestProtectedResourceMetadata(t *testing.T) {
 		}
 	}
 
+	// A Host the gateway does not serve (DNS rebinding) gets no metadata
+	// naming it.
+	req, _ := http.NewRequest(http.MethodGet, base+"/.well-known/oauth-protected-resource", nil)
+	req.Host = "evil.example"
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("metadata for Host evil.example = %d, want 403", resp.StatusCode)
+	}
+
 	// A 401 of the admin API is not the MCP resource's.
-	resp, err := noRedirects.Get(base + "/api/v1/admin/tokens")
+	resp, err = noRedirects.Get(base + "/api/v1/admin/tokens")
 	if err != nil {
 		t.Fatal(err)
 	}
