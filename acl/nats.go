@@ -55,7 +55,7 @@ func NATSExport(ids []Identity, bcryptHashes map[string]string, rules []Rule) NA
 	var out NATSFiles
 	sel := selectExport(ids, func(id Identity) string {
 		if !natsBcryptHash(bcryptHashes[id.Username]) {
-			return "no bcrypt hash (its password was set before toolbus kept one): set it again with toolbus mqtt-user passwd"
+			return "no bcrypt hash (its password was set before toolbus kept one, or is longer than bcrypt's 72 bytes): set it again with toolbus mqtt-user passwd"
 		}
 		return ""
 	}, rules, func(r Rule) string {

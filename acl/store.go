@@ -261,6 +261,9 @@ func (s *Store) releaseKDF() { <-s.kdf }
 // store has started: logins the cache of recent ones did not know.
 func (s *Store) KDFRuns() int64 { return s.kdfRuns.Load() }
 
+// bcryptMaxPassword is the longest password bcrypt hashes.
+const bcryptMaxPassword = 72
+
 // hashNew hashes a new password under the KDF limiter: the "$7$" hash the
 // broker verifies, and the bcrypt one NATSExport writes ("" if none is
 // kept).
@@ -275,7 +278,9 @@ func (s *Store) hashNew(ctx context.Context, password []byte) (hash, bhash strin
 	if hash, err = HashPassword(password, s.iters); err != nil {
 		return "", "", err
 	}
-	if s.bcost > 0 {
+	// bcrypt reads at most 72 bytes: a longer password gets no bcrypt
+	// hash (NATSExport leaves its identity out, and says why).
+	if s.bcost > 0 && len(password) <= bcryptMaxPassword {
 		b, err := bcrypt.GenerateFromPassword(password, s.bcost)
 		if err != nil {
 			return "", "", fmt.Errorf("bcrypt: %w", err)

@@ -326,6 +326,17 @@ func TestBcryptHashes(t *testing.T) {
 		t.Errorf("cost %d, %v; want the store's %d", cost, err, bcrypt.MinCost)
 	}
 
+	// bcrypt reads at most 72 bytes: a longer password is stored, without
+	// a bcrypt hash.
+	long := strings.Repeat("p", 100)
+	addTestIdentity(t, s, "long", RoleClient, long)
+	if m, err := s.BcryptHashes(ctx); err != nil || m["long"] != "" {
+		t.Errorf("BcryptHashes with a 100-byte password: %v, %v; want none for it", m, err)
+	}
+	if _, err := s.Authenticate(ctx, "long", []byte(long)); err != nil {
+		t.Errorf("login with the 100-byte password: %v", err)
+	}
+
 	none := openTestStore(t, StoreOptions{BcryptCost: -1})
 	addTestIdentity(t, none, "bob", RoleExpertAgent, "password-b")
 	if m, err := none.BcryptHashes(ctx); err != nil || len(m) != 0 {

@@ -490,7 +490,7 @@ func (a *Agent) announce(ctx context.Context) error {
 	}
 	conn := contract.RandomID(4)
 	a.connection.Store(&conn)
-	a.onlineSince.Store(time.Now().UnixMilli())
+	a.bumpSince()
 	return a.publishPresence(ctx, contract.StatusOnline)
 }
 
@@ -511,15 +511,20 @@ func (a *Agent) Changed(ctx context.Context) error {
 	if closing || !a.link.isOpen() {
 		return ErrAgentNotServing
 	}
-	// A new since, strictly later than the last: two changes within one
-	// millisecond must still read as two.
+	a.bumpSince()
+	return a.publishPresence(ctx, contract.StatusOnline)
+}
+
+// bumpSince gives the online status a new since, strictly later than the
+// last: two changes (or a change and a reconnect) within one millisecond
+// must still read as two.
+func (a *Agent) bumpSince() {
 	for {
 		old := a.onlineSince.Load()
 		if a.onlineSince.CompareAndSwap(old, max(time.Now().UnixMilli(), old+1)) {
-			break
+			return
 		}
 	}
-	return a.publishPresence(ctx, contract.StatusOnline)
 }
 
 // shutdown stops serving: offline presence, unsubscribe, drain the queue,

@@ -334,6 +334,7 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 
 	var failed, worst int
 	var worstTook time.Duration
+	reasons := map[string]int{} // failures by the first words of their text
 	for i, o := range outcomes {
 		if o.took > worstTook {
 			worst, worstTook = i, o.took
@@ -342,6 +343,7 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 			continue
 		}
 		failed++
+		reasons[o.why[:min(len(o.why), 70)]]++
 		switch {
 		case o.took >= callTimeout-2*time.Second:
 			t.Errorf("a %s call started %v after the kill waited %v, for its deadline: %s", o.tool, o.start.Sub(killedAt).Round(time.Millisecond), o.took, o.why)
@@ -355,6 +357,7 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("failures by reason: %v", reasons)
 	t.Logf("%d calls, %d failed; worst took %v (started %v after the kill)", len(outcomes), failed, worstTook.Round(time.Millisecond), outcomes[worst].start.Sub(killedAt).Round(time.Millisecond))
 	t.Logf("after the kill: the doomed instance served %d calls, the survivor %d, solo %d in all", doomed.calls.Load()-doomedBefore, survivor.calls.Load()-survivorBefore, solo.calls.Load())
 	if survivor.calls.Load() == survivorBefore {

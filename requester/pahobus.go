@@ -102,6 +102,9 @@ type PahoBus struct {
 	replies map[string]pahoReplyRoute // by contract.ReplyFilterKey: one per context, not scanned like wild
 	wild    []pahoWildRoute
 	closed  bool
+	// deaf: the broker refused AllReplies on the current connection; until
+	// a retry takes, no reply would arrive, so the link counts as down.
+	deaf bool
 	// up: the current connection is open as far as the bus knows. It goes
 	// down on the first sign of a loss (OnReconnecting is the ordered one:
 	// paho calls it before it dials again, so before the next onConnect).
@@ -195,13 +198,15 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 	pahoconn.Use(co, urls...)
 	b.client = paho.NewClient(co)
 	tok := b.client.Connect()
+	// A failed dial closes the bus: paho's onConnect may already have
+	// started goroutines the bus owns (a retry of a refused filter).
 	if err := pahoWait(ctx, tok); err != nil {
-		b.client.Disconnect(0)
+		_ = b.Close()
 		return nil, fmt.Errorf("requester: paho bus: connect %s: %w", opts.BrokerURL, err)
 	}
 	if b.allReps != "" {
 		if err := b.subscribeAllReplies(ctx, b.client); err != nil {
-			b.client.Disconnect(0)
+			_ = b.Close()
 			return nil, fmt.Errorf("requester: paho bus: %w", err)
 		}
 	}
@@ -318,6 +323,7 @@ func (b *PahoBus) onConnect(c paho.Client) {
 		return
 	}
 	b.up = true
+	b.deaf = false
 	b.lost = make(chan struct{})
 	lost := b.lost
 	ready := make(chan struct{})
@@ -469,6 +475,7 @@ func (b *PahoBus) refuse(c paho.Client, lost <-chan struct{}, filter string, err
 	} else {
 		b.mu.Lock()
 		if !b.closed {
+			b.deaf = b.deaf || filter == b.allReps
 			b.wg.Add(1)
 			go b.retrySubscribe(c, lost, filter)
 		}
@@ -519,6 +526,15 @@ func (b *PahoBus) retrySubscribe(c paho.Client, lost <-chan struct{}, filter str
 		code, _ := subackCode(tok, filter)
 		if tok.Error() == nil && code < 0x80 {
 			b.log.WithFields(logrus.Fields{"filter": filter, "attempt": attempt}).Info("subscribed again after a refusal")
+			if filter == b.allReps {
+				b.mu.Lock()
+				select {
+				case <-lost: // a newer connection decides
+				default:
+					b.deaf = false
+				}
+				b.mu.Unlock()
+			}
 			return
 		}
 		b.log.WithFields(logrus.Fields{"filter": filter, "attempt": attempt, "code": code}).WithError(tok.Error()).Warn("subscribing again: refused again")
@@ -531,7 +547,7 @@ func (b *PahoBus) retrySubscribe(c paho.Client, lost <-chan struct{}, filter str
 func (b *PahoBus) link(ctx context.Context) (lost <-chan struct{}, err error) {
 	for {
 		b.mu.RLock()
-		closed, up, lostCh, ready := b.closed, b.up, b.lost, b.ready
+		closed, up, lostCh, ready, deaf := b.closed, b.up, b.lost, b.ready, b.deaf
 		readyNow := false
 		if up {
 			select { // the usual case, seen under the same lock: no second look needed
@@ -546,6 +562,8 @@ func (b *PahoBus) link(ctx context.Context) (lost <-chan struct{}, err error) {
 			return nil, ErrBusClosed
 		case !up:
 			return nil, fmt.Errorf("%w: not connected, reconnecting", ErrLinkLost)
+		case deaf:
+			return nil, fmt.Errorf("%w: the broker refused the subscription to this gateway's replies; trying again", ErrLinkLost)
 		case readyNow:
 			return lostCh, nil
 		}

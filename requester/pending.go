@@ -211,16 +211,42 @@ func (t *pendingTable) failClaimed(key string, err error) int {
 // failUnheard fails with err the open calls that went to the instance key
 // (instanceKey) and from which it has sent nothing yet, and, with pool, the
 // calls to its agent's pool that no instance has claimed.
-func (t *pendingTable) failUnheard(key string, pool bool, err error) int {
+//
+// among, if not nil, narrows it to those calls (a snapshot taken earlier
+// by unheard): a call made since has had no time to be heard of.
+func (t *pendingTable) failUnheard(key string, pool bool, among map[*pendingCall]bool, err error) int {
 	return t.failWhere(func(p *pendingCall) bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.instance == "" {
-			agent, _, _ := strings.Cut(key, "/") // names are levels: no "/" in them
-			return pool && agent == p.agent
-		}
-		return !p.heard && instanceKey(p.agent, p.instance) == key
+		return (among == nil || among[p]) && p.unheardBy(key, pool)
 	}, err)
+}
+
+// unheard is the set of open calls failUnheard would fail now.
+func (t *pendingTable) unheard(key string, pool bool) map[*pendingCall]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var set map[*pendingCall]bool
+	for _, p := range t.calls {
+		if p.unheardBy(key, pool) {
+			if set == nil {
+				set = make(map[*pendingCall]bool)
+			}
+			set[p] = true
+		}
+	}
+	return set
+}
+
+// unheardBy reports whether the call went to the instance key and that
+// instance has sent nothing of it, or (with pool) went to key's agent's
+// pool and no instance has claimed it.
+func (p *pendingCall) unheardBy(key string, pool bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.instance == "" {
+		agent, _, _ := strings.Cut(key, "/") // names are levels: no "/" in them
+		return pool && agent == p.agent
+	}
+	return !p.heard && instanceKey(p.agent, p.instance) == key
 }
 
 // failAgent fails with err the open calls that went to agent.

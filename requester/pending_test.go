@@ -268,7 +268,7 @@ func TestPendingFailUnheard(t *testing.T) {
 		t.Fatalf("another instance's message took the call: %q", other.claimedBy())
 	}
 	lost := errors.New("lost")
-	if n := tab.failUnheard(instanceKey("echo", "i1"), false, lost); n != 1 {
+	if n := tab.failUnheard(instanceKey("echo", "i1"), false, nil, lost); n != 1 {
 		t.Fatalf("failUnheard(echo/i1) failed %d calls, want 1", n)
 	}
 	if _, _, err := unheard.take(); !errors.Is(err, lost) {
@@ -283,7 +283,7 @@ func TestPendingFailUnheard(t *testing.T) {
 	// too (another agent's does not).
 	search := pendingCallNo(5, "search")
 	tab.add(search)
-	if n := tab.failUnheard(instanceKey("echo", "i1"), true, lost); n != 1 {
+	if n := tab.failUnheard(instanceKey("echo", "i1"), true, nil, lost); n != 1 {
 		t.Fatalf("failUnheard(echo/i1, pool) failed %d calls, want 1", n)
 	}
 	if _, _, err := free.take(); !errors.Is(err, lost) {
@@ -291,6 +291,30 @@ func TestPendingFailUnheard(t *testing.T) {
 	}
 	if _, _, err := search.take(); err != nil {
 		t.Fatalf("another agent's call failed: %v", err)
+	}
+
+	// After the grace: of the calls unheard at the reconnect, those heard
+	// of since stay, and a call made since is not among them.
+	early, heardLate := pendingCallNo(6, "echo"), pendingCallNo(7, "echo")
+	for _, p := range []*pendingCall{early, heardLate} {
+		p.claim("i3")
+		tab.add(p)
+	}
+	among := tab.unheard(instanceKey("echo", "i3"), false)
+	late := pendingCallNo(8, "echo")
+	late.claim("i3")
+	tab.add(late)
+	heardLate.hear("i3")
+	if n := tab.failUnheard(instanceKey("echo", "i3"), false, among, lost); n != 1 {
+		t.Fatalf("failUnheard after the grace failed %d calls, want 1 (the early unheard one)", n)
+	}
+	if _, _, err := early.take(); !errors.Is(err, lost) {
+		t.Fatalf("the early call: %v", err)
+	}
+	for _, p := range []*pendingCall{heardLate, late} {
+		if _, _, err := p.take(); err != nil {
+			t.Fatalf("call %s failed: %v", p.id, err)
+		}
 	}
 }
 

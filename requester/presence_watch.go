@@ -114,7 +114,7 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (pre
 		return presenceChange{}, true
 	}
 	if !cleared && had && old.Online == st.Online && old.Name == st.Name && old.Version == st.Version &&
-		h.stated == w.heard[key].stated && h.stated != 0 {
+		h.stated == w.heard[key].stated && h.stated != 0 && h.conn == w.heard[key].conn {
 		// A repeat (the same since: a new since says the agent changed,
 		// its tools perhaps): nothing changed that anyone waits on.
 		w.agents[key], w.heard[key] = st, h

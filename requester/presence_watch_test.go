@@ -214,6 +214,7 @@ func TestPresenceWatchReconnected(t *testing.T) {
 	}{
 		{"new connection", []string{`{"status":"online","since":1,"connection":"c1"}`, `{"status":"online","since":2,"connection":"c2"}`}, true},
 		{"repeat", []string{`{"status":"online","since":1,"connection":"c1"}`, `{"status":"online","since":1,"connection":"c1"}`}, false},
+		{"new connection, same since", []string{`{"status":"online","since":1,"connection":"c1"}`, `{"status":"online","since":1,"connection":"c2"}`}, true},
 		{"tools changed", []string{`{"status":"online","since":1,"connection":"c1"}`, `{"status":"online","since":2,"connection":"c1"}`}, false},
 		{"names none", []string{`{"status":"online","since":1}`, `{"status":"online","since":2}`}, false},
 		{"named none before", []string{`{"status":"online","since":1}`, `{"status":"online","since":2,"connection":"c2"}`}, false},

@@ -97,6 +97,13 @@ func (r *Requester) handlePresence(topic string, payload []byte) {
 	r.presenceChanged(ch)
 }
 
+// ReconnectGrace is how long after an agent instance announces a new
+// connection its calls may still be claimed before those it said nothing
+// of fail with ErrAgentReconnected: a request that reached it while it
+// announced is claimed by the agent SDK after its ClaimAfter (250 ms by
+// default), or answered.
+const ReconnectGrace = 2 * time.Second
+
 // presenceChanged fails the calls that a change leaves without their agent
 // (ErrNoAgent) or their claiming instance (ErrAgentGone).
 func (r *Requester) presenceChanged(ch presenceChange) {
@@ -115,13 +122,19 @@ func (r *Requester) presenceChanged(ch presenceChange) {
 		}
 	}
 	if ch.instanceReconnected != "" {
-		// The instance said something of each call it still runs before it
-		// announced the new connection (contract.Presence.Connection):
-		// those it did not were lost while it was cut off. So were the
-		// pool's requests no instance has claimed, if it is the only
+		// The instance claims each call it still runs when it announces the
+		// new connection (contract.Presence.Connection), and one that
+		// reached it while it announced within ReconnectGrace: those it
+		// says nothing of by then were lost while it was cut off. So were
+		// the pool's requests no instance has claimed, if it is the only
 		// instance: no other was subscribed to receive them.
-		if n := r.pending.failUnheard(ch.instanceReconnected, ch.reconnectedAlone, ErrAgentReconnected); n > 0 {
-			r.log.WithFields(logrus.Fields{"calls": n, "instance": ch.instanceReconnected}).Warn("an agent instance reconnected without the calls sent to it meanwhile; failed them")
+		key, pool := ch.instanceReconnected, ch.reconnectedAlone
+		if among := r.pending.unheard(key, pool); len(among) > 0 {
+			time.AfterFunc(ReconnectGrace, func() {
+				if n := r.pending.failUnheard(key, pool, among, ErrAgentReconnected); n > 0 {
+					r.log.WithFields(logrus.Fields{"calls": n, "instance": key}).Warn("an agent instance reconnected without the calls sent to it meanwhile; failed them")
+				}
+			})
 		}
 	}
 }

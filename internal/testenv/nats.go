@@ -168,20 +168,26 @@ include %q
 			return nil, err
 		}
 		t.Cleanup(n.Stop)
+		c.Nodes = append(c.Nodes, n)
 		if err := n.start(); err != nil {
+			c.kill() // or they would join the next attempt's cluster
 			return nil, err
 		}
-		c.Nodes = append(c.Nodes, n)
 	}
 	for _, n := range c.Nodes {
 		if err := n.waitHealthy(natsStartWait); err != nil {
-			for _, n := range c.Nodes {
-				n.Kill()
-			}
+			c.kill()
 			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// kill kills every node of a cluster that failed to start.
+func (c *NATSCluster) kill() {
+	for _, n := range c.Nodes {
+		n.Kill()
+	}
 }
 
 func indent(lines []string) string {
