@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,34 +194,12 @@ func sessionsAndCalls(t *testing.T, so *scaleOut) {
 	// between the replicas.
 	before := served()
 	tr := newAlternating(tok, so.replicas)
-	var answered atomic.Int64
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Go(func() {
-			for s := range jobs {
-				cs, err := connectAlternating(ctx, tr, "/api/v1/mcp")
-				if err != nil {
-					fail("session %d: connect: %v", s, err)
-					continue
-				}
-				for c := range callsPerSession {
-					if call(cs, tools[(s+c)%2], fmt.Sprintf("session %d call %d", s, c)) {
-						answered.Add(1)
-					}
-				}
-				_ = cs.Close()
-			}
-		})
+	answered, failures := echoAlternating(ctx, tr, sessions, callsPerSession, clients, func(s, c int) string { return tools[(s+c)%2] })
+	for _, f := range failures {
+		t.Error(f)
 	}
-	for s := range sessions {
-		jobs <- s
-	}
-	close(jobs)
-	wg.Wait()
-	check()
-	if want := int64(sessions * callsPerSession); answered.Load() != want || served()-before != want {
-		t.Fatalf("%d calls answered correctly and %d served, want %d of each", answered.Load(), served()-before, want)
+	if want := sessions * callsPerSession; answered != want || served()-before != int64(want) {
+		t.Fatalf("%d calls answered correctly and %d served, want %d of each", answered, served()-before, want)
 	}
 	for _, w := range workers {
 		if w.calls.Load() == 0 {

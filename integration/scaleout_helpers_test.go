@@ -311,3 +311,50 @@ func echoFailure(res *mcp.CallToolResult, err error, want string) string {
 	}
 	return ""
 }
+
+// echoAlternating opens sessions MCP sessions through tr (their requests
+// alternating between the replicas), clients of them at a time, and in each
+// makes callsPerSession echo calls of tool(session, call), each with its
+// own text. It returns how many were answered with their own text, and up
+// to 10 failures.
+func echoAlternating(ctx context.Context, tr *alternating, sessions, callsPerSession, clients int, tool func(s, c int) string) (answered int, failures []string) {
+	var mu sync.Mutex
+	fail := func(f string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(failures) < 10 {
+			failures = append(failures, fmt.Sprintf(f, args...))
+		}
+	}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for s := range jobs {
+				cs, err := connectAlternating(ctx, tr, "/api/v1/mcp")
+				if err != nil {
+					fail("session %d: connect: %v", s, err)
+					continue
+				}
+				for c := range callsPerSession {
+					want := fmt.Sprintf("session %d call %d", s, c)
+					res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool(s, c), Arguments: map[string]any{"text": want}})
+					if why := echoFailure(res, err, want); why != "" {
+						fail("%s: %s", want, why)
+						continue
+					}
+					mu.Lock()
+					answered++
+					mu.Unlock()
+				}
+				_ = cs.Close()
+			}
+		})
+	}
+	for s := range sessions {
+		jobs <- s
+	}
+	close(jobs)
+	wg.Wait()
+	return answered, failures
+}

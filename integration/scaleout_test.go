@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,48 +38,7 @@ func TestScaleOutReplicasAndPool(t *testing.T) {
 
 	ctx := testCtx(t, 120*time.Second)
 	tr := newAlternating(tok, so.replicas)
-	var (
-		mu       sync.Mutex
-		failures []string
-		answered int
-	)
-	fail := func(f string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(failures) < 10 {
-			failures = append(failures, fmt.Sprintf(f, args...))
-		}
-	}
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Go(func() {
-			for s := range jobs {
-				cs, err := connectAlternating(ctx, tr, "/api/v1/mcp")
-				if err != nil {
-					fail("session %d: connect: %v", s, err)
-					continue
-				}
-				for c := range callsPerSession {
-					want := fmt.Sprintf("session %d call %d", s, c)
-					res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": want}})
-					if why := echoFailure(res, err, want); why != "" {
-						fail("%s: %s", want, why)
-						continue
-					}
-					mu.Lock()
-					answered++
-					mu.Unlock()
-				}
-				_ = cs.Close()
-			}
-		})
-	}
-	for s := range sessions {
-		jobs <- s
-	}
-	close(jobs)
-	wg.Wait()
+	answered, failures := echoAlternating(ctx, tr, sessions, callsPerSession, clients, func(int, int) string { return "echo" })
 	for _, f := range failures {
 		t.Error(f)
 	}

@@ -128,34 +128,50 @@ wait_for_line() {
   return 1
 }
 
-bin/toolbus init --data-dir "$work/data" >/dev/null || die "toolbus init failed"
-bin/toolbus mqtt-user add --data-dir "$work/data" --username conformance-agent --role expert-agent \
-  --generate-password >"$work/agent.out" 2>&1 || { cat "$work/agent.out" >&2; die "mqtt-user add failed"; }
-agent_password=$(tail -n 1 "$work/agent.out")
-bin/toolbus token create --data-dir "$work/data" --user conformance --name "make conformance" --ttl 2h \
-  >"$work/token.out" 2>&1 || { cat "$work/token.out" >&2; die "token create failed"; }
-token=$(tail -n 1 "$work/token.out")
+# start_gateway SUFFIX AGENT makes a store in $work/data$SUFFIX with the
+# expert-agent identity AGENT and a token, and runs `toolbus serve` on it
+# (its log: $LOGS/gateway$SUFFIX.log). It sets gw_agent_password, gw_token,
+# gw_http and gw_mqtt (host:port), or says why not and returns 1.
+start_gateway() {
+  local data=$work/data$1 out=$work/gateway$1 line
+  bin/toolbus init --data-dir "$data" >/dev/null || { say "toolbus init failed"; return 1; }
+  bin/toolbus mqtt-user add --data-dir "$data" --username "$2" --role expert-agent \
+    --generate-password >"$out.agent" 2>&1 || { cat "$out.agent" >&2; say "mqtt-user add failed"; return 1; }
+  gw_agent_password=$(tail -n 1 "$out.agent")
+  bin/toolbus token create --data-dir "$data" --user conformance --name "make conformance$1" --ttl 2h \
+    >"$out.token" 2>&1 || { cat "$out.token" >&2; say "token create failed"; return 1; }
+  gw_token=$(tail -n 1 "$out.token")
+  bin/toolbus serve --data-dir "$data" --http-addr 127.0.0.1:0 --mqtt-addr 127.0.0.1:0 \
+    --call-timeout "$CALL_TIMEOUT" --log-level info >"$out.serve" 2>"$LOGS/gateway$1.log" &
+  pids+=($!)
+  line=$(wait_for_line "$out.serve" 'mqtt://' "${pids[-1]}") ||
+    { tail -n 20 "$LOGS/gateway$1.log" >&2; say "toolbus serve did not start"; return 1; }
+  gw_http=$(sed -E 's|.*http://([^/ ]+)/.*|\1|' <<<"$line")
+  gw_mqtt=$(sed -E 's|.*mqtt://([^ ]+).*|\1|' <<<"$line")
+}
 
-bin/toolbus serve --data-dir "$work/data" --http-addr 127.0.0.1:0 --mqtt-addr 127.0.0.1:0 \
-  --call-timeout "$CALL_TIMEOUT" --log-level info >"$work/serve.out" 2>"$LOGS/gateway.log" &
-pids+=($!)
-line=$(wait_for_line "$work/serve.out" 'mqtt://' "${pids[-1]}") ||
-  { tail -n 20 "$LOGS/gateway.log" >&2; die "toolbus serve did not start"; }
-gateway=$(sed -E 's|.*http://([^/ ]+)/.*|\1|' <<<"$line")
-mqtt=$(sed -E 's|.*mqtt://([^ ]+).*|\1|' <<<"$line")
+# start_proxy SUFFIX TOKEN GATEWAY runs conformance-proxy in front of the
+# gateway at GATEWAY (host:port), adding TOKEN (its log:
+# $LOGS/proxy$SUFFIX.log), and sets proxy_url, or says why not and returns 1.
+start_proxy() {
+  local out=$work/proxy$1.out line
+  TOOLBUS_PROXY_TOKEN=$2 bin/conformance-proxy --target "http://$3" >"$out" 2>"$LOGS/proxy$1.log" &
+  pids+=($!)
+  line=$(wait_for_line "$out" '^conformance-proxy: ' "${pids[-1]}") ||
+    { tail -n 20 "$LOGS/proxy$1.log" >&2; say "conformance-proxy did not start"; return 1; }
+  proxy_url="http://localhost:$(sed -E 's|^conformance-proxy: http://[^ ]*:([0-9]+) .*|\1|' <<<"$line")/api/v1/mcp"
+}
+
+start_gateway "" conformance-agent || die "the gateway did not start"
+agent_password=$gw_agent_password token=$gw_token gateway=$gw_http mqtt=$gw_mqtt
 
 TOOLBUS_AGENT_PASSWORD=$agent_password bin/conformance-agent --broker-url "tcp://$mqtt" \
   --username conformance-agent >"$LOGS/agent.out" 2>"$LOGS/agent.log" &
 pids+=($!)
 agent_pid=${pids[-1]}
 
-TOOLBUS_PROXY_TOKEN=$token bin/conformance-proxy --target "http://$gateway" \
-  >"$work/proxy.out" 2>"$LOGS/proxy.log" &
-pids+=($!)
-line=$(wait_for_line "$work/proxy.out" '^conformance-proxy: ' "${pids[-1]}") ||
-  { tail -n 20 "$LOGS/proxy.log" >&2; die "conformance-proxy did not start"; }
-proxy_port=$(sed -E 's|^conformance-proxy: http://[^ ]*:([0-9]+) .*|\1|' <<<"$line")
-url="http://localhost:$proxy_port/api/v1/mcp"
+start_proxy "" "$token" "$gateway" || die "the proxy did not start"
+url=$proxy_url
 
 # Ready means: the gateway answers /readyz, and the fixture agent's tools
 # are listed through the proxy (so the token, the proxy and the agent's
@@ -339,7 +355,7 @@ score_run() {
 }
 
 bridge_run() {
-  local bdata=$work/data-bridge line bridge_password btoken bport dport bgateway bmqtt bproxy_port burl durl
+  local bridge_password btoken bport dport bgateway bmqtt burl durl
   local rev proto n=0 d b s i rc candidates single_bound=$((TIMEOUT_MS / 1000 + 30)) start=$SECONDS
   bridge_pid=
   go build -o bin/ ./cmd/expert-agent || bdie "building cmd/expert-agent failed"
@@ -354,29 +370,10 @@ bridge_run() {
   durl="http://localhost:$dport/mcp"
 
   # A second gateway, whose only agent is the bridge.
-  bin/toolbus init --data-dir "$bdata" >/dev/null || bdie "toolbus init failed"
-  bin/toolbus mqtt-user add --data-dir "$bdata" --username mcpgo --role expert-agent \
-    --generate-password >"$work/bridge-agent.out" 2>&1 || { cat "$work/bridge-agent.out" >&2; bdie "mqtt-user add failed"; }
-  bridge_password=$(tail -n 1 "$work/bridge-agent.out")
-  bin/toolbus token create --data-dir "$bdata" --user conformance --name "make conformance (bridge)" --ttl 2h \
-    >"$work/bridge-token.out" 2>&1 || { cat "$work/bridge-token.out" >&2; bdie "token create failed"; }
-  btoken=$(tail -n 1 "$work/bridge-token.out")
-
-  bin/toolbus serve --data-dir "$bdata" --http-addr 127.0.0.1:0 --mqtt-addr 127.0.0.1:0 \
-    --call-timeout "$CALL_TIMEOUT" --log-level info >"$work/bridge-serve.out" 2>"$LOGS/gateway-bridge.log" &
-  pids+=($!)
-  line=$(wait_for_line "$work/bridge-serve.out" 'mqtt://' "${pids[-1]}") ||
-    { tail -n 20 "$LOGS/gateway-bridge.log" >&2; bdie "the second toolbus serve did not start"; }
-  bgateway=$(sed -E 's|.*http://([^/ ]+)/.*|\1|' <<<"$line")
-  bmqtt=$(sed -E 's|.*mqtt://([^ ]+).*|\1|' <<<"$line")
-
-  TOOLBUS_PROXY_TOKEN=$btoken bin/conformance-proxy --target "http://$bgateway" \
-    >"$work/bridge-proxy.out" 2>"$LOGS/proxy-bridge.log" &
-  pids+=($!)
-  line=$(wait_for_line "$work/bridge-proxy.out" '^conformance-proxy: ' "${pids[-1]}") ||
-    { tail -n 20 "$LOGS/proxy-bridge.log" >&2; bdie "the second conformance-proxy did not start"; }
-  bproxy_port=$(sed -E 's|^conformance-proxy: http://[^ ]*:([0-9]+) .*|\1|' <<<"$line")
-  burl="http://localhost:$bproxy_port/api/v1/mcp"
+  start_gateway -bridge mcpgo || bdie "the second gateway did not start"
+  bridge_password=$gw_agent_password btoken=$gw_token bgateway=$gw_http bmqtt=$gw_mqtt
+  start_proxy -bridge "$btoken" "$bgateway" || bdie "the second proxy did not start"
+  burl=$proxy_url
   say "mcp-go directly: $durl; through the bridge: gateway http://$bgateway, broker mqtt://$bmqtt, upstream http://127.0.0.1:$bport/mcp, suite -> $burl"
 
   for rev in $REVISIONS; do
