@@ -33,6 +33,10 @@ const (
 	AuditAgentConnect    = "agent_connect"    // an expert agent came online
 	AuditAgentDisconnect = "agent_disconnect" // an expert agent went away
 	AuditMQTTDenied      = "mqtt_denied"      // a publish or subscribe the broker's ACL refused
+	// AuditOAuth is a step of the OAuth sign-in (Action: sign_in, consent,
+	// deny, token, refresh, register, revoke), made or refused; ClientID
+	// holds the OAuth client.
+	AuditOAuth = "oauth"
 )
 
 // ErrInvalidAuditQuery is returned by QueryAudit for a query it cannot run:

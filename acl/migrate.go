@@ -133,6 +133,62 @@ var migrations = []migration{
 			`ALTER TABLE identities ADD COLUMN bcrypt_hash TEXT NOT NULL DEFAULT ''`,
 		},
 	},
+	{
+		version: 8,
+		name:    "OAuth sign-in",
+		stmts: []string{
+			// People who sign in on the authorization page (acl/users.go):
+			// an argon2id hash of the password.
+			`CREATE TABLE users (
+	user_id       TEXT PRIMARY KEY,
+	password_hash TEXT NOT NULL,
+	created_ms    BIGINT NOT NULL
+)`,
+			// The resource (RFC 8707) a token was issued for and the OAuth
+			// client that holds it; '' for personal tokens.
+			`ALTER TABLE tokens ADD COLUMN audience TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE tokens ADD COLUMN client_id TEXT NOT NULL DEFAULT ''`,
+			// Clients registered through RFC 7591 (acl/oauth.go).
+			// secret_hash is '' for public clients; redirect_uris are
+			// space-separated (a URI holds no space).
+			`CREATE TABLE oauth_clients (
+	client_id     TEXT PRIMARY KEY,
+	secret_hash   TEXT NOT NULL,
+	name          TEXT NOT NULL,
+	redirect_uris TEXT NOT NULL,
+	created_ms    BIGINT NOT NULL
+)`,
+			// Authorization codes, kept by hash until they expire; spec is
+			// the JSON of the token the code stands for. grant_id is the
+			// grant its exchange made, revoked if the code comes again.
+			`CREATE TABLE oauth_codes (
+	code_hash    TEXT PRIMARY KEY,
+	client_id    TEXT NOT NULL,
+	redirect_uri TEXT NOT NULL,
+	challenge    TEXT NOT NULL,
+	spec         TEXT NOT NULL,
+	expires_ms   BIGINT NOT NULL,
+	used_ms      BIGINT NOT NULL DEFAULT 0,
+	grant_id     TEXT NOT NULL DEFAULT ''
+)`,
+			`CREATE INDEX oauth_codes_expires ON oauth_codes (expires_ms)`,
+			// A consent's lasting part: its refresh token (by hash, and the
+			// one it replaced, to tell a replay) and its current access token.
+			`CREATE TABLE oauth_grants (
+	id                TEXT PRIMARY KEY,
+	client_id         TEXT NOT NULL,
+	user_id           TEXT NOT NULL,
+	token_id          TEXT NOT NULL,
+	refresh_hash      TEXT NOT NULL,
+	prev_refresh_hash TEXT NOT NULL DEFAULT '',
+	created_ms        BIGINT NOT NULL,
+	expires_ms        BIGINT NOT NULL,
+	revoked_ms        BIGINT NOT NULL DEFAULT 0
+)`,
+			`CREATE INDEX oauth_grants_user ON oauth_grants (user_id)`,
+			`CREATE INDEX oauth_grants_token ON oauth_grants (token_id)`,
+		},
+	},
 }
 
 // migrate brings db to the newest schema version. It refuses a database

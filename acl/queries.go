@@ -33,18 +33,46 @@ RETURNING id`
 
 	// Tokens: scopes, entities and agents are space-separated lists
 	// ("type/id" entities); times are unix ms with 0 for "not set".
-	qInsertToken = `INSERT INTO tokens (id, user_id, secret_hash, scopes, read_only, entities, name, created_ms, expires_ms, agents)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+	qInsertToken = `INSERT INTO tokens (id, user_id, secret_hash, scopes, read_only, entities, name, created_ms, expires_ms, agents, audience, client_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 ON CONFLICT (id) DO NOTHING`
 	// Per-user agent grants (acl/user_agents.go).
 	qSelectUserAgents = `SELECT agent FROM user_agents WHERE user_id = $1 ORDER BY agent`
 	qListUserAgents   = `SELECT user_id, agent FROM user_agents ORDER BY user_id, agent`
 	qDeleteUserAgents = `DELETE FROM user_agents WHERE user_id = $1`
 	qInsertUserAgent  = `INSERT INTO user_agents (user_id, agent) VALUES ($1, $2)`
-	qTokenColumns     = `id, user_id, secret_hash, scopes, read_only, entities, name, created_ms, expires_ms, last_used_ms, revoked_ms, agents`
+	qTokenColumns     = `id, user_id, secret_hash, scopes, read_only, entities, name, created_ms, expires_ms, last_used_ms, revoked_ms, agents, audience, client_id`
 	qSelectToken      = `SELECT ` + qTokenColumns + ` FROM tokens WHERE id = $1`
 	qListTokens       = `SELECT ` + qTokenColumns + ` FROM tokens ORDER BY created_ms, id`
 	qListTokensOfUser = `SELECT ` + qTokenColumns + ` FROM tokens WHERE user_id = $1 ORDER BY created_ms, id`
+	// Sign-in users (acl/users.go).
+	qInsertUser         = `INSERT INTO users (user_id, password_hash, created_ms) VALUES ($1, $2, $3) ON CONFLICT (user_id) DO NOTHING`
+	qListUsers          = `SELECT user_id, created_ms FROM users ORDER BY user_id`
+	qSelectUserHash     = `SELECT password_hash FROM users WHERE user_id = $1`
+	qSetUserPassword    = `UPDATE users SET password_hash = $2 WHERE user_id = $1`
+	qDeleteUser         = `DELETE FROM users WHERE user_id = $1`
+	qRevokeTokensOfUser = `UPDATE tokens SET revoked_ms = $2 WHERE user_id = $1 AND revoked_ms = 0`
+	qRevokeGrantsOfUser = `UPDATE oauth_grants SET revoked_ms = $2 WHERE user_id = $1 AND revoked_ms = 0`
+	// The OAuth authorization server (acl/oauth.go).
+	qInsertOAuthClient = `INSERT INTO oauth_clients (client_id, secret_hash, name, redirect_uris, created_ms) VALUES ($1, $2, $3, $4, $5)`
+	qSelectOAuthClient = `SELECT secret_hash, name, redirect_uris, created_ms FROM oauth_clients WHERE client_id = $1`
+	qPurgeOAuthCodes   = `DELETE FROM oauth_codes WHERE expires_ms < $1`
+	qInsertOAuthCode   = `INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, challenge, spec, expires_ms) VALUES ($1, $2, $3, $4, $5, $6)`
+	// Only one redemption can flip used_ms from 0.
+	qRedeemOAuthCode = `UPDATE oauth_codes SET used_ms = $2 WHERE code_hash = $1 AND used_ms = 0 AND expires_ms > $2
+RETURNING client_id, redirect_uri, challenge, spec, expires_ms`
+	qSelectOAuthCodeUse = `SELECT used_ms, grant_id FROM oauth_codes WHERE code_hash = $1`
+	qSetOAuthCodeGrant  = `UPDATE oauth_codes SET grant_id = $2 WHERE code_hash = $1`
+	qInsertOAuthGrant   = `INSERT INTO oauth_grants (id, client_id, user_id, token_id, refresh_hash, created_ms, expires_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)`
+	qSelectOAuthGrant   = `SELECT client_id, user_id, token_id, refresh_hash, prev_refresh_hash, expires_ms, revoked_ms FROM oauth_grants WHERE id = $1`
+	// Only the request that holds the current refresh token rotates it.
+	qRotateOAuthGrant = `UPDATE oauth_grants SET refresh_hash = $2, prev_refresh_hash = $3, expires_ms = $4
+WHERE id = $1 AND refresh_hash = $3 AND revoked_ms = 0`
+	qSetOAuthGrantToken = `UPDATE oauth_grants SET token_id = $2 WHERE id = $1`
+	qRevokeOAuthGrant   = `UPDATE oauth_grants SET revoked_ms = CASE WHEN revoked_ms = 0 THEN $2 ELSE revoked_ms END
+WHERE id = $1
+RETURNING token_id`
+	qSelectOAuthGrantOfToken = `SELECT id FROM oauth_grants WHERE token_id = $1`
 	// Revoking twice keeps the first time; RETURNING tells the caller which.
 	qRevokeToken = `UPDATE tokens SET revoked_ms = CASE WHEN revoked_ms = 0 THEN $2 ELSE revoked_ms END
 WHERE id = $1

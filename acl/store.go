@@ -65,6 +65,8 @@ type Store struct {
 	// dummyHash is verified against for unknown usernames so that they cost
 	// the same KDF work as a wrong password.
 	dummyHash string
+	// dummyUserHash does the same for unknown sign-in users (argon2id).
+	dummyUserHash string
 
 	authMu    sync.Mutex
 	authCache *simplelru.LRU[string, authEntry] // nil when disabled
@@ -199,6 +201,10 @@ func newStore(ctx context.Context, db *sql.DB, be *backend, where string, opts S
 	}
 	var err error
 	if s.dummyHash, err = newDummyHash(opts.HashIterations); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("acl: %w", err)
+	}
+	if s.dummyUserHash, err = newDummyArgon2id(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("acl: %w", err)
 	}

@@ -47,6 +47,9 @@ const (
 	// MaxTokenAgents bounds the agents a token may be limited to.
 	MaxTokenAgents  = 64
 	MaxTokenNameLen = 200 // bytes
+
+	// maxURLLen bounds the URLs a token names (Audience, ClientID).
+	maxURLLen = 2048
 )
 
 // Entity is what a request is about: the {entityType}/{entityId} of the MCP
@@ -120,6 +123,13 @@ type TokenSpec struct {
 	// Name is an optional note for operators (printable UTF-8, at most
 	// MaxTokenNameLen bytes).
 	Name string
+	// Audience is the resource (RFC 8707) the token is for, an absolute
+	// URL of an MCP endpoint: the gateway refuses it anywhere else. ""
+	// (personal tokens) means wherever its scopes allow.
+	Audience string
+	// ClientID is the OAuth client the token was issued to; "" for a
+	// personal token.
+	ClientID string
 }
 
 // Token is a stored personal access token, without its secret (which only
@@ -135,6 +145,8 @@ type Token struct {
 	Entities []Entity // empty = not narrowed
 	Agents   []string // nil = every agent (an authenticated token's: within its user's grants)
 	Name     string
+	Audience string // "" = not bound to one resource (TokenSpec.Audience)
+	ClientID string // the OAuth client holding it; "" = a personal token
 	// Zero times are "not set": never expires, never used, not revoked.
 	Created, ExpiresAt, LastUsed, RevokedAt time.Time
 }
@@ -310,6 +322,9 @@ func (spec TokenSpec) normalize() (scopes []string, entities []Entity, agents []
 	if len(spec.Name) > MaxTokenNameLen {
 		return nil, nil, nil, bad("name of %d bytes, at most %d", len(spec.Name), MaxTokenNameLen)
 	}
+	if len(spec.Audience) > maxURLLen || len(spec.ClientID) > maxURLLen {
+		return nil, nil, nil, bad("audience or client ID longer than %d bytes", maxURLLen)
+	}
 	if !utf8.ValidString(spec.Name) || strings.IndexFunc(spec.Name, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) >= 0 {
 		// Names are printed in tables and logs: no control characters.
 		return nil, nil, nil, bad("name %q: only printable characters", spec.Name)
@@ -334,6 +349,8 @@ func (s *Store) CreateToken(ctx context.Context, spec TokenSpec) (secret string,
 		Entities: entities,
 		Agents:   agents,
 		Name:     spec.Name,
+		Audience: spec.Audience,
+		ClientID: spec.ClientID,
 		Created:  created,
 	}
 	var expiresMs int64
@@ -350,7 +367,8 @@ func (s *Store) CreateToken(ctx context.Context, spec TokenSpec) (secret string,
 		}
 		sum := hashSecret(sec)
 		res, err := s.db.ExecContext(ctx, qInsertToken, id, spec.UserID, hex.EncodeToString(sum[:]),
-			strings.Join(scopes, " "), boolInt(spec.ReadOnly), formatEntities(entities), spec.Name, ms, expiresMs, strings.Join(agents, " "))
+			strings.Join(scopes, " "), boolInt(spec.ReadOnly), formatEntities(entities), spec.Name, ms, expiresMs, strings.Join(agents, " "),
+			spec.Audience, spec.ClientID)
 		if err != nil {
 			return "", Token{}, fmt.Errorf("create token for %s: %w", spec.UserID, err)
 		}
@@ -436,7 +454,7 @@ func scanToken(r rowScanner) (tokenRow, error) {
 	)
 	t := &row.tok
 	if err := r.Scan(&t.ID, &t.UserID, &hash, &scopes, &readOnly, &entities, &t.Name,
-		&createdMs, &row.expiresMs, &row.lastMs, &row.revokedMs, &agents); err != nil {
+		&createdMs, &row.expiresMs, &row.lastMs, &row.revokedMs, &agents, &t.Audience, &t.ClientID); err != nil {
 		return tokenRow{}, err
 	}
 	if n, err := hex.Decode(row.hash[:], []byte(hash)); err != nil || n != sha256.Size {

@@ -114,6 +114,11 @@ type Options struct {
 	// (behind a proxy, say), for the OAuth metadata (PRMPath) and the 401
 	// challenge; "" means each request's own Host. See CheckPublicURL.
 	PublicURL string
+	// AuthServer is the OAuth authorization server (*oauth.Server) served
+	// on the same origin: its metadata under /.well-known/ and its
+	// endpoints under /oauth/, and named in the Protected Resource
+	// Metadata. nil means none: clients bring personal tokens.
+	AuthServer http.Handler
 	// ServerName and ServerVersion are the serverInfo; "" means "toolbus", "dev".
 	ServerName, ServerVersion string
 	// Instructions are returned by initialize; "" means none.
@@ -261,6 +266,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Before the router, which redirects unclean paths: a client
 		// would follow a redirect to a page it takes for metadata.
 		g.serveWellKnown(w, r)
+		return
+	}
+	if g.opts.AuthServer != nil && strings.HasPrefix(r.URL.Path, "/oauth/") {
+		// Not behind the token check: this is where tokens come from.
+		if !g.hostAllowed(r.Host) {
+			g.refuse(w, r, http.StatusForbidden, "forbidden_host", "Host "+quote(r.Host)+" is not served here")
+			return
+		}
+		g.opts.AuthServer.ServeHTTP(w, r)
 		return
 	}
 	g.router.ServeHTTP(w, r)

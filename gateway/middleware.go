@@ -145,6 +145,13 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			g.refuse(w, r, http.StatusServiceUnavailable, "unavailable", "the token store is not available; try again")
 			return
 		}
+		// A token issued to an OAuth client is for one resource (RFC
+		// 8707). A platform tool's call into the API carries the token of
+		// the MCP request that already passed here.
+		if tok.Audience != "" && !platformtools.Injected(r.Context()) && !g.forResource(r, tok.Audience) {
+			g.unauthenticated(w, r, "the token was issued for another resource: "+tok.Audience)
+			return
+		}
 		if !platformtools.Injected(r.Context()) {
 			limits := g.limits.Load()
 			if ok, wait := limits.token.allow(tok.ID); !ok {

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/oauth"
 )
 
 // PRMPath is where the gateway publishes its OAuth Protected Resource
@@ -40,16 +41,39 @@ func CheckPublicURL(raw string) (string, error) {
 	return u.Scheme + "://" + u.Host, nil
 }
 
-// publicBase is scheme://host of the URL the client used: Options.PublicURL,
-// or else the request's own Host, https when it came over TLS.
-func (g *Gateway) publicBase(r *http.Request) string {
-	if g.opts.PublicURL != "" {
-		return g.opts.PublicURL
+// PublicBase is scheme://host of the URL the client of r used: publicURL
+// (Options.PublicURL) when set, or else the request's own Host, https when
+// it came over TLS.
+func PublicBase(publicURL string, r *http.Request) string {
+	if publicURL != "" {
+		return publicURL
 	}
 	if r.TLS != nil {
 		return "https://" + r.Host
 	}
 	return "http://" + r.Host
+}
+
+func (g *Gateway) publicBase(r *http.Request) string { return PublicBase(g.opts.PublicURL, r) }
+
+// IsResource reports whether resource (an RFC 8707 resource indicator)
+// names an MCP endpoint of a gateway with this public URL, as the client
+// of r sees it: the plain endpoint or an entity's.
+func IsResource(publicURL string, r *http.Request, resource string) bool {
+	rest, ok := strings.CutPrefix(strings.TrimSuffix(resource, "/"), PublicBase(publicURL, r))
+	if !ok || rest == "" {
+		return false
+	}
+	_, ok = resourcePath(rest)
+	return ok
+}
+
+// forResource reports whether a token bound to audience may be used on r:
+// the audience must name r's own endpoint (RFC 8707), so that a token a
+// client got for one resource is refused by every other.
+func (g *Gateway) forResource(r *http.Request, audience string) bool {
+	path, ok := resourcePath(r.URL.Path)
+	return ok && r.URL.Path != "" && oauthex.MatchesResource([]string{audience}, g.publicBase(r)+path)
 }
 
 // resourcePath is the MCP endpoint path that path names (the metadata's
@@ -78,18 +102,26 @@ func (g *Gateway) serveWellKnown(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, http.StatusForbidden, "forbidden_host", "Host "+quote(r.Host)+" is not served here")
 		return
 	}
+	if g.opts.AuthServer != nil && oauth.Handles(r.URL.Path) {
+		g.opts.AuthServer.ServeHTTP(w, r)
+		return
+	}
 	suffix, isPRM := strings.CutPrefix(r.URL.Path, PRMPath)
 	path, ok := resourcePath(suffix)
 	if !isPRM || !ok {
 		writeError(w, http.StatusNotFound, "not_found", "no protected resource at "+r.URL.Path)
 		return
 	}
-	auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+	meta := &oauthex.ProtectedResourceMetadata{
 		Resource:               g.publicBase(r) + path,
 		ScopesSupported:        mcpScopes,
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           g.opts.ServerName,
-	}).ServeHTTP(w, r)
+	}
+	if g.opts.AuthServer != nil {
+		meta.AuthorizationServers = []string{g.publicBase(r)}
+	}
+	auth.ProtectedResourceMetadataHandler(meta).ServeHTTP(w, r)
 }
 
 // challenge is the WWW-Authenticate value of a 401: on an MCP endpoint it

@@ -58,6 +58,9 @@ func TestProtectedResourceMetadata(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the go-sdk's discovery: %v", err)
 			}
+			if len(prm.AuthorizationServers) != 1 || prm.AuthorizationServers[0] != base {
+				t.Errorf("authorization_servers = %v, want the gateway itself (%s)", prm.AuthorizationServers, base)
+			}
 			if strings.Join(prm.ScopesSupported, " ") != "tools:list tools:call" || strings.Join(prm.BearerMethodsSupported, " ") != "header" || prm.ResourceName != "toolbus" {
 				t.Errorf("metadata %+v", prm)
 			}
@@ -87,7 +90,7 @@ func TestProtectedResourceMetadata(t *testing.T) {
 	// Other well-known paths: JSON 404s, unclean ones too (the router
 	// would redirect those).
 	for _, path := range []string{"/.well-known/oauth-protected-resource/elsewhere", "/.well-known/oauth-protected-resource/api/v1/mcp/a",
-		"/.well-known/oauth-protected-resource//api/v1/mcp", "/.well-known/openid-configuration", "/.well-known/oauth-protected-resource/../x"} {
+		"/.well-known/oauth-protected-resource//api/v1/mcp", "/.well-known/oauth-authorization-server/x", "/.well-known/oauth-protected-resource/../x"} {
 		resp, err := noRedirects.Get(base + path)
 		if err != nil {
 			t.Fatalf("GET %s: %v", path, err)
@@ -119,5 +122,32 @@ func TestProtectedResourceMetadata(t *testing.T) {
 	resp.Body.Close()
 	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || strings.Contains(got, "resource_metadata") {
 		t.Errorf("admin API without a token = %d, WWW-Authenticate %q; want 401 without resource_metadata", resp.StatusCode, got)
+	}
+}
+
+// TestOAuthDisabled: with --oauth=false the metadata names no
+// authorization server and its endpoints are not served.
+func TestOAuthDisabled(t *testing.T) {
+	srv := startServer(t, server.Config{OAuth: server.OAuthConfig{Disabled: true}})
+	base := "http://" + srv.HTTPAddr().String()
+	resp, err := noRedirects.Get(base + "/.well-known/oauth-protected-resource/api/v1/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prm oauthex.ProtectedResourceMetadata
+	err = json.NewDecoder(resp.Body).Decode(&prm)
+	resp.Body.Close()
+	if err != nil || len(prm.AuthorizationServers) != 0 {
+		t.Fatalf("metadata %+v %v: want no authorization server", prm, err)
+	}
+	for _, path := range []string{"/.well-known/oauth-authorization-server", "/oauth/authorize", "/oauth/token"} {
+		resp, err := noRedirects.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s = %d, want 404", path, resp.StatusCode)
+		}
 	}
 }

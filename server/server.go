@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/metrics"
+	"github.com/toolbus/toolbus/oauth"
 	"github.com/toolbus/toolbus/platformtools"
 	"github.com/toolbus/toolbus/requester"
 )
@@ -152,8 +154,38 @@ type Config struct {
 	// Audit configures the audit log (server/audit.go).
 	Audit AuditConfig
 
+	// OAuth configures the built-in OAuth authorization server.
+	OAuth OAuthConfig
+
 	// Logger receives the process's logs; nil discards them.
 	Logger *logrus.Entry
+}
+
+// OAuthConfig configures the built-in OAuth 2.1 authorization server
+// (package oauth), on by default: MCP clients that only have the
+// gateway's URL sign a user in and get a token for it. Personal tokens
+// work beside it either way.
+type OAuthConfig struct {
+	// Disabled turns it off: the metadata names no authorization server
+	// and /oauth/ is not served.
+	Disabled bool
+	// AccessTTL is the lifetime of the access tokens it issues; 0 means 1h.
+	AccessTTL time.Duration
+	// RefreshTTL is how long an unused refresh token stays valid; 0 means
+	// 30 days.
+	RefreshTTL time.Duration
+	// AllowPrivateClientMetadata lets Client ID Metadata Documents be
+	// fetched from loopback and private addresses, over http too (tests,
+	// closed networks).
+	AllowPrivateClientMetadata bool
+	// ClientMetadataTransport fetches Client ID Metadata Documents (tests
+	// pass one that trusts their certificate); nil means a transport that
+	// dials only what AllowPrivateClientMetadata allows.
+	ClientMetadataTransport http.RoundTripper
+	// RateLimit bounds sign-in attempts, token requests and registrations
+	// per client address (and sign-ins per user) per minute; 0 means 30,
+	// negative none.
+	RateLimit int
 }
 
 // maxHeaderBytes bounds a request's header block (net/http answers 431
@@ -474,6 +506,10 @@ func (s *Server) startGateway() error {
 		hosts = append(append([]string{}, gateway.LoopbackHosts...), hosts...)
 	}
 	observer := s.observer()
+	authServer, err := s.authServer()
+	if err != nil {
+		return err
+	}
 	gw, err := gateway.New(gateway.Options{
 		Tokens:         s.store,
 		Agents:         s.requester,
@@ -493,6 +529,7 @@ func (s *Server) startGateway() error {
 		RateLimits:     s.cfg.RateLimits,
 		Observer:       observer,
 		Metrics:        s.metrics.Handler(),
+		AuthServer:     authServer,
 		Logger:         s.cfg.Logger,
 
 		// A session ended on one replica is refused by all (server/store.go).
@@ -505,6 +542,40 @@ func (s *Server) startGateway() error {
 	router.h = gw
 	s.gateway = gw
 	return nil
+}
+
+// authServer is the gateway's OAuth authorization server, nil when
+// disabled. It shares the gateway's origin, so its issuer is the
+// gateway's public base URL.
+func (s *Server) authServer() (http.Handler, error) {
+	c := s.cfg.OAuth
+	if c.Disabled {
+		return nil, nil
+	}
+	publicURL := s.cfg.PublicURL
+	var record func(acl.AuditEvent)
+	if s.audit != nil {
+		record = s.audit.Record
+	}
+	as, err := oauth.New(oauth.Options{
+		Store:  s.store,
+		Issuer: func(r *http.Request) string { return gateway.PublicBase(publicURL, r) },
+		Resource: func(r *http.Request, resource string) bool {
+			return gateway.IsResource(publicURL, r, resource)
+		},
+		DefaultResource: func(r *http.Request) string { return gateway.PublicBase(publicURL, r) + gateway.MCPPath },
+		Scopes:          append(slices.Clone(acl.DefaultScopes), platformtools.ToolScopes()...),
+		AccessTTL:       c.AccessTTL,
+		RefreshTTL:      c.RefreshTTL,
+		ClientMetadata:  oauth.ClientMetadataOptions{AllowPrivate: c.AllowPrivateClientMetadata, Transport: c.ClientMetadataTransport},
+		RateLimit:       c.RateLimit,
+		Audit:           record,
+		Logger:          s.cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("oauth: %w", err)
+	}
+	return as, nil
 }
 
 // contextsOf lists a user's active contexts for the platform API.

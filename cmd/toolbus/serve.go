@@ -26,6 +26,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.PublicURL, "public-url", "", "scheme://host[:port] as MCP clients reach the gateway (behind a proxy, say), named in its OAuth metadata and 401 challenges; default: each request's own Host")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this PEM certificate chain (with --tls-key-file); read again on SIGHUP, so a renewed certificate needs no restart")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	oauthOn := fs.Bool("oauth", true, "serve the built-in OAuth 2.1 authorization server at /oauth/, so that MCP clients with only the gateway's URL can sign a user in (users: toolbus user add); false: personal tokens only")
+	fs.DurationVar(&cfg.OAuth.AccessTTL, "oauth-access-ttl", time.Hour, "lifetime of the access tokens the authorization server issues")
+	fs.DurationVar(&cfg.OAuth.RefreshTTL, "oauth-refresh-ttl", 30*24*time.Hour, "how long an unused OAuth refresh token stays valid")
+	fs.BoolVar(&cfg.OAuth.AllowPrivateClientMetadata, "oauth-allow-private-client-metadata", false, "fetch Client ID Metadata Documents from loopback and private addresses too, over http as well (tests, closed networks)")
+	fs.IntVar(&cfg.OAuth.RateLimit, "oauth-rate-limit", 30, "sign-in attempts, token requests and registrations allowed per client address (and sign-ins per user) per minute; negative: no limit")
 	fs.StringVar(&cfg.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "TCP listen address of the embedded MQTT broker")
 	fs.StringVar(&cfg.MQTTWSAddr, "mqtt-ws-addr", "", "listen address of the embedded MQTT broker for MQTT over WebSocket (ws://HOST:PORT/mqtt; put a TLS proxy in front for wss://); off by default")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory of the store")
@@ -75,6 +80,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return sources.located(err)
 	}
 	cfg.Logger = log
+	cfg.OAuth.Disabled = !*oauthOn
 	if cfg.RateLimits, err = parseRateLimits("--", func(name string) string { return fs.Lookup(name).Value.String() }); err != nil {
 		return sources.located(err)
 	}

@@ -1,0 +1,418 @@
+package acl
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// The OAuth authorization server's state (package oauth speaks the
+// protocol): registered clients, authorization codes and grants. A grant
+// is what a consent leaves: a refresh token and the access token it last
+// minted. Access tokens are ordinary tokens (with an Audience and a
+// ClientID), so they show in ListTokens and RevokeToken ends them; a grant
+// whose access token was revoked refreshes no more.
+
+// ErrInvalidGrant is returned for an authorization code or refresh token
+// that is unknown, expired, revoked, used before, or issued to another
+// client (OAuth's invalid_grant). The error's text says which.
+var ErrInvalidGrant = errors.New("invalid grant")
+
+// ErrCodeReused is returned by RedeemOAuthCode for a code redeemed before;
+// the grant its first redemption made is revoked (RFC 6749 section 4.1.2).
+// It wraps ErrInvalidGrant.
+var ErrCodeReused = fmt.Errorf("%w: authorization code used before; the tokens it gave are revoked", ErrInvalidGrant)
+
+// OAuthClient is a client registered through Dynamic Client Registration.
+type OAuthClient struct {
+	ID           string
+	Name         string
+	RedirectURIs []string
+	// Confidential clients have a secret and must present it at the token
+	// endpoint; public ones (native and browser apps) prove themselves
+	// with PKCE alone.
+	Confidential bool
+	Created      time.Time
+	secretHash   string
+}
+
+// CheckSecret reports whether secret is the client's (constant time).
+// A public client has none: any secret is wrong.
+func (c OAuthClient) CheckSecret(secret string) bool {
+	if !c.Confidential {
+		return false
+	}
+	sum := sha256.Sum256([]byte(secret))
+	return subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), []byte(c.secretHash)) == 1
+}
+
+// randomString returns n random bytes as unpadded base64url.
+func randomString(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// randomID returns prefix and n random characters of idAlphabet.
+func randomID(prefix string, n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random: %w", err)
+	}
+	out := []byte(prefix)
+	for _, c := range b {
+		out = append(out, idAlphabet[c&31])
+	}
+	return string(out), nil
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// RegisterOAuthClient stores a new client and returns it with its secret
+// ("" for a public client), which only this call returns.
+func (s *Store) RegisterOAuthClient(ctx context.Context, name string, redirectURIs []string, confidential bool) (_ OAuthClient, secret string, err error) {
+	defer mapWriteErr(&err)
+	id, err := randomID("tbc_", 20)
+	if err != nil {
+		return OAuthClient{}, "", err
+	}
+	c := OAuthClient{ID: id, Name: name, RedirectURIs: redirectURIs, Confidential: confidential}
+	if confidential {
+		if secret, err = randomString(32); err != nil {
+			return OAuthClient{}, "", err
+		}
+		c.secretHash = sha256Hex(secret)
+	}
+	var ms int64
+	c.Created, ms = now()
+	if _, err := s.db.ExecContext(ctx, qInsertOAuthClient, id, c.secretHash, name, strings.Join(redirectURIs, " "), ms); err != nil {
+		return OAuthClient{}, "", fmt.Errorf("register OAuth client: %w", err)
+	}
+	s.log.WithFields(logrus.Fields{"client": id, "name": name, "confidential": confidential}).Info("registered OAuth client")
+	return c, secret, nil
+}
+
+// OAuthClient returns the registered client id, or ErrNotFound.
+func (s *Store) OAuthClient(ctx context.Context, id string) (OAuthClient, error) {
+	c := OAuthClient{ID: id}
+	var uris string
+	var ms int64
+	err := s.db.QueryRowContext(ctx, qSelectOAuthClient, id).Scan(&c.secretHash, &c.Name, &uris, &ms)
+	if errors.Is(err, sql.ErrNoRows) {
+		return OAuthClient{}, fmt.Errorf("OAuth client %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return OAuthClient{}, fmt.Errorf("OAuth client %q: %w", id, err)
+	}
+	c.RedirectURIs = strings.Fields(uris)
+	c.Confidential = c.secretHash != ""
+	c.Created = fromMillis(ms)
+	return c, nil
+}
+
+// OAuthCode is what an authorization code stands for.
+type OAuthCode struct {
+	ClientID    string
+	RedirectURI string
+	// Challenge is the PKCE S256 code challenge.
+	Challenge string
+	// Spec is the token the code is exchanged for (its TTL the access
+	// token's).
+	Spec    TokenSpec
+	Expires time.Time
+}
+
+// SaveOAuthCode stores c and returns the code: 256 random bits, of which
+// the store keeps a hash. It also drops codes expired an hour or more ago.
+func (s *Store) SaveOAuthCode(ctx context.Context, c OAuthCode) (code string, err error) {
+	defer mapWriteErr(&err)
+	spec, err := json.Marshal(c.Spec)
+	if err != nil {
+		return "", fmt.Errorf("save code: %w", err)
+	}
+	if code, err = randomString(32); err != nil {
+		return "", err
+	}
+	_, ms := now()
+	if _, err := s.db.ExecContext(ctx, qPurgeOAuthCodes, ms-time.Hour.Milliseconds()); err != nil {
+		return "", fmt.Errorf("save code: purge: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, qInsertOAuthCode, sha256Hex(code), c.ClientID, c.RedirectURI, c.Challenge, string(spec), c.Expires.UnixMilli()); err != nil {
+		return "", fmt.Errorf("save code: %w", err)
+	}
+	return code, nil
+}
+
+// RedeemOAuthCode marks code used and returns what it stands for. Errors
+// wrap ErrInvalidGrant for a code that is unknown, expired or used
+// (ErrCodeReused, whose grant is then revoked).
+func (s *Store) RedeemOAuthCode(ctx context.Context, code string) (_ OAuthCode, err error) {
+	defer mapWriteErr(&err)
+	hash := sha256Hex(code)
+	_, ms := now()
+	var c OAuthCode
+	var spec string
+	var expMs int64
+	err = s.db.QueryRowContext(ctx, qRedeemOAuthCode, hash, ms).Scan(&c.ClientID, &c.RedirectURI, &c.Challenge, &spec, &expMs)
+	if err == nil {
+		c.Expires = fromMillis(expMs)
+		if err := json.Unmarshal([]byte(spec), &c.Spec); err != nil {
+			return OAuthCode{}, fmt.Errorf("redeem code: stored spec: %w", err)
+		}
+		return c, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return OAuthCode{}, fmt.Errorf("redeem code: %w", err)
+	}
+	var usedMs int64
+	var grant string
+	err = s.db.QueryRowContext(ctx, qSelectOAuthCodeUse, hash).Scan(&usedMs, &grant)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return OAuthCode{}, fmt.Errorf("%w: unknown authorization code", ErrInvalidGrant)
+	case err != nil:
+		return OAuthCode{}, fmt.Errorf("redeem code: %w", err)
+	case usedMs == 0:
+		return OAuthCode{}, fmt.Errorf("%w: authorization code expired", ErrInvalidGrant)
+	}
+	if grant != "" {
+		if err := s.revokeGrant(ctx, grant); err != nil {
+			return OAuthCode{}, err
+		}
+	}
+	return OAuthCode{}, ErrCodeReused
+}
+
+// OAuthTokens are what a token request gets: an access token (a Token
+// with an Audience and ClientID) and a refresh token.
+type OAuthTokens struct {
+	Access         string
+	Token          Token
+	Refresh        string
+	RefreshExpires time.Time
+}
+
+// Refresh token format: "tbr_<16-character grant ID>_<43 characters of
+// base64url>". The grant ID finds the row; the rest is compared by hash.
+const (
+	grantIDPrefix = "tbr_"
+	grantIDLen    = len(grantIDPrefix) + 16
+	refreshLen    = grantIDLen + 1 + 43
+)
+
+func newRefresh(grantID string) (string, error) {
+	r, err := randomString(32)
+	if err != nil {
+		return "", err
+	}
+	return grantID + "_" + r, nil
+}
+
+// parseRefresh returns the grant ID of a refresh token's shape.
+func parseRefresh(tok string) (string, bool) {
+	if len(tok) != refreshLen || !strings.HasPrefix(tok, grantIDPrefix) || tok[grantIDLen] != '_' {
+		return "", false
+	}
+	return tok[:grantIDLen], true
+}
+
+// GrantOAuth mints the tokens of a redeemed code: an access token for spec
+// and a refresh token valid for refreshTTL, recorded as the code's grant
+// (revoked if the code comes again).
+func (s *Store) GrantOAuth(ctx context.Context, code string, spec TokenSpec, refreshTTL time.Duration) (_ OAuthTokens, err error) {
+	defer mapWriteErr(&err)
+	secret, tok, err := s.CreateToken(ctx, spec)
+	if err != nil {
+		return OAuthTokens{}, err
+	}
+	gid, err := randomID(grantIDPrefix, grantIDLen-len(grantIDPrefix))
+	if err != nil {
+		return OAuthTokens{}, err
+	}
+	refresh, err := newRefresh(gid)
+	if err != nil {
+		return OAuthTokens{}, err
+	}
+	created, ms := now()
+	exp := created.Add(refreshTTL)
+	if _, err := s.db.ExecContext(ctx, qInsertOAuthGrant, gid, spec.ClientID, spec.UserID, tok.ID, sha256Hex(refresh), ms, exp.UnixMilli()); err != nil {
+		return OAuthTokens{}, fmt.Errorf("grant: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, qSetOAuthCodeGrant, sha256Hex(code), gid); err != nil {
+		return OAuthTokens{}, fmt.Errorf("grant: %w", err)
+	}
+	return OAuthTokens{Access: secret, Token: tok, Refresh: refresh, RefreshExpires: exp}, nil
+}
+
+// grantRow is a stored grant.
+type grantRow struct {
+	clientID, userID, tokenID string
+	hash, prevHash            string
+	expiresMs, revokedMs      int64
+}
+
+func (s *Store) loadGrant(ctx context.Context, id string) (grantRow, bool, error) {
+	var g grantRow
+	err := s.db.QueryRowContext(ctx, qSelectOAuthGrant, id).Scan(&g.clientID, &g.userID, &g.tokenID, &g.hash, &g.prevHash, &g.expiresMs, &g.revokedMs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return grantRow{}, false, nil
+	}
+	if err != nil {
+		return grantRow{}, false, fmt.Errorf("grant %s: %w", id, err)
+	}
+	return g, true, nil
+}
+
+func sameHash(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// RefreshOAuth rotates a refresh token of clientID: it returns a new
+// access token (the grant's last one is revoked) and a new refresh token
+// valid for refreshTTL. A refresh token presented again after its
+// rotation revokes the grant (a stolen one was used). Refusals wrap
+// ErrInvalidGrant, among them a grant whose access token an operator
+// revoked.
+func (s *Store) RefreshOAuth(ctx context.Context, refresh, clientID string, accessTTL, refreshTTL time.Duration) (_ OAuthTokens, err error) {
+	defer mapWriteErr(&err)
+	gid, ok := parseRefresh(refresh)
+	if !ok {
+		return OAuthTokens{}, fmt.Errorf("%w: not a refresh token", ErrInvalidGrant)
+	}
+	g, found, err := s.loadGrant(ctx, gid)
+	if err != nil {
+		return OAuthTokens{}, err
+	}
+	hash := sha256Hex(refresh)
+	switch {
+	case !found:
+		return OAuthTokens{}, fmt.Errorf("%w: unknown refresh token", ErrInvalidGrant)
+	case g.prevHash != "" && sameHash(hash, g.prevHash):
+		if err := s.revokeGrant(ctx, gid); err != nil {
+			return OAuthTokens{}, err
+		}
+		return OAuthTokens{}, fmt.Errorf("%w: refresh token used after its rotation; the grant is revoked", ErrInvalidGrant)
+	case !sameHash(hash, g.hash):
+		return OAuthTokens{}, fmt.Errorf("%w: unknown refresh token", ErrInvalidGrant)
+	case g.clientID != clientID:
+		return OAuthTokens{}, fmt.Errorf("%w: refresh token issued to another client", ErrInvalidGrant)
+	case g.revokedMs != 0:
+		return OAuthTokens{}, fmt.Errorf("%w: grant revoked", ErrInvalidGrant)
+	}
+	created, ms := now()
+	if ms >= g.expiresMs {
+		return OAuthTokens{}, fmt.Errorf("%w: refresh token expired", ErrInvalidGrant)
+	}
+	old, err := scanToken(s.db.QueryRowContext(ctx, qSelectToken, g.tokenID))
+	if err != nil {
+		return OAuthTokens{}, fmt.Errorf("refresh: access token %s: %w", g.tokenID, err)
+	}
+	if old.revokedMs != 0 {
+		if err := s.revokeGrant(ctx, gid); err != nil {
+			return OAuthTokens{}, err
+		}
+		return OAuthTokens{}, fmt.Errorf("%w: its access token %s was revoked", ErrInvalidGrant, g.tokenID)
+	}
+	next, err := newRefresh(gid)
+	if err != nil {
+		return OAuthTokens{}, err
+	}
+	exp := created.Add(refreshTTL)
+	res, err := s.db.ExecContext(ctx, qRotateOAuthGrant, gid, sha256Hex(next), hash, exp.UnixMilli())
+	if err != nil {
+		return OAuthTokens{}, fmt.Errorf("refresh: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return OAuthTokens{}, fmt.Errorf("refresh: %w", err)
+	} else if n != 1 {
+		return OAuthTokens{}, fmt.Errorf("%w: refresh token rotated by another request", ErrInvalidGrant)
+	}
+	t := old.tok
+	secret, tok, err := s.CreateToken(ctx, TokenSpec{UserID: t.UserID, Scopes: t.Scopes, ReadOnly: t.ReadOnly, Entities: t.Entities,
+		Agents: t.Agents, TTL: accessTTL, Name: t.Name, Audience: t.Audience, ClientID: t.ClientID})
+	if err != nil {
+		return OAuthTokens{}, err
+	}
+	if _, err := s.db.ExecContext(ctx, qSetOAuthGrantToken, gid, tok.ID); err != nil {
+		return OAuthTokens{}, fmt.Errorf("refresh: %w", err)
+	}
+	if err := s.RevokeToken(ctx, t.ID); err != nil {
+		return OAuthTokens{}, err
+	}
+	return OAuthTokens{Access: secret, Token: tok, Refresh: next, RefreshExpires: exp}, nil
+}
+
+// revokeGrant revokes grant id and its current access token.
+func (s *Store) revokeGrant(ctx context.Context, id string) error {
+	_, ms := now()
+	var tokenID string
+	err := s.db.QueryRowContext(ctx, qRevokeOAuthGrant, id, ms).Scan(&tokenID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("revoke grant %s: %w", id, err)
+	}
+	if err := s.RevokeToken(ctx, tokenID); err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	s.log.WithFields(logrus.Fields{"grant": id, "token": tokenID}).Info("revoked OAuth grant")
+	return nil
+}
+
+// RevokeOAuth revokes the grant that token (an access or refresh token
+// issued to clientID) belongs to, and so both its tokens (RFC 7009). A
+// token that is unknown, malformed or another client's is left alone and
+// gives no error, as RFC 7009 wants; only a failing database does.
+func (s *Store) RevokeOAuth(ctx context.Context, token, clientID string) (err error) {
+	defer mapWriteErr(&err)
+	if gid, ok := parseRefresh(token); ok {
+		g, found, err := s.loadGrant(ctx, gid)
+		if err != nil || !found || g.clientID != clientID {
+			return err
+		}
+		hash := sha256Hex(token)
+		if !sameHash(hash, g.hash) && !sameHash(hash, g.prevHash) {
+			return nil
+		}
+		return s.revokeGrant(ctx, gid)
+	}
+	id, ok := parseSecret(token)
+	if !ok {
+		return nil
+	}
+	row, err := scanToken(s.db.QueryRowContext(ctx, qSelectToken, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	sum := hashSecret(token)
+	if subtle.ConstantTimeCompare(row.hash[:], sum[:]) != 1 || row.tok.ClientID != clientID {
+		return nil
+	}
+	var gid string
+	err = s.db.QueryRowContext(ctx, qSelectOAuthGrantOfToken, id).Scan(&gid)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return s.RevokeToken(ctx, id)
+	case err != nil:
+		return fmt.Errorf("revoke: %w", err)
+	}
+	return s.revokeGrant(ctx, gid)
+}

@@ -1,0 +1,176 @@
+package acl
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// grantForTest registers a client and runs one code through to a grant.
+func grantForTest(t *testing.T, s *Store) (OAuthClient, OAuthTokens, string) {
+	t.Helper()
+	ctx := testContext(t)
+	c, secret, err := s.RegisterOAuthClient(ctx, "Test client", []string{"http://127.0.0.1/cb"}, false)
+	if err != nil || secret != "" {
+		t.Fatalf("RegisterOAuthClient = %q, %v; want a public client", secret, err)
+	}
+	spec := TokenSpec{UserID: "alice", Scopes: []string{ScopeToolsList}, TTL: time.Hour, Audience: "https://gw.example/api/v1/mcp", ClientID: c.ID, Name: "oauth: Test client"}
+	code, err := s.SaveOAuthCode(ctx, OAuthCode{ClientID: c.ID, RedirectURI: "http://127.0.0.1:9/cb", Challenge: "ch", Spec: spec, Expires: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.RedeemOAuthCode(ctx, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ClientID != c.ID || got.RedirectURI != "http://127.0.0.1:9/cb" || got.Challenge != "ch" || got.Spec.Audience != spec.Audience || got.Spec.TTL != time.Hour {
+		t.Fatalf("redeemed %+v", got)
+	}
+	toks, err := s.GrantOAuth(ctx, code, got.Spec, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if toks.Token.Audience != spec.Audience || toks.Token.ClientID != c.ID {
+		t.Fatalf("access token %+v lacks its audience or client", toks.Token)
+	}
+	return c, toks, code
+}
+
+func TestOAuthClients(t *testing.T) {
+	ctx := testContext(t)
+	s := openTestStore(t, StoreOptions{})
+	c, secret, err := s.RegisterOAuthClient(ctx, "Conf", []string{"https://a.example/cb", "https://b.example/cb"}, true)
+	if err != nil || secret == "" || !c.Confidential {
+		t.Fatalf("confidential client: %+v %q %v", c, secret, err)
+	}
+	got, err := s.OAuthClient(ctx, c.ID)
+	if err != nil || got.Name != "Conf" || len(got.RedirectURIs) != 2 || !got.Confidential {
+		t.Fatalf("OAuthClient = %+v, %v", got, err)
+	}
+	if !got.CheckSecret(secret) || got.CheckSecret(secret+"x") || got.CheckSecret("") {
+		t.Fatal("CheckSecret does not tell the secret from others")
+	}
+	if _, err := s.OAuthClient(ctx, "tbc_nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown client: %v", err)
+	}
+}
+
+func TestOAuthCodeSingleUse(t *testing.T) {
+	ctx := testContext(t)
+	s := openTestStore(t, StoreOptions{TokenCacheTTL: -1})
+	_, toks, code := grantForTest(t, s)
+	if _, err := s.AuthenticateToken(ctx, toks.Access); err != nil {
+		t.Fatalf("access token: %v", err)
+	}
+	// The second redemption fails and revokes what the first gave.
+	if _, err := s.RedeemOAuthCode(ctx, code); !errors.Is(err, ErrCodeReused) || !errors.Is(err, ErrInvalidGrant) {
+		t.Fatalf("second redemption: %v, want ErrCodeReused", err)
+	}
+	if _, err := s.AuthenticateToken(ctx, toks.Access); !errors.Is(err, ErrTokenRevoked) {
+		t.Fatalf("access token after the code came again: %v, want revoked", err)
+	}
+	if _, err := s.RefreshOAuth(ctx, toks.Refresh, toks.Token.ClientID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+		t.Fatalf("refresh after the code came again: %v", err)
+	}
+	if _, err := s.RedeemOAuthCode(ctx, "no-such-code"); !errors.Is(err, ErrInvalidGrant) {
+		t.Fatalf("unknown code: %v", err)
+	}
+	expired, err := s.SaveOAuthCode(ctx, OAuthCode{ClientID: "c", Spec: TokenSpec{UserID: "alice"}, Expires: time.Now().Add(-time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RedeemOAuthCode(ctx, expired); !errors.Is(err, ErrInvalidGrant) || errors.Is(err, ErrCodeReused) {
+		t.Fatalf("expired code: %v", err)
+	}
+}
+
+func TestOAuthRefreshRotation(t *testing.T) {
+	ctx := testContext(t)
+	s := openTestStore(t, StoreOptions{TokenCacheTTL: -1})
+	c, first, _ := grantForTest(t, s)
+	if _, err := s.RefreshOAuth(ctx, first.Refresh, "tbc_other", time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+		t.Fatalf("refresh by another client: %v", err)
+	}
+	second, err := s.RefreshOAuth(ctx, first.Refresh, c.ID, time.Hour, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Refresh == first.Refresh || second.Access == first.Access {
+		t.Fatal("refresh did not rotate both tokens")
+	}
+	if second.Token.Audience != first.Token.Audience || !second.Token.HasScope(ScopeToolsList) || second.Token.HasScope(ScopeToolsCall) {
+		t.Fatalf("refreshed token %+v differs from the consented one", second.Token)
+	}
+	if _, err := s.AuthenticateToken(ctx, first.Access); !errors.Is(err, ErrTokenRevoked) {
+		t.Fatalf("old access token: %v, want revoked", err)
+	}
+	if _, err := s.AuthenticateToken(ctx, second.Access); err != nil {
+		t.Fatalf("new access token: %v", err)
+	}
+	// The old refresh token again: a replay, so the grant ends.
+	if _, err := s.RefreshOAuth(ctx, first.Refresh, c.ID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+		t.Fatalf("replayed refresh token: %v", err)
+	}
+	if _, err := s.AuthenticateToken(ctx, second.Access); !errors.Is(err, ErrTokenRevoked) {
+		t.Fatalf("access token after a replay: %v, want revoked", err)
+	}
+	if _, err := s.RefreshOAuth(ctx, second.Refresh, c.ID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+		t.Fatalf("refresh of a revoked grant: %v", err)
+	}
+}
+
+func TestOAuthRevocation(t *testing.T) {
+	ctx := testContext(t)
+	for _, tc := range []struct {
+		name   string
+		revoke func(t *testing.T, s *Store, c OAuthClient, toks OAuthTokens)
+	}{
+		{"operator revokes the access token", func(t *testing.T, s *Store, c OAuthClient, toks OAuthTokens) {
+			if err := s.RevokeToken(ctx, toks.Token.ID); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"client revokes the access token", func(t *testing.T, s *Store, c OAuthClient, toks OAuthTokens) {
+			if err := s.RevokeOAuth(ctx, toks.Access, c.ID); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"client revokes the refresh token", func(t *testing.T, s *Store, c OAuthClient, toks OAuthTokens) {
+			if err := s.RevokeOAuth(ctx, toks.Refresh, c.ID); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the user is removed", func(t *testing.T, s *Store, c OAuthClient, toks OAuthTokens) {
+			if _, err := s.AddUser(ctx, "alice", []byte("pw")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.RemoveUser(ctx, "alice"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTestStore(t, StoreOptions{TokenCacheTTL: -1})
+			c, toks, _ := grantForTest(t, s)
+			tc.revoke(t, s, c, toks)
+			if _, err := s.AuthenticateToken(ctx, toks.Access); !errors.Is(err, ErrTokenRevoked) {
+				t.Fatalf("access token: %v, want revoked", err)
+			}
+			if _, err := s.RefreshOAuth(ctx, toks.Refresh, c.ID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+				t.Fatalf("refresh: %v, want ErrInvalidGrant", err)
+			}
+		})
+	}
+	t.Run("another client's token is left alone", func(t *testing.T) {
+		s := openTestStore(t, StoreOptions{TokenCacheTTL: -1})
+		_, toks, _ := grantForTest(t, s)
+		for _, tok := range []string{toks.Access, toks.Refresh, "garbage"} {
+			if err := s.RevokeOAuth(ctx, tok, "tbc_other"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.AuthenticateToken(ctx, toks.Access); err != nil {
+			t.Fatalf("access token revoked by another client: %v", err)
+		}
+	})
+}

@@ -1,0 +1,369 @@
+package oauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/toolbus/toolbus/acl"
+)
+
+// Limits of what a client may register or publish.
+const (
+	maxRegistrationBytes = 64 << 10
+	maxRedirectURIs      = 16
+	maxURILen            = 2048
+	maxClientNameLen     = 200
+)
+
+// errClient is wrapped by the errors of a client's metadata: a
+// registration's invalid_client_metadata or invalid_redirect_uri, a
+// Client ID Metadata Document that cannot be used.
+var errClient = errors.New("invalid client metadata")
+
+// errRedirectURI is wrapped by the errors about redirect URIs (RFC 7591's
+// invalid_redirect_uri); it wraps errClient.
+var errRedirectURI = fmt.Errorf("%w: redirect URIs", errClient)
+
+// loopbackHost reports whether host (no port) is a loopback name or
+// address, where RFC 8252 lets a native app's redirect take any port.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// checkRedirectURI says why uri cannot be a redirect URI: https, http on a
+// loopback host (RFC 8252 section 7.3), or a private-use scheme of a
+// native app (section 7.1); never a fragment, credentials or a scheme a
+// browser would run.
+func checkRedirectURI(uri string) error {
+	if len(uri) > maxURILen || strings.ContainsAny(uri, " \t\r\n") {
+		return fmt.Errorf("%w: redirect URI %.60q: too long or holds white space", errRedirectURI, uri)
+	}
+	u, err := url.Parse(uri)
+	switch {
+	case err != nil || !u.IsAbs():
+		return fmt.Errorf("%w: redirect URI %.60q: not an absolute URI", errRedirectURI, uri)
+	case u.Fragment != "" || strings.Contains(uri, "#"):
+		return fmt.Errorf("%w: redirect URI %.60q: has a fragment", errRedirectURI, uri)
+	case u.User != nil:
+		return fmt.Errorf("%w: redirect URI %.60q: has credentials", errRedirectURI, uri)
+	}
+	switch u.Scheme {
+	case "https":
+		if u.Host == "" {
+			return fmt.Errorf("%w: redirect URI %.60q: no host", errRedirectURI, uri)
+		}
+	case "http":
+		if !loopbackHost(u.Hostname()) {
+			return fmt.Errorf("%w: redirect URI %.60q: http only on a loopback address (use https)", errRedirectURI, uri)
+		}
+	case "javascript", "data", "file", "vbscript", "blob", "about", "ws", "wss":
+		return fmt.Errorf("%w: redirect URI %.60q: scheme %s is not allowed", errRedirectURI, uri, u.Scheme)
+	}
+	return nil
+}
+
+// redirectAllowed reports whether uri may be used with a client that
+// registered registered: the same string, or for a loopback http URI the
+// same but for the port (RFC 8252 section 7.3: the port is chosen when the
+// app starts).
+func redirectAllowed(registered []string, uri string) bool {
+	if slices.Contains(registered, uri) {
+		return true
+	}
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "http" || !loopbackHost(u.Hostname()) || u.Fragment != "" || u.User != nil {
+		return false
+	}
+	for _, reg := range registered {
+		r, err := url.Parse(reg)
+		if err == nil && r.Scheme == "http" && r.Hostname() == u.Hostname() && r.EscapedPath() == u.EscapedPath() && r.RawQuery == u.RawQuery {
+			return true
+		}
+	}
+	return false
+}
+
+// checkName says why name cannot be shown as a client's name.
+func checkName(name string) error {
+	if len(name) > maxClientNameLen || !utf8.ValidString(name) || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return fmt.Errorf("%w: client_name: at most %d bytes of printable text", errClient, maxClientNameLen)
+	}
+	return nil
+}
+
+// checkMetadata validates what a registration or a metadata document says
+// of the client; it returns whether the client is confidential.
+func checkMetadata(m *oauthex.ClientRegistrationMetadata, allowSecret bool) (confidential bool, err error) {
+	if len(m.RedirectURIs) == 0 || len(m.RedirectURIs) > maxRedirectURIs {
+		return false, fmt.Errorf("%w: want 1 to %d", errRedirectURI, maxRedirectURIs)
+	}
+	for _, u := range m.RedirectURIs {
+		if err := checkRedirectURI(u); err != nil {
+			return false, err
+		}
+	}
+	if err := checkName(m.ClientName); err != nil {
+		return false, err
+	}
+	for _, g := range m.GrantTypes {
+		if g != "authorization_code" && g != "refresh_token" {
+			return false, fmt.Errorf("%w: grant type %q is not supported (authorization_code, refresh_token)", errClient, g)
+		}
+	}
+	for _, rt := range m.ResponseTypes {
+		if rt != "code" {
+			return false, fmt.Errorf("%w: response type %q is not supported (code)", errClient, rt)
+		}
+	}
+	switch m.TokenEndpointAuthMethod {
+	case "none":
+		return false, nil
+	case "", "client_secret_basic", "client_secret_post":
+		if !allowSecret {
+			// A document anyone can read cannot hold a secret.
+			return false, fmt.Errorf("%w: token_endpoint_auth_method %q: a metadata document's client must use none", errClient, m.TokenEndpointAuthMethod)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: token_endpoint_auth_method %q is not supported (%s)", errClient, m.TokenEndpointAuthMethod, strings.Join(authMethods, ", "))
+}
+
+// register is RFC 7591's endpoint: anyone may register a client, as MCP
+// clients do on their first use of a server. Rate-limited per address.
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	if !s.allowIP(w, r, "register") {
+		return
+	}
+	refuse := func(code string, err error) {
+		s.audit(r, acl.AuditEvent{Action: "register", Outcome: "refused", Reason: err.Error(), Status: http.StatusBadRequest})
+		writeJSON(w, http.StatusBadRequest, oauthError{Code: code, Description: err.Error()})
+	}
+	var m oauthex.ClientRegistrationMetadata
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRegistrationBytes))
+	if err := dec.Decode(&m); err != nil {
+		refuse("invalid_client_metadata", fmt.Errorf("%w: body is not a JSON object of client metadata: %w", errClient, err))
+		return
+	}
+	if m.TokenEndpointAuthMethod == "" {
+		m.TokenEndpointAuthMethod = "client_secret_basic" // RFC 7591's default
+	}
+	confidential, err := checkMetadata(&m, true)
+	if err != nil {
+		code := "invalid_client_metadata"
+		if errors.Is(err, errRedirectURI) {
+			code = "invalid_redirect_uri"
+		}
+		refuse(code, err)
+		return
+	}
+	if len(m.GrantTypes) == 0 {
+		m.GrantTypes = []string{"authorization_code", "refresh_token"}
+	}
+	if len(m.ResponseTypes) == 0 {
+		m.ResponseTypes = []string{"code"}
+	}
+	c, secret, err := s.opts.Store.RegisterOAuthClient(r.Context(), m.ClientName, m.RedirectURIs, confidential)
+	if err != nil {
+		s.log.WithError(err).Error("register client")
+		writeJSON(w, http.StatusServiceUnavailable, oauthError{Code: "temporarily_unavailable", Description: "the store is not available; try again"})
+		return
+	}
+	s.audit(r, acl.AuditEvent{Action: "register", ClientID: c.ID, Target: m.ClientName})
+	writeJSON(w, http.StatusCreated, &oauthex.ClientRegistrationResponse{
+		ClientRegistrationMetadata: oauthex.ClientRegistrationMetadata{
+			RedirectURIs: m.RedirectURIs, TokenEndpointAuthMethod: m.TokenEndpointAuthMethod,
+			GrantTypes: m.GrantTypes, ResponseTypes: m.ResponseTypes, ClientName: m.ClientName,
+			ClientURI: m.ClientURI, Scope: m.Scope, SoftwareID: m.SoftwareID, SoftwareVersion: m.SoftwareVersion,
+		},
+		ClientID:         c.ID,
+		ClientSecret:     secret,
+		ClientIDIssuedAt: c.Created,
+	})
+}
+
+// client returns the client client_id names: a registered one, or the
+// Client ID Metadata Document at that URL.
+func (s *Server) client(ctx context.Context, id string) (acl.OAuthClient, error) {
+	if isMetadataURL(id) {
+		return s.meta.fetch(ctx, id)
+	}
+	return s.opts.Store.OAuthClient(ctx, id)
+}
+
+// isMetadataURL reports whether a client_id is a URL (a Client ID Metadata
+// Document) rather than an ID this server issued.
+func isMetadataURL(id string) bool {
+	return strings.HasPrefix(id, "https://") || strings.HasPrefix(id, "http://")
+}
+
+// ClientMetadataOptions bounds the fetch of Client ID Metadata Documents.
+// The zero value is the safe default.
+type ClientMetadataOptions struct {
+	// AllowPrivate lets documents be fetched from loopback, private,
+	// link-local and other non-public addresses, over http too: for tests
+	// and closed networks. Off, a client_id cannot make the server reach
+	// inside its own network.
+	AllowPrivate bool
+	// Timeout bounds one fetch; 0 means 5s.
+	Timeout time.Duration
+	// MaxBytes bounds a document; 0 means 5 KiB.
+	MaxBytes int64
+	// CacheTTL is how long a fetched document is used; 0 means 5 minutes.
+	CacheTTL time.Duration
+	// Transport is the HTTP transport of fetches (tests pass one that
+	// trusts their certificate); nil means one that dials only the
+	// addresses AllowPrivate allows. Its dialing is then the caller's to
+	// restrict.
+	Transport http.RoundTripper
+}
+
+// metaFetcher fetches and caches Client ID Metadata Documents.
+type metaFetcher struct {
+	opts   ClientMetadataOptions
+	client *http.Client
+	cache  *expirable.LRU[string, acl.OAuthClient]
+}
+
+func newMetaFetcher(opts ClientMetadataOptions) *metaFetcher {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = 5 << 10
+	}
+	if opts.CacheTTL <= 0 {
+		opts.CacheTTL = 5 * time.Minute
+	}
+	rt := opts.Transport
+	if rt == nil {
+		allowPrivate := opts.AllowPrivate
+		d := &net.Dialer{Timeout: opts.Timeout, Control: func(_, address string, _ syscall.RawConn) error {
+			return checkDialAddr(address, allowPrivate)
+		}}
+		rt = &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: opts.Timeout, MaxIdleConns: 8, IdleConnTimeout: 30 * time.Second}
+	}
+	return &metaFetcher{
+		opts: opts,
+		client: &http.Client{Transport: rt, Timeout: opts.Timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				// The document must be at the client_id itself.
+				return errors.New("redirects are not followed")
+			}},
+		cache: expirable.NewLRU[string, acl.OAuthClient](1000, nil, opts.CacheTTL),
+	}
+}
+
+// checkDialAddr refuses a non-public address unless allowPrivate. It runs
+// on the address actually dialled, after name resolution, so a name that
+// resolves inside the network is caught too.
+func checkDialAddr(address string, allowPrivate bool) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("client metadata: dial %s: %w", address, err)
+	}
+	ip := ap.Addr().Unmap()
+	if allowPrivate {
+		return nil
+	}
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() ||
+		ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || !ip.IsGlobalUnicast() || cgnat.Contains(ip) {
+		return fmt.Errorf("client metadata: %s is not a public address", ip)
+	}
+	return nil
+}
+
+// cgnat is RFC 6598's shared address space, not public either.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// checkMetadataURL says why id cannot be a Client ID Metadata Document's
+// URL: https with a path, no fragment, credentials or dot segments.
+func (f *metaFetcher) checkMetadataURL(id string) error {
+	u, err := url.Parse(id)
+	switch {
+	case err != nil || len(id) > maxURILen:
+		return fmt.Errorf("%w: client_id %.60q is not a URL", errClient, id)
+	case u.Scheme != "https" && !(u.Scheme == "http" && f.opts.AllowPrivate):
+		return fmt.Errorf("%w: client_id %.60q: a metadata document must be served over https", errClient, id)
+	case u.Host == "" || u.User != nil || u.Fragment != "" || u.Path == "" || u.Path == "/":
+		return fmt.Errorf("%w: client_id %.60q: want https://host/path, no credentials or fragment", errClient, id)
+	case slices.Contains(strings.Split(u.Path, "/"), ".") || slices.Contains(strings.Split(u.Path, "/"), ".."):
+		return fmt.Errorf("%w: client_id %.60q: dot segments in the path", errClient, id)
+	}
+	return nil
+}
+
+// fetch returns the client a metadata document describes, from the cache
+// while it is fresh.
+func (f *metaFetcher) fetch(ctx context.Context, id string) (acl.OAuthClient, error) {
+	if c, ok := f.cache.Get(id); ok {
+		return c, nil
+	}
+	if err := f.checkMetadataURL(id); err != nil {
+		return acl.OAuthClient{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
+	if err != nil {
+		return acl.OAuthClient{}, fmt.Errorf("%w: client_id %.60q: %w", errClient, id, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return acl.OAuthClient{}, fmt.Errorf("%w: fetch %s: %w", errClient, id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return acl.OAuthClient{}, fmt.Errorf("%w: fetch %s: HTTP %d", errClient, id, resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, f.opts.MaxBytes+1))
+	if err != nil {
+		return acl.OAuthClient{}, fmt.Errorf("%w: fetch %s: %w", errClient, id, err)
+	}
+	if int64(len(body)) > f.opts.MaxBytes {
+		return acl.OAuthClient{}, fmt.Errorf("%w: %s: document over %d bytes", errClient, id, f.opts.MaxBytes)
+	}
+	var doc struct {
+		oauthex.ClientRegistrationMetadata
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return acl.OAuthClient{}, fmt.Errorf("%w: %s: not JSON client metadata: %w", errClient, id, err)
+	}
+	if doc.ClientID != id {
+		return acl.OAuthClient{}, fmt.Errorf("%w: %s: the document's client_id is %.60q, not its own URL", errClient, id, doc.ClientID)
+	}
+	if doc.ClientSecret != "" {
+		return acl.OAuthClient{}, fmt.Errorf("%w: %s: a metadata document cannot hold a client_secret", errClient, id)
+	}
+	if doc.TokenEndpointAuthMethod == "" {
+		doc.TokenEndpointAuthMethod = "none" // a public document's client has no secret
+	}
+	if _, err := checkMetadata(&doc.ClientRegistrationMetadata, false); err != nil {
+		return acl.OAuthClient{}, fmt.Errorf("%s: %w", id, err)
+	}
+	c := acl.OAuthClient{ID: id, Name: doc.ClientName, RedirectURIs: doc.RedirectURIs, Created: time.Now()}
+	f.cache.Add(id, c)
+	return c, nil
+}

@@ -1,0 +1,54 @@
+package oauth
+
+import (
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/time/rate"
+)
+
+// keyedLimiters bounds how many keys keep a bucket: beyond it the least
+// recently seen key starts again with a full one, which only a flood of
+// distinct addresses can cause.
+const keyedLimiters = 10000
+
+// keyedLimiter is a token bucket per key (a client address, a user name):
+// perMinute requests a minute, a minute's worth at once.
+type keyedLimiter struct {
+	mu    sync.Mutex
+	every rate.Limit
+	burst int
+	m     *lru.Cache[string, *rate.Limiter]
+}
+
+// newKeyedLimiter returns nil (no limit) for perMinute < 0.
+func newKeyedLimiter(perMinute int) *keyedLimiter {
+	if perMinute < 0 {
+		return nil
+	}
+	m, _ := lru.New[string, *rate.Limiter](keyedLimiters) // size > 0 cannot fail
+	return &keyedLimiter{every: rate.Limit(float64(perMinute) / 60), burst: perMinute, m: m}
+}
+
+// allow takes a request from key's bucket, or says how long until one
+// would pass.
+func (k *keyedLimiter) allow(key string) (bool, time.Duration) {
+	if k == nil {
+		return true, 0
+	}
+	k.mu.Lock()
+	lim, ok := k.m.Get(key)
+	if !ok {
+		lim = rate.NewLimiter(k.every, k.burst)
+		k.m.Add(key, lim)
+	}
+	k.mu.Unlock()
+	now := time.Now()
+	r := lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}

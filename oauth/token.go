@@ -1,0 +1,203 @@
+package oauth
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/toolbus/toolbus/acl"
+)
+
+// tokenResponse is RFC 6749 section 5.1's.
+type tokenResponse struct {
+	AccessToken  string `json:"access_token"`
+	TokenType    string `json:"token_type"`
+	ExpiresIn    int64  `json:"expires_in"`
+	RefreshToken string `json:"refresh_token"`
+	Scope        string `json:"scope"`
+}
+
+// allowIP applies the per-address rate limit of the token, registration
+// and revocation endpoints: 429 with Retry-After when it is spent.
+func (s *Server) allowIP(w http.ResponseWriter, r *http.Request, action string) bool {
+	ok, wait := s.perIP.allow(clientIP(r))
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
+		s.audit(r, acl.AuditEvent{Action: action, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})
+		writeJSON(w, http.StatusTooManyRequests, oauthError{Code: "slow_down", Description: "too many requests from this address; retry later"})
+	}
+	return ok
+}
+
+// authenticateClient finds the client of a token or revocation request:
+// client_secret_basic, client_secret_post, or a public client's client_id
+// alone. A confidential client must present its secret.
+func (s *Server) authenticateClient(r *http.Request) (string, *oauthError, int) {
+	id, secret, basic := r.BasicAuth()
+	if basic {
+		// RFC 6749 section 2.3.1: form-urlencoded inside Basic.
+		var err1, err2 error
+		id, err1 = url.QueryUnescape(id)
+		secret, err2 = url.QueryUnescape(secret)
+		if err1 != nil || err2 != nil {
+			return "", &oauthError{"invalid_client", "malformed Basic credentials"}, http.StatusUnauthorized
+		}
+	} else {
+		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+	}
+	if id == "" {
+		return "", &oauthError{"invalid_client", "no client_id"}, http.StatusUnauthorized
+	}
+	if isMetadataURL(id) {
+		// A metadata document's client is public: PKCE and the code's
+		// binding to the client_id prove it.
+		if secret != "" {
+			return "", &oauthError{"invalid_client", "a metadata document's client has no secret"}, http.StatusUnauthorized
+		}
+		return id, nil, 0
+	}
+	c, err := s.opts.Store.OAuthClient(r.Context(), id)
+	switch {
+	case errors.Is(err, acl.ErrNotFound):
+		return "", &oauthError{"invalid_client", "unknown client"}, http.StatusUnauthorized
+	case err != nil:
+		s.log.WithError(err).Error("look up client")
+		return "", &oauthError{"temporarily_unavailable", "the store is not available; try again"}, http.StatusServiceUnavailable
+	case c.Confidential && !c.CheckSecret(secret):
+		return "", &oauthError{"invalid_client", "wrong or missing client secret"}, http.StatusUnauthorized
+	case !c.Confidential && secret != "":
+		return "", &oauthError{"invalid_client", "a public client has no secret"}, http.StatusUnauthorized
+	}
+	return id, nil, 0
+}
+
+// token is the token endpoint: authorization_code and refresh_token.
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	if !s.allowIP(w, r, "token") {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "the body must be application/x-www-form-urlencoded"})
+		return
+	}
+	f := r.PostForm
+	grant := f.Get("grant_type")
+	action := "token"
+	if grant == "refresh_token" {
+		action = "refresh"
+	}
+	fail := func(status int, e oauthError, clientID string) {
+		s.audit(r, acl.AuditEvent{Action: action, ClientID: clientID, Outcome: "refused", Reason: e.Code + ": " + e.Description, Status: status})
+		if status == http.StatusUnauthorized && r.Header.Get("Authorization") != "" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="toolbus"`)
+		}
+		writeJSON(w, status, e)
+	}
+	clientID, cerr, status := s.authenticateClient(r)
+	if cerr != nil {
+		fail(status, *cerr, r.PostForm.Get("client_id"))
+		return
+	}
+	var toks acl.OAuthTokens
+	var err error
+	switch grant {
+	case "authorization_code":
+		var e *oauthError
+		toks, e = s.exchangeCode(r, clientID)
+		if e != nil {
+			fail(http.StatusBadRequest, *e, clientID)
+			return
+		}
+	case "refresh_token":
+		toks, err = s.opts.Store.RefreshOAuth(r.Context(), f.Get("refresh_token"), clientID, s.opts.AccessTTL, s.opts.RefreshTTL)
+		if errors.Is(err, acl.ErrInvalidGrant) {
+			fail(http.StatusBadRequest, oauthError{"invalid_grant", err.Error()}, clientID)
+			return
+		}
+		if err != nil {
+			s.log.WithError(err).Error("refresh")
+			writeJSON(w, http.StatusServiceUnavailable, oauthError{"temporarily_unavailable", "the store is not available; try again"})
+			return
+		}
+		if res := f.Get("resource"); res != "" && !oauthex.MatchesResource([]string{toks.Token.Audience}, res) {
+			// RFC 8707: a refresh cannot move the grant to another resource.
+			fail(http.StatusBadRequest, oauthError{"invalid_target", "the grant is for " + toks.Token.Audience}, clientID)
+			return
+		}
+	default:
+		fail(http.StatusBadRequest, oauthError{"unsupported_grant_type", "grant_type must be authorization_code or refresh_token"}, clientID)
+		return
+	}
+	s.audit(r, acl.AuditEvent{Action: action, ClientID: clientID, UserID: toks.Token.UserID, TokenID: toks.Token.ID, Target: toks.Token.Audience})
+	w.Header().Set("Pragma", "no-cache")
+	writeJSON(w, http.StatusOK, tokenResponse{
+		AccessToken:  toks.Access,
+		TokenType:    "Bearer",
+		ExpiresIn:    int64(time.Until(toks.Token.ExpiresAt).Round(time.Second).Seconds()),
+		RefreshToken: toks.Refresh,
+		Scope:        strings.Join(toks.Token.Scopes, " "),
+	})
+}
+
+// exchangeCode redeems an authorization code of clientID: the code is
+// used up whatever follows, so a stolen one is worth one try.
+func (s *Server) exchangeCode(r *http.Request, clientID string) (acl.OAuthTokens, *oauthError) {
+	f := r.PostForm
+	code := f.Get("code")
+	c, err := s.opts.Store.RedeemOAuthCode(r.Context(), code)
+	if errors.Is(err, acl.ErrInvalidGrant) {
+		return acl.OAuthTokens{}, &oauthError{"invalid_grant", err.Error()}
+	}
+	if err != nil {
+		s.log.WithError(err).Error("redeem code")
+		return acl.OAuthTokens{}, &oauthError{"temporarily_unavailable", "the store is not available; try again"}
+	}
+	switch {
+	case c.ClientID != clientID:
+		return acl.OAuthTokens{}, &oauthError{"invalid_grant", "the code was issued to another client"}
+	case f.Get("redirect_uri") != "" && f.Get("redirect_uri") != c.RedirectURI:
+		return acl.OAuthTokens{}, &oauthError{"invalid_grant", "redirect_uri differs from the authorization request's"}
+	case !checkVerifier(f.Get("code_verifier"), c.Challenge):
+		return acl.OAuthTokens{}, &oauthError{"invalid_grant", "code_verifier missing or wrong (PKCE)"}
+	case f.Get("resource") != "" && !oauthex.MatchesResource([]string{c.Spec.Audience}, f.Get("resource")):
+		return acl.OAuthTokens{}, &oauthError{"invalid_target", "the code was issued for " + c.Spec.Audience}
+	}
+	toks, err := s.opts.Store.GrantOAuth(r.Context(), code, c.Spec, s.opts.RefreshTTL)
+	if err != nil {
+		s.log.WithError(err).Error("grant")
+		return acl.OAuthTokens{}, &oauthError{"temporarily_unavailable", "the store is not available; try again"}
+	}
+	return toks, nil
+}
+
+// revoke is RFC 7009's endpoint: either token of a grant ends both.
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+	if !s.allowIP(w, r, "revoke") {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "the body must be application/x-www-form-urlencoded"})
+		return
+	}
+	clientID, cerr, status := s.authenticateClient(r)
+	if cerr != nil {
+		s.audit(r, acl.AuditEvent{Action: "revoke", ClientID: r.PostForm.Get("client_id"), Outcome: "refused", Reason: cerr.Description, Status: status})
+		writeJSON(w, status, cerr)
+		return
+	}
+	if err := s.opts.Store.RevokeOAuth(r.Context(), r.PostForm.Get("token"), clientID); err != nil {
+		s.log.WithError(err).Error("revoke")
+		writeJSON(w, http.StatusServiceUnavailable, oauthError{"temporarily_unavailable", "the store is not available; try again"})
+		return
+	}
+	s.audit(r, acl.AuditEvent{Action: "revoke", ClientID: clientID})
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+}
