@@ -137,6 +137,30 @@ func (c *Client) SetUserAgents(ctx context.Context, user string, req UserAgentsR
 	return out, c.do(ctx, http.MethodPut, "/users/"+seg(user)+"/agents", nil, req, &out)
 }
 
+// ListUsers is Service.ListUsers over HTTP.
+func (c *Client) ListUsers(ctx context.Context) ([]User, error) {
+	var out userList
+	return out.Users, c.do(ctx, http.MethodGet, "/users", nil, nil, &out)
+}
+
+// AddUser is Service.AddUser over HTTP.
+func (c *Client) AddUser(ctx context.Context, req UserRequest) (UserChange, error) {
+	var out UserChange
+	return out, c.do(ctx, http.MethodPost, "/users", nil, req, &out)
+}
+
+// SetUserPassword is Service.SetUserPassword over HTTP.
+func (c *Client) SetUserPassword(ctx context.Context, user string, req PasswordRequest) (UserChange, error) {
+	var out UserChange
+	return out, c.do(ctx, http.MethodPost, "/users/"+seg(user)+"/password", nil, req, &out)
+}
+
+// RemoveUser is Service.RemoveUser over HTTP.
+func (c *Client) RemoveUser(ctx context.Context, user string) (UserChange, error) {
+	var out UserChange
+	return out, c.do(ctx, http.MethodDelete, "/users/"+seg(user), nil, nil, &out)
+}
+
 // ListIdentities is Service.ListIdentities over HTTP.
 func (c *Client) ListIdentities(ctx context.Context) ([]Identity, error) {
 	var out identityList

@@ -66,6 +66,19 @@ func (h *Handler) routes() {
 		return Done{Done: "revoked token " + id}, svc.RevokeToken(r.Context(), id)
 	})).Methods(http.MethodDelete)
 
+	r.Handle(p+"/users", endpoint(h, http.StatusOK, noBody, func(r *http.Request, _ none) (any, error) {
+		users, err := svc.ListUsers(r.Context())
+		return userList{Users: users}, err
+	})).Methods(http.MethodGet)
+	r.Handle(p+"/users", endpoint(h, http.StatusCreated, jsonBody, func(r *http.Request, req UserRequest) (any, error) {
+		return svc.AddUser(r.Context(), req)
+	})).Methods(http.MethodPost)
+	r.Handle(p+"/users/{user}", endpoint(h, http.StatusOK, noBody, func(r *http.Request, _ none) (any, error) {
+		return svc.RemoveUser(r.Context(), mux.Vars(r)["user"])
+	})).Methods(http.MethodDelete)
+	r.Handle(p+"/users/{user}/password", endpoint(h, http.StatusOK, optionalBody, func(r *http.Request, req PasswordRequest) (any, error) {
+		return svc.SetUserPassword(r.Context(), mux.Vars(r)["user"], req)
+	})).Methods(http.MethodPost)
 	r.Handle(p+"/users/agents", endpoint(h, http.StatusOK, noBody, func(r *http.Request, _ none) (any, error) {
 		all, err := svc.ListUserAgents(r.Context())
 		return userAgentsList{Users: all}, err

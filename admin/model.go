@@ -14,24 +14,28 @@ import (
 
 // Token is a personal access token, without its secret.
 type Token struct {
-	ID        string       `json:"id"`
-	User      string       `json:"user"`
-	Scopes    []string     `json:"scopes"`
-	ReadOnly  bool         `json:"readOnly"`
-	Entities  []acl.Entity `json:"entities"` // [] = any entity
-	Agents    []string     `json:"agents"`   // [] = every expert agent
-	Name      string       `json:"name,omitempty"`
-	Created   time.Time    `json:"created"`
-	ExpiresAt *time.Time   `json:"expiresAt,omitempty"`
-	LastUsed  *time.Time   `json:"lastUsed,omitempty"`
-	RevokedAt *time.Time   `json:"revokedAt,omitempty"`
+	ID       string       `json:"id"`
+	User     string       `json:"user"`
+	Scopes   []string     `json:"scopes"`
+	ReadOnly bool         `json:"readOnly"`
+	Entities []acl.Entity `json:"entities"` // [] = any entity
+	Agents   []string     `json:"agents"`   // [] = every expert agent
+	Name     string       `json:"name,omitempty"`
+	// Audience and Client are set on tokens issued to an OAuth client:
+	// the MCP endpoint it may use and the client's ID.
+	Audience  string     `json:"audience,omitempty"`
+	Client    string     `json:"client,omitempty"`
+	Created   time.Time  `json:"created"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	LastUsed  *time.Time `json:"lastUsed,omitempty"`
+	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
 
 // NewToken converts a stored token.
 func NewToken(t acl.Token) Token {
 	j := Token{
 		ID: t.ID, User: t.UserID, Scopes: t.Scopes, ReadOnly: t.ReadOnly, Entities: t.Entities, Agents: t.Agents, Name: t.Name,
-		Created: t.Created.UTC(), ExpiresAt: optTime(t.ExpiresAt), LastUsed: optTime(t.LastUsed), RevokedAt: optTime(t.RevokedAt),
+		Audience: t.Audience, Client: t.ClientID, Created: t.Created.UTC(), ExpiresAt: optTime(t.ExpiresAt), LastUsed: optTime(t.LastUsed), RevokedAt: optTime(t.RevokedAt),
 	}
 	if j.Entities == nil {
 		j.Entities = []acl.Entity{}
@@ -80,6 +84,33 @@ type UserAgents struct {
 // or absent lifts the limit.
 type UserAgentsRequest struct {
 	Agents []string `json:"agents"`
+}
+
+// User is a person who signs in on the OAuth authorization page (never
+// their password hash). Their ID is the user of the tokens they consent to.
+type User struct {
+	ID      string    `json:"id"`
+	Created time.Time `json:"created,omitzero"`
+}
+
+// UserRequest adds a sign-in user (POST /users).
+type UserRequest struct {
+	User string `json:"user"`
+	// Password: "" means generate one (returned once in the answer).
+	Password string `json:"password,omitempty"`
+}
+
+// UserChange is the answer to a change of a user.
+type UserChange struct {
+	User User `json:"user"`
+	// Password is set when the change generated one; it is shown once.
+	Password string `json:"password,omitempty"`
+	// TokensRevoked counts the tokens a removal revoked.
+	TokensRevoked int `json:"tokensRevoked,omitempty"`
+}
+
+type userList struct {
+	Users []User `json:"users"`
 }
 
 // CreatedToken is a new token with its secret, which is shown this once.

@@ -41,6 +41,11 @@ type Store interface {
 
 	SetUserAgents(ctx context.Context, user string, agents []string) error
 	ListUserAgents(ctx context.Context) (map[string][]string, error)
+
+	AddUser(ctx context.Context, id string, password []byte) (acl.User, error)
+	ListUsers(ctx context.Context) ([]acl.User, error)
+	SetUserPassword(ctx context.Context, id string, password []byte) error
+	RemoveUser(ctx context.Context, id string) (int, error)
 }
 
 // Policy is the running broker's authorizer. *acl.Policy satisfies it.
@@ -360,6 +365,73 @@ func (s *Service) RemoveIdentity(ctx context.Context, username string) (Identity
 		out = IdentityChange{Identity: NewIdentity(id), Live: s.opts.Broker != nil}
 		out.Disconnected = s.disconnect(username)
 		return s.reloadRules(ctx) // its rules went with it
+	})
+	return out, err
+}
+
+// ListUsers lists the users who sign in on the OAuth page, by ID.
+func (s *Service) ListUsers(ctx context.Context) ([]User, error) {
+	users, err := s.opts.Store.ListUsers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]User, len(users))
+	for i, u := range users {
+		out[i] = User{ID: u.ID, Created: u.Created.UTC()}
+	}
+	return out, nil
+}
+
+// AddUser adds a sign-in user, with a generated password (returned once)
+// if the request has none.
+func (s *Service) AddUser(ctx context.Context, req UserRequest) (UserChange, error) {
+	var out UserChange
+	err := s.change(ctx, "user.add", "user "+req.User, func() error {
+		pw, generated, err := passwordOf(req.Password)
+		if err != nil {
+			return err
+		}
+		u, err := s.opts.Store.AddUser(ctx, req.User, pw)
+		if err != nil {
+			return err
+		}
+		out = UserChange{User: User{ID: u.ID, Created: u.Created.UTC()}}
+		if generated {
+			out.Password = string(pw)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// SetUserPassword changes a user's password (generated, and returned once,
+// if the request has none). Their tokens stay valid.
+func (s *Service) SetUserPassword(ctx context.Context, user string, req PasswordRequest) (UserChange, error) {
+	var out UserChange
+	err := s.change(ctx, "user.password", "user "+user, func() error {
+		pw, generated, err := passwordOf(req.Password)
+		if err != nil {
+			return err
+		}
+		if err := s.opts.Store.SetUserPassword(ctx, user, pw); err != nil {
+			return err
+		}
+		out = UserChange{User: User{ID: user}}
+		if generated {
+			out.Password = string(pw)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// RemoveUser removes a user and revokes all their tokens and grants.
+func (s *Service) RemoveUser(ctx context.Context, user string) (UserChange, error) {
+	var out UserChange
+	err := s.change(ctx, "user.remove", "user "+user, func() error {
+		n, err := s.opts.Store.RemoveUser(ctx, user)
+		out = UserChange{User: User{ID: user}, TokensRevoked: n}
+		return err
 	})
 	return out, err
 }

@@ -17,7 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/toolbus/toolbus/acl"
@@ -241,7 +241,14 @@ type ClientMetadataOptions struct {
 type metaFetcher struct {
 	opts   ClientMetadataOptions
 	client *http.Client
-	cache  *expirable.LRU[string, acl.OAuthClient]
+	// A plain LRU with a fetch time per entry: expirable.LRU would start
+	// a goroutine that nothing can stop.
+	cache *lru.Cache[string, fetchedClient]
+}
+
+type fetchedClient struct {
+	client  acl.OAuthClient
+	fetched time.Time
 }
 
 func newMetaFetcher(opts ClientMetadataOptions) *metaFetcher {
@@ -262,6 +269,7 @@ func newMetaFetcher(opts ClientMetadataOptions) *metaFetcher {
 		}}
 		rt = &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: opts.Timeout, MaxIdleConns: 8, IdleConnTimeout: 30 * time.Second}
 	}
+	cache, _ := lru.New[string, fetchedClient](1000) // size > 0 cannot fail
 	return &metaFetcher{
 		opts: opts,
 		client: &http.Client{Transport: rt, Timeout: opts.Timeout,
@@ -269,7 +277,7 @@ func newMetaFetcher(opts ClientMetadataOptions) *metaFetcher {
 				// The document must be at the client_id itself.
 				return errors.New("redirects are not followed")
 			}},
-		cache: expirable.NewLRU[string, acl.OAuthClient](1000, nil, opts.CacheTTL),
+		cache: cache,
 	}
 }
 
@@ -315,8 +323,8 @@ func (f *metaFetcher) checkMetadataURL(id string) error {
 // fetch returns the client a metadata document describes, from the cache
 // while it is fresh.
 func (f *metaFetcher) fetch(ctx context.Context, id string) (acl.OAuthClient, error) {
-	if c, ok := f.cache.Get(id); ok {
-		return c, nil
+	if c, ok := f.cache.Get(id); ok && time.Since(c.fetched) < f.opts.CacheTTL {
+		return c.client, nil
 	}
 	if err := f.checkMetadataURL(id); err != nil {
 		return acl.OAuthClient{}, err
@@ -364,6 +372,6 @@ func (f *metaFetcher) fetch(ctx context.Context, id string) (acl.OAuthClient, er
 		return acl.OAuthClient{}, fmt.Errorf("%s: %w", id, err)
 	}
 	c := acl.OAuthClient{ID: id, Name: doc.ClientName, RedirectURIs: doc.RedirectURIs, Created: time.Now()}
-	f.cache.Add(id, c)
+	f.cache.Add(id, fetchedClient{client: c, fetched: time.Now()})
 	return c, nil
 }

@@ -354,9 +354,9 @@ func TestRefusals(t *testing.T) {
 	t.Run("cross-site form post", func(t *testing.T) {
 		form := allow()
 		form.Set("_sec_fetch_site", "cross-site")
-		resp := e.consent(authURL, form)
-		if resp.StatusCode != http.StatusForbidden {
-			t.Fatalf("cross-site post: %s, want 403", resp.Status)
+		page(t, e.consent(authURL, form), http.StatusForbidden, "sent from another site")
+		if !e.audited("authorize", "refused") {
+			t.Fatal("not audited")
 		}
 	})
 	t.Run("changed redirect URI", func(t *testing.T) {

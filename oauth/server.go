@@ -142,7 +142,12 @@ func New(opts Options) (*Server, error) {
 	// Go's cross-origin protection refuses a form posted from another site
 	// (Sec-Fetch-Site, else Origin against Host): the consent cannot be
 	// given by a page the user did not mean to use.
-	s.mux.Handle("POST "+AuthorizePath, http.NewCrossOriginProtection().Handler(http.HandlerFunc(s.authorizeSubmit)))
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.audit(r, acl.AuditEvent{Action: "authorize", Outcome: "refused", Reason: "cross-origin form post", Status: http.StatusForbidden})
+		s.renderError(w, http.StatusForbidden, "The form was sent from another site. Start the sign-in again from the application.")
+	}))
+	s.mux.Handle("POST "+AuthorizePath, cop.Handler(http.HandlerFunc(s.authorizeSubmit)))
 	s.mux.HandleFunc("POST "+TokenPath, s.token)
 	s.mux.HandleFunc("POST "+RegisterPath, s.register)
 	s.mux.HandleFunc("POST "+RevokePath, s.revoke)

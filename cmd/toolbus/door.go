@@ -27,6 +27,11 @@ type door interface {
 	ListUserAgents(ctx context.Context) ([]admin.UserAgents, error)
 	SetUserAgents(ctx context.Context, user string, req admin.UserAgentsRequest) (admin.UserAgents, error)
 
+	ListUsers(ctx context.Context) ([]admin.User, error)
+	AddUser(ctx context.Context, req admin.UserRequest) (admin.UserChange, error)
+	SetUserPassword(ctx context.Context, user string, req admin.PasswordRequest) (admin.UserChange, error)
+	RemoveUser(ctx context.Context, user string) (admin.UserChange, error)
+
 	ListIdentities(ctx context.Context) ([]admin.Identity, error)
 	AddIdentity(ctx context.Context, req admin.IdentityRequest) (admin.IdentityChange, error)
 	SetDisabled(ctx context.Context, username string, disabled bool) (admin.IdentityChange, error)

@@ -3,6 +3,7 @@
 //	toolbus serve      [flags]   run the gateway with its embedded broker
 //	toolbus mqtt-user  add|list|disable|enable|passwd|remove [flags]
 //	toolbus token      create|list|revoke [flags]
+//	toolbus user       add|list|passwd|remove [flags]
 //	toolbus acl        export --format mosquitto [flags]
 //	toolbus acl rule   list|add|remove [flags]
 //	toolbus clients|agents|contexts [flags]
@@ -37,6 +38,10 @@ commands:
   token create           create a personal access token (printed once, alone on the last line)
   token list             list personal access tokens (never their secrets)
   token revoke           revoke a personal access token
+  user add               add a user who signs in to OAuth clients (password on stdin, or generated and printed)
+  user list              list the sign-in users
+  user passwd            change a user's password (on stdin, or generated and printed)
+  user remove            remove a user and revoke every token of theirs
   acl export             write a Mosquitto password_file and acl_file from the store (--data-dir only)
   acl rule list          list topic ACL rules (the built-in ff/v2 rules too, read-only)
   acl rule add           add a topic ACL rule
@@ -106,7 +111,7 @@ func help(ctx context.Context, args []string, at int, stdin io.Reader, stdout io
 	case "", "help":
 		_, err := fmt.Fprint(stdout, usage)
 		return err
-	case "token", "mqtt-user", "acl", "acl rule", "contexts", "config", "config check":
+	case "token", "user", "mqtt-user", "acl", "acl rule", "contexts", "config", "config check":
 		fmt.Fprintf(stdout, "usage: toolbus %s ... [flags]\n\n", words)
 		for _, line := range strings.Split(usage, "\n") {
 			if strings.HasPrefix(line, "  "+words+" ") {
@@ -137,6 +142,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runMQTTUser(ctx, rest, stdin, stdout, stderr)
 	case "token":
 		return runToken(ctx, rest, stdout, stderr)
+	case "user":
+		return runUser(ctx, rest, stdin, stdout, stderr)
 	case "acl":
 		if len(rest) > 0 && rest[0] == "export" {
 			return runACLExport(ctx, rest[1:], stdout, stderr)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -49,39 +50,17 @@ func ServerEverything(t testing.TB) []string {
 	return append([]string(nil), everything.argv...)
 }
 
-// findServerEverything finds the module root from the working directory
-// (a test runs in its package's directory) and, under it, the installed
-// server and Node.js.
+// findServerEverything finds the installed server and Node.js.
 func findServerEverything() ([]string, error) {
-	root, err := moduleRoot()
+	node, dir, err := findNPMPackage(everythingPackage)
 	if err != nil {
 		return nil, err
 	}
-	var pins struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	if err := readJSON(filepath.Join(root, npmToolsPins), &pins); err != nil {
-		return nil, err
-	}
-	want := pins.Dependencies[everythingPackage]
-	if want == "" {
-		return nil, fmt.Errorf("%s pins no %s", npmToolsPins, everythingPackage)
-	}
-
-	modules := filepath.Join(root, npmToolsCache, "node_modules")
-	dir := filepath.Join(modules, filepath.FromSlash(everythingPackage))
 	var pkg struct {
-		Version string            `json:"version"`
-		Bin     map[string]string `json:"bin"`
+		Bin map[string]string `json:"bin"`
 	}
 	if err := readJSON(filepath.Join(dir, "package.json"), &pkg); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("not installed in %s", filepath.Join(root, npmToolsCache))
-		}
 		return nil, err
-	}
-	if pkg.Version != want {
-		return nil, fmt.Errorf("%s holds version %s, %s pins %s", dir, pkg.Version, npmToolsPins, want)
 	}
 	if pkg.Bin[everythingBin] == "" {
 		return nil, fmt.Errorf("%s/package.json has no bin %q", dir, everythingBin)
@@ -90,11 +69,63 @@ func findServerEverything() ([]string, error) {
 	if fi, err := os.Stat(entry); err != nil || !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("its entry script %s is missing", entry)
 	}
-	node := filepath.Join(modules, ".bin", "node")
-	if fi, err := os.Stat(node); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
-		return nil, fmt.Errorf("no Node.js at %s", node)
-	}
 	return []string{node, entry, "stdio"}, nil
+}
+
+// NPMPackage returns the Node.js 22 binary that scripts/npm-tools.sh
+// installs and the node_modules directory holding name, checked to be at
+// the version conformance/suite/package.json pins, as absolute paths. Like
+// ServerEverything, it fails the test under CI when they are missing, and
+// skips it elsewhere.
+func NPMPackage(t testing.TB, name string) (node, modules string) {
+	t.Helper()
+	node, dir, err := findNPMPackage(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s: %v (CI: scripts/npm-tools.sh, which make test runs, should have installed it)", name, err)
+		}
+		t.Skipf("%s: %v: run scripts/npm-tools.sh (make test runs it) to install it", name, err)
+	}
+	return node, strings.TrimSuffix(dir, string(filepath.Separator)+filepath.FromSlash(name))
+}
+
+// findNPMPackage finds the module root from the working directory (a test
+// runs in its package's directory) and, under it, Node.js and the
+// directory of package name at its pinned version.
+func findNPMPackage(name string) (node, dir string, err error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", "", err
+	}
+	var pins struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	if err := readJSON(filepath.Join(root, npmToolsPins), &pins); err != nil {
+		return "", "", err
+	}
+	want := pins.Dependencies[name]
+	if want == "" {
+		return "", "", fmt.Errorf("%s pins no %s", npmToolsPins, name)
+	}
+	modules := filepath.Join(root, npmToolsCache, "node_modules")
+	dir = filepath.Join(modules, filepath.FromSlash(name))
+	var pkg struct {
+		Version string `json:"version"`
+	}
+	if err := readJSON(filepath.Join(dir, "package.json"), &pkg); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", "", fmt.Errorf("not installed in %s", filepath.Join(root, npmToolsCache))
+		}
+		return "", "", err
+	}
+	if pkg.Version != want {
+		return "", "", fmt.Errorf("%s holds version %s, %s pins %s", dir, pkg.Version, npmToolsPins, want)
+	}
+	node = filepath.Join(modules, ".bin", "node")
+	if fi, err := os.Stat(node); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		return "", "", fmt.Errorf("no Node.js at %s", node)
+	}
+	return node, dir, nil
 }
 
 // moduleRoot returns the directory of the nearest go.mod at or above the

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/admin"
+)
+
+// TestUserCommands: user add, list, passwd and remove through both doors;
+// the password printed is the one that signs in, and remove revokes the
+// user's tokens.
+func TestUserCommands(t *testing.T) {
+	isolateEnv(t)
+	liveDir, offDir := t.TempDir(), t.TempDir()
+	url, tok := startToolbus(t, liveDir)
+	initStore(t, offDir)
+	for _, d := range []struct {
+		name, dir string
+		args      []string
+	}{
+		{"server", liveDir, []string{"--server", url, "--token", tok}},
+		{"data-dir", offDir, []string{"--data-dir", offDir}},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			with := func(args ...string) []string { return append(args, d.args...) }
+			verify := func(password string) error {
+				t.Helper()
+				s, err := acl.Open(context.Background(), d.dir, acl.StoreOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				return s.VerifyUser(context.Background(), "carol", []byte(password))
+			}
+			out := cli(t, with("user", "add", "--user", "carol", "--generate-password")...)
+			first := lastLine(out)
+			if !strings.Contains(out, "added user carol") || verify(first) != nil {
+				t.Fatalf("user add:\n%s", out)
+			}
+			if _, _, err := runCLI(t, with("user", "add", "--user", "carol", "--generate-password")...); err == nil || !strings.Contains(err.Error(), "exists") {
+				t.Fatalf("second user add: %v", err)
+			}
+			if out := cli(t, with("user", "list")...); !strings.HasPrefix(out, "USER") || !strings.Contains(out, "carol") {
+				t.Fatalf("user list:\n%s", out)
+			}
+			out = cli(t, with("user", "passwd", "--user", "carol", "--generate-password")...)
+			if second := lastLine(out); verify(second) != nil || !errors.Is(verify(first), acl.ErrBadCredentials) {
+				t.Fatalf("user passwd: the new password does not sign in, or the old one still does\n%s", out)
+			}
+			cli(t, with("token", "create", "--user", "carol")...)
+			out = cli(t, with("user", "remove", "--user", "carol")...)
+			if !strings.Contains(out, "removed user carol and revoked 1 token(s)") {
+				t.Fatalf("user remove:\n%s", out)
+			}
+			var toks []admin.Token
+			if err := json.Unmarshal([]byte(cli(t, with("token", "list", "--user", "carol", "--json")...)), &toks); err != nil || len(toks) != 1 || toks[0].RevokedAt == nil {
+				t.Fatalf("token list after remove: %+v %v, want one revoked token", toks, err)
+			}
+			if _, _, err := runCLI(t, with("user", "remove", "--user", "carol")...); err == nil || !strings.Contains(err.Error(), "not found") {
+				t.Fatalf("second user remove: %v", err)
+			}
+		})
+	}
+}
