@@ -174,3 +174,29 @@ func TestOAuthRevocation(t *testing.T) {
 		}
 	})
 }
+
+// TestTokenHolder: the tokens of one OAuth grant (each refresh mints a
+// new one) share a holder, so that an MCP session outlives a refresh;
+// every other token is its own holder.
+func TestTokenHolder(t *testing.T) {
+	a := Token{ID: "tb_aaaaaaaa", ClientID: "tbc_x", Audience: "https://gw/api/v1/mcp"}
+	for _, tc := range []struct {
+		name string
+		b    Token
+		same bool
+	}{
+		{"refreshed token", Token{ID: "tb_bbbbbbbb", ClientID: "tbc_x", Audience: "https://gw/api/v1/mcp"}, true},
+		{"another client", Token{ID: "tb_bbbbbbbb", ClientID: "tbc_y", Audience: "https://gw/api/v1/mcp"}, false},
+		{"another resource", Token{ID: "tb_bbbbbbbb", ClientID: "tbc_x", Audience: "https://gw/api/v1/mcp/t/1"}, false},
+		{"a personal token", Token{ID: "tb_aaaaaaaa"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if same := a.Holder() == tc.b.Holder(); same != tc.same {
+				t.Fatalf("Holder %q vs %q: same = %t, want %t", a.Holder(), tc.b.Holder(), same, tc.same)
+			}
+		})
+	}
+	if p := (Token{ID: "tb_cccccccc"}); p.Holder() != p.ID {
+		t.Fatalf("a personal token's holder is %q, want its ID", p.Holder())
+	}
+}

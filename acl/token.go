@@ -151,6 +151,18 @@ type Token struct {
 	Created, ExpiresAt, LastUsed, RevokedAt time.Time
 }
 
+// Holder names who holds the token, for what stays bound to it across
+// refreshes (an MCP session): for a token an OAuth consent minted, which
+// each refresh replaces by a new one, its client and resource; for any
+// other token, the token itself.
+func (t Token) Holder() string {
+	if t.ClientID == "" {
+		return t.ID
+	}
+	sum := sha256.Sum256([]byte(t.ClientID + "\n" + t.Audience))
+	return "oauth_" + base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
 // HasScope reports whether the token carries scope s (exactly: no scope
 // implies another).
 func (t Token) HasScope(s string) bool {

@@ -163,7 +163,7 @@ func (g *Gateway) initialize(r *request) answer {
 	if !declaresAny(caps) {
 		caps = nil // nothing to tell the agents: spares re-encoding params per call
 	}
-	_, r.sessionID = g.sessions.create(r.tok.UserID, r.tok.ID, version, caps)
+	_, r.sessionID = g.sessions.create(r.tok.UserID, r.tok.Holder(), version, caps)
 	res := map[string]any{
 		"protocolVersion": version,
 		"capabilities":    json.RawMessage(capabilitiesJSON),

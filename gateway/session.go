@@ -28,7 +28,7 @@ type session struct {
 	// the session's MQTT topics.
 	key     string
 	userID  string
-	tokenID string
+	holder  string
 	version string
 	created time.Time
 
@@ -77,7 +77,7 @@ func (s *session) closeStream() {
 type sessionClaims struct {
 	Key     string `json:"k"`
 	UserID  string `json:"u"`
-	TokenID string `json:"t"`
+	Holder  string `json:"t"`
 	Version string `json:"v"`
 	Created int64  `json:"c"`
 	// Caps are the client's capabilities from initialize (claimCaps), so
@@ -110,12 +110,13 @@ func newSessions(secret []byte, ttl time.Duration) *sessions {
 		live: map[string]*session{}, byID: map[string]*session{}, ended: map[string]time.Time{}}
 }
 
-// create starts a session for a token and returns it with its ID.
-func (ss *sessions) create(userID, tokenID, version string, caps json.RawMessage) (*session, string) {
+// create starts a session for a token holder (acl.Token.Holder) and
+// returns it with its ID.
+func (ss *sessions) create(userID, holder, version string, caps json.RawMessage) (*session, string) {
 	kb := make([]byte, 16)
 	_, _ = rand.Read(kb)
 	now := ss.now()
-	s := &session{key: hex.EncodeToString(kb), userID: userID, tokenID: tokenID, version: version,
+	s := &session{key: hex.EncodeToString(kb), userID: userID, holder: holder, version: version,
 		created: now, lastUsed: now, logLevel: -1, caps: caps}
 	if sh := ss.shared; sh != nil && sh.ttl > 0 {
 		// Nobody can have ended a session whose ID no client has seen yet:
@@ -123,7 +124,7 @@ func (ss *sessions) create(userID, tokenID, version string, caps json.RawMessage
 		// first requests need not ask (see checkShared).
 		s.sharedUntil = now.Add(sh.ttl)
 	}
-	id := ss.sign(sessionClaims{Key: s.key, UserID: userID, TokenID: tokenID, Version: version, Created: now.Unix(),
+	id := ss.sign(sessionClaims{Key: s.key, UserID: userID, Holder: holder, Version: version, Created: now.Unix(),
 		Caps: claimCaps(caps)})
 	ss.mu.Lock()
 	ss.live[s.key] = s
@@ -144,15 +145,16 @@ func (ss *sessions) mac(p string) []byte {
 	return m.Sum(nil)
 }
 
-// lookup returns the session an ID names, for the token presenting it.
-func (ss *sessions) lookup(id, userID, tokenID string) (*session, error) {
+// lookup returns the session an ID names, for the holder of the token
+// presenting it.
+func (ss *sessions) lookup(id, userID, holder string) (*session, error) {
 	now := ss.now()
 	ss.mu.Lock()
 	s, known := ss.byID[id]
 	ss.mu.Unlock()
 	if !known {
 		c, ok := ss.verify(id)
-		if !ok || c.UserID != userID || c.TokenID != tokenID {
+		if !ok || c.UserID != userID || c.Holder != holder {
 			// Ownership first: a stranger must not learn whether another
 			// token's session was ended, live or forged.
 			return nil, errSessionUnknown
@@ -169,14 +171,14 @@ func (ss *sessions) lookup(id, userID, tokenID string) (*session, error) {
 				ss.mu.Unlock()
 				return nil, errSessionUnknown
 			}
-			s = &session{key: c.Key, userID: c.UserID, tokenID: c.TokenID, version: c.Version,
+			s = &session{key: c.Key, userID: c.UserID, holder: c.Holder, version: c.Version,
 				created: time.Unix(c.Created, 0), lastUsed: now, logLevel: -1, caps: c.Caps}
 			ss.live[c.Key] = s
 		}
 		ss.byID[id] = s
 		ss.mu.Unlock()
 	}
-	if s.userID != userID || s.tokenID != tokenID {
+	if s.userID != userID || s.holder != holder {
 		return nil, errSessionUnknown
 	}
 	// Lock order: ss.mu before s.mu (sweep); so s.mu is released before forget.

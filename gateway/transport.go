@@ -385,7 +385,7 @@ func (g *Gateway) acceptLegacy(rw *rpcWriter, r *http.Request, req *request, hea
 		rw.error(http.StatusBadRequest, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "missing %s header: initialize first", headerSessionID))
 		return false
 	}
-	s, err := g.sessions.lookup(id, req.tok.UserID, req.tok.ID)
+	s, err := g.sessions.lookup(id, req.tok.UserID, req.tok.Holder())
 	if err == nil {
 		err = g.sessions.checkShared(r.Context(), s) // ended on another replica?
 	}
@@ -413,7 +413,7 @@ func (g *Gateway) sessionOf(w http.ResponseWriter, r *http.Request) (*session, b
 		writeError(w, http.StatusBadRequest, "missing_session", "missing "+headerSessionID+" header")
 		return nil, false
 	}
-	s, err := g.sessions.lookup(id, tok.UserID, tok.ID)
+	s, err := g.sessions.lookup(id, tok.UserID, tok.Holder())
 	if err == nil {
 		err = g.sessions.checkShared(r.Context(), s)
 	}
