@@ -189,6 +189,21 @@ var migrations = []migration{
 			`CREATE INDEX oauth_grants_token ON oauth_grants (token_id)`,
 		},
 	},
+	{
+		version: 9,
+		name:    "OpenID sign-ins under way",
+		stmts: []string{
+			// A sign-in handed to an OpenID provider, between the redirect
+			// there and the callback (acl/oauth.go): kept by the hash of
+			// the state parameter, taken once.
+			`CREATE TABLE oauth_pending (
+	state_hash TEXT PRIMARY KEY,
+	data       TEXT NOT NULL,
+	expires_ms BIGINT NOT NULL
+)`,
+			`CREATE INDEX oauth_pending_expires ON oauth_pending (expires_ms)`,
+		},
+	},
 }
 
 // migrate brings db to the newest schema version. It refuses a database

@@ -416,3 +416,44 @@ func (s *Store) RevokeOAuth(ctx context.Context, token, clientID string) (err er
 	}
 	return s.revokeGrant(ctx, gid)
 }
+
+// ErrPendingLogin is returned by TakePendingLogin for a state that is
+// unknown, expired or taken before.
+var ErrPendingLogin = errors.New("no such sign-in under way (unknown, expired or finished)")
+
+// SavePendingLogin keeps data (a sign-in handed to an OpenID provider)
+// until expires, and returns the random state that takes it back. It also
+// drops the expired ones.
+func (s *Store) SavePendingLogin(ctx context.Context, data []byte, expires time.Time) (state string, err error) {
+	defer mapWriteErr(&err)
+	if state, err = randomString(32); err != nil {
+		return "", err
+	}
+	_, ms := now()
+	if _, err := s.db.ExecContext(ctx, qPurgeOAuthPending, ms); err != nil {
+		return "", fmt.Errorf("save sign-in: purge: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, qInsertOAuthPending, sha256Hex(state), string(data), expires.UnixMilli()); err != nil {
+		return "", fmt.Errorf("save sign-in: %w", err)
+	}
+	return state, nil
+}
+
+// TakePendingLogin returns the data saved under state and forgets it, so
+// that a callback cannot be replayed. ErrPendingLogin when there is none.
+func (s *Store) TakePendingLogin(ctx context.Context, state string) (_ []byte, err error) {
+	defer mapWriteErr(&err)
+	var data string
+	var expMs int64
+	err = s.db.QueryRowContext(ctx, qTakeOAuthPending, sha256Hex(state)).Scan(&data, &expMs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrPendingLogin
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take sign-in: %w", err)
+	}
+	if _, ms := now(); ms >= expMs {
+		return nil, ErrPendingLogin
+	}
+	return []byte(data), nil
+}

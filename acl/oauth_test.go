@@ -200,3 +200,28 @@ func TestTokenHolder(t *testing.T) {
 		t.Fatalf("a personal token's holder is %q, want its ID", p.Holder())
 	}
 }
+
+func TestPendingLogin(t *testing.T) {
+	ctx := testContext(t)
+	s := openTestStore(t, StoreOptions{})
+	state, err := s.SavePendingLogin(ctx, []byte(`{"a":1}`), time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.TakePendingLogin(ctx, state); err != nil || string(got) != `{"a":1}` {
+		t.Fatalf("TakePendingLogin = %q, %v", got, err)
+	}
+	if _, err := s.TakePendingLogin(ctx, state); !errors.Is(err, ErrPendingLogin) {
+		t.Fatalf("second take: %v, want ErrPendingLogin", err)
+	}
+	old, err := s.SavePendingLogin(ctx, []byte(`{}`), time.Now().Add(-time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TakePendingLogin(ctx, old); !errors.Is(err, ErrPendingLogin) {
+		t.Fatalf("expired: %v, want ErrPendingLogin", err)
+	}
+	if _, err := s.TakePendingLogin(ctx, "unknown"); !errors.Is(err, ErrPendingLogin) {
+		t.Fatalf("unknown: %v, want ErrPendingLogin", err)
+	}
+}

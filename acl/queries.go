@@ -73,6 +73,10 @@ WHERE id = $1 AND refresh_hash = $3 AND revoked_ms = 0`
 WHERE id = $1
 RETURNING token_id`
 	qSelectOAuthGrantOfToken = `SELECT id FROM oauth_grants WHERE token_id = $1`
+	qPurgeOAuthPending       = `DELETE FROM oauth_pending WHERE expires_ms < $1`
+	qInsertOAuthPending      = `INSERT INTO oauth_pending (state_hash, data, expires_ms) VALUES ($1, $2, $3)`
+	// Taken once: the row goes with the read.
+	qTakeOAuthPending = `DELETE FROM oauth_pending WHERE state_hash = $1 RETURNING data, expires_ms`
 	// Revoking twice keeps the first time; RETURNING tells the caller which.
 	qRevokeToken = `UPDATE tokens SET revoked_ms = CASE WHEN revoked_ms = 0 THEN $2 ELSE revoked_ms END
 WHERE id = $1

@@ -361,7 +361,7 @@ func TestTokenMigrationOnVersion1Database(t *testing.T) {
 	// Turn the database back into what a version-1 toolbus left.
 	// Every step after 1 goes, or the store would see a newer version.
 	for _, q := range []string{`DROP TABLE tokens`, `DROP TABLE IF EXISTS audit_segments`, `DROP TABLE IF EXISTS ended_sessions`, `DROP TABLE IF EXISTS user_agents`,
-		`DROP TABLE IF EXISTS users`, `DROP TABLE IF EXISTS oauth_clients`, `DROP TABLE IF EXISTS oauth_codes`, `DROP TABLE IF EXISTS oauth_grants`,
+		`DROP TABLE IF EXISTS users`, `DROP TABLE IF EXISTS oauth_clients`, `DROP TABLE IF EXISTS oauth_codes`, `DROP TABLE IF EXISTS oauth_grants`, `DROP TABLE IF EXISTS oauth_pending`,
 		`ALTER TABLE identities DROP COLUMN bcrypt_hash`,
 		`DELETE FROM schema_migrations WHERE version >= 2`} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {

@@ -231,6 +231,10 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 		s.tooMany(w, r, req, f, ch, user, wait)
 		return
 	}
+	if s.oidc != nil {
+		s.startOIDC(w, r, req, f)
+		return
+	}
 	if ok, wait := s.perUser.allow(user); !ok {
 		s.tooMany(w, r, req, f, ch, user, wait)
 		return
@@ -246,6 +250,12 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.audit(r, acl.AuditEvent{Action: "sign_in", ClientID: req.client.ID, UserID: user})
+	s.issueCode(w, r, req, ch, user)
+}
+
+// issueCode ends a sign-in: the consent of user becomes a code, and the
+// browser goes back to the client with it.
+func (s *Server) issueCode(w http.ResponseWriter, r *http.Request, req *authRequest, ch consentChoices, user string) {
 	name := "oauth: " + req.client.Name
 	if req.client.Name == "" {
 		name = "oauth: " + req.client.ID
@@ -302,14 +312,17 @@ var scopeLabels = map[string]string{
 
 func (s *Server) renderConsent(w http.ResponseWriter, status int, req *authRequest, q url.Values, ch consentChoices, user, msg string) {
 	data := struct {
-		ClientName, ClientID, RedirectHost, Resource, User, Error string
-		Scopes                                                    []scopeChoice
-		ReadOnly                                                  bool
-		Entities, Agents                                          string
-		Hidden                                                    []hiddenField
+		ClientName, ClientID, RedirectHost, Resource, User, Error, Provider string
+		Scopes                                                              []scopeChoice
+		ReadOnly                                                            bool
+		Entities, Agents                                                    string
+		Hidden                                                              []hiddenField
 	}{
 		ClientName: req.client.Name, ClientID: req.client.ID, Resource: req.resource, User: user, Error: msg,
 		ReadOnly: ch.readOnly, Entities: ch.entitiesText, Agents: ch.agentsText,
+	}
+	if s.oidc != nil {
+		data.Provider = s.oidc.opts.Issuer
 	}
 	if u, err := url.Parse(req.redirectURI); err == nil {
 		data.RedirectHost = u.Scheme + "://" + u.Host
@@ -353,10 +366,11 @@ var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
 {{if .Error}}<p class="error" role="alert">{{.Error}}</p>{{end}}
 <form method="post">
 {{range .Hidden}}<input type="hidden" name="{{.Name}}" value="{{.Value}}">
-{{end}}<fieldset><legend>Your toolbus account</legend>
+{{end}}{{if .Provider}}<p>You will sign in at <strong>{{.Provider}}</strong>.</p>
+{{else}}<fieldset><legend>Your toolbus account</legend>
 <label>User name <input type="text" name="username" value="{{.User}}" autocomplete="username" required></label>
 <label>Password <input type="password" name="password" autocomplete="current-password"></label>
-</fieldset>
+</fieldset>{{end}}
 <fieldset><legend>Allow it to</legend>
 {{range .Scopes}}<label><input type="checkbox" name="grant_scope" value="{{.Name}}"{{if .Checked}} checked{{end}}> {{.Label}} <span class="muted">({{.Name}})</span></label>
 {{end}}<label><input type="checkbox" name="read_only"{{if .ReadOnly}} checked{{end}}> only tools that change nothing (read-only)</label>

@@ -613,3 +613,34 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("statuses %v, want 401 401 429", statuses)
 	}
 }
+
+// TestOIDCCallbackRefusals: a callback whose state no sign-in holds is
+// refused on a page and audited; without a provider there is no callback.
+func TestOIDCCallbackRefusals(t *testing.T) {
+	e := newEnv(t, func(o *oauth.Options) {
+		o.OIDC = oauth.OIDCOptions{Issuer: "http://127.0.0.1:1/", ClientID: "toolbus"}
+	})
+	resp, err := noRedirects.Get(e.srv.URL + oauth.CallbackPath + "?state=forged&code=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "unknown or expired") || !e.audited("sign_in", "refused") {
+		t.Fatalf("forged callback: %s\n%s", resp.Status, body)
+	}
+	plain := newEnv(t, nil)
+	resp, err = noRedirects.Get(plain.srv.URL + oauth.CallbackPath + "?state=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("callback without a provider: %s, want 404", resp.Status)
+	}
+	if _, err := oauth.New(oauth.Options{Store: e.store, Issuer: func(*http.Request) string { return "" },
+		Resource: func(*http.Request, string) bool { return false }, DefaultResource: func(*http.Request) string { return "" },
+		OIDC: oauth.OIDCOptions{Issuer: "https://idp.example"}}); err == nil {
+		t.Fatal("New accepted an OpenID issuer without a client ID")
+	}
+}

@@ -51,6 +51,8 @@ type Store interface {
 	GrantOAuth(ctx context.Context, code string, spec acl.TokenSpec, refreshTTL time.Duration) (acl.OAuthTokens, error)
 	RefreshOAuth(ctx context.Context, refresh, clientID string, accessTTL, refreshTTL time.Duration) (acl.OAuthTokens, error)
 	RevokeOAuth(ctx context.Context, token, clientID string) error
+	SavePendingLogin(ctx context.Context, data []byte, expires time.Time) (string, error)
+	TakePendingLogin(ctx context.Context, state string) ([]byte, error)
 }
 
 // Options configures a Server. Store, Issuer and Resource are required;
@@ -80,6 +82,10 @@ type Options struct {
 	// ClientMetadata bounds the fetch of Client ID Metadata Documents.
 	ClientMetadata ClientMetadataOptions
 
+	// OIDC, with an Issuer, signs users in at a company's OpenID provider
+	// instead of with toolbus passwords.
+	OIDC OIDCOptions
+
 	// RateLimit bounds the sign-in attempts, token requests and
 	// registrations of one client address, and the sign-in attempts on one
 	// user, per minute; 0 means 30, negative none.
@@ -99,6 +105,7 @@ type Server struct {
 	meta    *metaFetcher
 	perIP   *keyedLimiter
 	perUser *keyedLimiter
+	oidc    *rp // nil: users sign in with toolbus passwords
 	mux     *http.ServeMux
 }
 
@@ -136,6 +143,12 @@ func New(opts Options) (*Server, error) {
 		perUser: newKeyedLimiter(opts.RateLimit),
 		mux:     http.NewServeMux(),
 	}
+	if opts.OIDC.Issuer != "" {
+		if opts.OIDC.ClientID == "" {
+			return nil, errors.New("oauth: OIDC.ClientID is required with OIDC.Issuer")
+		}
+		s.oidc = newRP(opts.OIDC)
+	}
 	s.mux.HandleFunc("GET "+MetadataPath, s.serveMetadata)
 	s.mux.HandleFunc("GET "+OpenIDPath, s.serveMetadata)
 	s.mux.HandleFunc("GET "+AuthorizePath, s.authorizePage)
@@ -148,6 +161,7 @@ func New(opts Options) (*Server, error) {
 		s.renderError(w, http.StatusForbidden, "The form was sent from another site. Start the sign-in again from the application.")
 	}))
 	s.mux.Handle("POST "+AuthorizePath, cop.Handler(http.HandlerFunc(s.authorizeSubmit)))
+	s.mux.HandleFunc("GET "+CallbackPath, s.callback)
 	s.mux.HandleFunc("POST "+TokenPath, s.token)
 	s.mux.HandleFunc("POST "+RegisterPath, s.register)
 	s.mux.HandleFunc("POST "+RevokePath, s.revoke)
@@ -157,7 +171,7 @@ func New(opts Options) (*Server, error) {
 // Handles reports whether path is one the server answers.
 func Handles(path string) bool {
 	switch path {
-	case MetadataPath, OpenIDPath, AuthorizePath, TokenPath, RegisterPath, RevokePath:
+	case MetadataPath, OpenIDPath, AuthorizePath, CallbackPath, TokenPath, RegisterPath, RevokePath:
 		return true
 	}
 	return false
@@ -170,7 +184,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, oauthError{Code: "not_found", Description: "no such OAuth endpoint"})
 		return
 	}
-	if r.URL.Path != AuthorizePath {
+	if r.URL.Path != AuthorizePath && r.URL.Path != CallbackPath {
 		// Browser-based clients (the MCP Inspector) call the JSON
 		// endpoints from their own origin. No cookie is involved, so any
 		// origin may; the page is another matter.

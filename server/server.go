@@ -186,6 +186,9 @@ type OAuthConfig struct {
 	// per client address (and sign-ins per user) per minute; 0 means 30,
 	// negative none.
 	RateLimit int
+	// OIDC, with an Issuer, has users sign in at a company's OpenID
+	// provider instead of with toolbus passwords (docs/oauth.md).
+	OIDC oauth.OIDCOptions
 }
 
 // maxHeaderBytes bounds a request's header block (net/http answers 431
@@ -569,6 +572,7 @@ func (s *Server) authServer() (http.Handler, error) {
 		RefreshTTL:      c.RefreshTTL,
 		ClientMetadata:  oauth.ClientMetadataOptions{AllowPrivate: c.AllowPrivateClientMetadata, Transport: c.ClientMetadataTransport},
 		RateLimit:       c.RateLimit,
+		OIDC:            c.OIDC,
 		Audit:           record,
 		Logger:          s.cfg.Logger,
 	})

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/gctune"
 	"github.com/toolbus/toolbus/internal/pahoconn"
 	"github.com/toolbus/toolbus/internal/pprofserver"
@@ -31,6 +32,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.OAuth.RefreshTTL, "oauth-refresh-ttl", 30*24*time.Hour, "how long an unused OAuth refresh token stays valid")
 	fs.BoolVar(&cfg.OAuth.AllowPrivateClientMetadata, "oauth-allow-private-client-metadata", false, "fetch Client ID Metadata Documents from loopback and private addresses too, over http as well (tests, closed networks)")
 	fs.IntVar(&cfg.OAuth.RateLimit, "oauth-rate-limit", 30, "sign-in attempts, token requests and registrations allowed per client address (and sign-ins per user) per minute; negative: no limit")
+	fs.StringVar(&cfg.OAuth.OIDC.Issuer, "oidc-issuer", "", "sign users in at this OpenID provider (its issuer URL) instead of with toolbus passwords; register toolbus there with the redirect URI <public URL>/oauth/callback")
+	fs.StringVar(&cfg.OAuth.OIDC.ClientID, "oidc-client-id", "", "toolbus's client ID at the --oidc-issuer provider")
+	fs.StringVar(&cfg.OAuth.OIDC.ClientSecret, "oidc-client-secret", "", "toolbus's client secret there (prefer TOOLBUS_OIDC_CLIENT_SECRET: a flag shows in ps)")
+	oidcScopes := fs.String("oidc-scopes", "openid,email,profile", "comma-separated scopes asked of the OpenID provider")
+	fs.StringVar(&cfg.OAuth.OIDC.UserClaim, "oidc-user-claim", "sub", "claim whose value becomes the toolbus user ID (characters outside A-Z a-z 0-9 _ - become _)")
+	fs.StringVar(&cfg.OAuth.OIDC.GroupsClaim, "oidc-groups-claim", "groups", "claim that lists the user's groups")
+	oidcGroupScopes := fs.String("oidc-group-scopes", "", "which scopes each group's members may grant, GROUP=SCOPE,SCOPE;GROUP=SCOPE (e.g. mcp-users=tools:list,tools:call;auditors=tools:list); users in none cannot sign in; default: anyone the provider signs in may grant every scope")
 	fs.StringVar(&cfg.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "TCP listen address of the embedded MQTT broker")
 	fs.StringVar(&cfg.MQTTWSAddr, "mqtt-ws-addr", "", "listen address of the embedded MQTT broker for MQTT over WebSocket (ws://HOST:PORT/mqtt; put a TLS proxy in front for wss://); off by default")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory of the store")
@@ -81,6 +89,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.Logger = log
 	cfg.OAuth.Disabled = !*oauthOn
+	cfg.OAuth.OIDC.Scopes = splitList(*oidcScopes)
+	if cfg.OAuth.OIDC.GroupScopes, err = parseGroupScopes(*oidcGroupScopes); err != nil {
+		return sources.located(err)
+	}
 	if cfg.RateLimits, err = parseRateLimits("--", func(name string) string { return fs.Lookup(name).Value.String() }); err != nil {
 		return sources.located(err)
 	}
@@ -200,4 +212,31 @@ func firstTokenHint(ctx context.Context, srv *server.Server, cfg server.Config, 
 		return
 	}
 	fmt.Fprintf(stdout, "toolbus: no token yet; create the first: toolbus token create --data-dir %s --user YOU --scopes tools:list,tools:call,admin\n", cfg.DataDir)
+}
+
+// parseGroupScopes reads --oidc-group-scopes: GROUP=SCOPE,SCOPE;GROUP=...
+// ("" means nil: no group limits).
+func parseGroupScopes(s string) (map[string][]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	m := map[string][]string{}
+	for _, part := range strings.Split(s, ";") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		group, scopes, ok := strings.Cut(part, "=")
+		group = strings.TrimSpace(group)
+		if !ok || group == "" {
+			return nil, fmt.Errorf("--oidc-group-scopes: %q: want GROUP=SCOPE,SCOPE", part)
+		}
+		list := splitList(scopes)
+		for _, sc := range list {
+			if err := acl.ValidateScope(sc); err != nil {
+				return nil, fmt.Errorf("--oidc-group-scopes: group %s: %w", group, err)
+			}
+		}
+		m[group] = append(m[group], list...)
+	}
+	return m, nil
 }

@@ -1,0 +1,293 @@
+package oauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/toolbus/toolbus/acl"
+)
+
+// CallbackPath is where an OpenID provider sends the browser back.
+const CallbackPath = "/oauth/callback"
+
+// OIDCOptions hands the sign-in to a company's OpenID provider instead of
+// toolbus's own passwords: the consent page sends the user there, and the
+// claims of the ID token (and userinfo) name the toolbus user and bound
+// the scopes they may grant.
+type OIDCOptions struct {
+	// Issuer is the provider's issuer URL, exactly as its discovery
+	// document says it; "" means no provider.
+	Issuer string
+	// ClientID and ClientSecret are toolbus's client at the provider,
+	// registered with the redirect URI <public URL>/oauth/callback.
+	ClientID, ClientSecret string
+	// Scopes asked of the provider; nil means openid, email and profile.
+	Scopes []string
+	// UserClaim is the claim whose value becomes the toolbus user ID,
+	// every character outside A-Z a-z 0-9 _ - replaced by _ (user IDs are
+	// MQTT topic levels); "" means sub. Pick a claim that is unique.
+	UserClaim string
+	// GroupsClaim is the claim that lists the user's groups; "" means
+	// groups.
+	GroupsClaim string
+	// GroupScopes maps a group to the scopes its members may grant. nil
+	// means everyone the provider signs in may grant every scope offered;
+	// otherwise a user in none of these groups cannot sign in.
+	GroupScopes map[string][]string
+	// HTTPClient makes the requests to the provider; nil means one with a
+	// 10 s timeout.
+	HTTPClient *http.Client
+}
+
+// pendingLoginTTL is how long a sign-in may stay at the provider.
+const pendingLoginTTL = 10 * time.Minute
+
+// rp is toolbus as an OpenID relying party. The provider's discovery
+// runs on first use (and again after a failure), so that serve starts
+// while the provider is down.
+type rp struct {
+	opts OIDCOptions
+	mu   sync.Mutex
+	p    *oidc.Provider
+}
+
+func newRP(opts OIDCOptions) *rp {
+	if opts.Scopes == nil {
+		opts.Scopes = []string{oidc.ScopeOpenID, "email", "profile"}
+	}
+	if opts.UserClaim == "" {
+		opts.UserClaim = "sub"
+	}
+	if opts.GroupsClaim == "" {
+		opts.GroupsClaim = "groups"
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	return &rp{opts: opts}
+}
+
+// provider returns the discovered provider.
+func (o *rp) provider(ctx context.Context) (*oidc.Provider, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.p != nil {
+		return o.p, nil
+	}
+	p, err := oidc.NewProvider(o.ctx(ctx), o.opts.Issuer)
+	if err != nil {
+		return nil, fmt.Errorf("discover OpenID provider %s: %w", o.opts.Issuer, err)
+	}
+	o.p = p
+	return p, nil
+}
+
+// ctx carries the HTTP client to go-oidc and x/oauth2.
+func (o *rp) ctx(ctx context.Context) context.Context {
+	return oidc.ClientContext(ctx, o.opts.HTTPClient)
+}
+
+func (o *rp) config(p *oidc.Provider, redirect string) *oauth2.Config {
+	return &oauth2.Config{ClientID: o.opts.ClientID, ClientSecret: o.opts.ClientSecret, Endpoint: p.Endpoint(),
+		RedirectURL: redirect, Scopes: o.opts.Scopes}
+}
+
+// pendingLogin is what a sign-in at the provider must remember: the
+// client's request and the user's choices (as the page posted them), and
+// toolbus's own PKCE verifier and nonce.
+type pendingLogin struct {
+	Form     url.Values `json:"form"`
+	Verifier string     `json:"verifier"`
+	Nonce    string     `json:"nonce"`
+}
+
+// startOIDC sends the browser to the provider, remembering the request.
+func (s *Server) startOIDC(w http.ResponseWriter, r *http.Request, req *authRequest, f url.Values) {
+	p, err := s.oidc.provider(r.Context())
+	if err != nil {
+		s.log.WithError(err).Error("OpenID provider")
+		s.renderError(w, http.StatusBadGateway, "The identity provider cannot be reached now; try again later.")
+		return
+	}
+	keep := url.Values{}
+	for _, k := range append(slices.Clone(authParams), "grant_scope", "read_only", "entities", "agents") {
+		if v, ok := f[k]; ok {
+			keep[k] = v
+		}
+	}
+	// GenerateVerifier's 256 random bits serve for the nonce too.
+	pl := pendingLogin{Form: keep, Verifier: oauth2.GenerateVerifier(), Nonce: oauth2.GenerateVerifier()}
+	data, _ := json.Marshal(pl)
+	state, err := s.opts.Store.SavePendingLogin(r.Context(), data, time.Now().Add(pendingLoginTTL))
+	if err != nil {
+		s.log.WithError(err).Error("save sign-in")
+		s.renderError(w, http.StatusServiceUnavailable, "The sign-in cannot start now; try again.")
+		return
+	}
+	conf := s.oidc.config(p, s.opts.Issuer(r)+CallbackPath)
+	http.Redirect(w, r, conf.AuthCodeURL(state, oidc.Nonce(pl.Nonce), oauth2.S256ChallengeOption(pl.Verifier)), http.StatusSeeOther)
+}
+
+// callback is where the provider sends the browser back: the user is
+// known from the verified ID token, and the client gets its code.
+func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
+	if s.oidc == nil {
+		writeJSON(w, http.StatusNotFound, oauthError{Code: "not_found", Description: "no OpenID provider is configured"})
+		return
+	}
+	q := r.URL.Query()
+	data, err := s.opts.Store.TakePendingLogin(r.Context(), q.Get("state"))
+	if err != nil {
+		if !errors.Is(err, acl.ErrPendingLogin) {
+			s.log.WithError(err).Error("take sign-in")
+		}
+		s.audit(r, acl.AuditEvent{Action: "sign_in", Outcome: "refused", Reason: "oidc: unknown or expired state", Status: http.StatusBadRequest})
+		s.renderError(w, http.StatusBadRequest, "This sign-in is unknown or expired.")
+		return
+	}
+	var pl pendingLogin
+	if err := json.Unmarshal(data, &pl); err != nil {
+		s.renderError(w, http.StatusInternalServerError, "This sign-in cannot go on.")
+		return
+	}
+	req, bad, oerr := s.parseAuthorize(r, pl.Form)
+	switch {
+	case bad != nil:
+		s.renderError(w, http.StatusBadRequest, bad.msg)
+		return
+	case oerr != nil:
+		s.redirectError(w, r, req, oerr)
+		return
+	}
+	refuse := func(reason, userMsg string) {
+		s.audit(r, acl.AuditEvent{Action: "sign_in", ClientID: req.client.ID, Outcome: "refused", Reason: "oidc: " + reason, Status: http.StatusForbidden})
+		s.redirect(w, r, req, url.Values{"error": {"access_denied"}, "error_description": {userMsg}})
+	}
+	if e := q.Get("error"); e != "" {
+		refuse("the provider answered "+e+": "+q.Get("error_description"), "the identity provider did not sign the user in")
+		return
+	}
+	user, groups, err := s.identify(r, q.Get("code"), pl)
+	if err != nil {
+		s.log.WithError(err).Warn("OpenID sign-in")
+		refuse(err.Error(), "the identity provider's answer could not be used")
+		return
+	}
+	allowed := s.opts.Scopes
+	if gs := s.oidc.opts.GroupScopes; gs != nil {
+		allowed = nil
+		for _, g := range groups {
+			for _, sc := range gs[g] {
+				if !slices.Contains(allowed, sc) {
+					allowed = append(allowed, sc)
+				}
+			}
+		}
+		if len(allowed) == 0 {
+			refuse("user "+user+" is in none of the groups allowed", "the user is in none of the groups allowed to sign in")
+			return
+		}
+	}
+	ch, msg := parseChoices(req, pl.Form)
+	if msg != "" {
+		s.renderError(w, http.StatusBadRequest, msg)
+		return
+	}
+	ch.scopes = slices.DeleteFunc(ch.scopes, func(sc string) bool { return !slices.Contains(allowed, sc) })
+	if len(ch.scopes) == 0 {
+		refuse("user "+user+" may grant none of the scopes chosen", "the user's groups allow none of the permissions asked for")
+		return
+	}
+	s.audit(r, acl.AuditEvent{Action: "sign_in", ClientID: req.client.ID, UserID: user, Target: "oidc " + s.oidc.opts.Issuer})
+	s.issueCode(w, r, req, ch, user)
+}
+
+// identify redeems the provider's code and returns the toolbus user and
+// the groups its claims name.
+func (s *Server) identify(r *http.Request, code string, pl pendingLogin) (user string, groups []string, err error) {
+	ctx := s.oidc.ctx(r.Context())
+	p, err := s.oidc.provider(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	tok, err := s.oidc.config(p, s.opts.Issuer(r)+CallbackPath).Exchange(ctx, code, oauth2.VerifierOption(pl.Verifier))
+	if err != nil {
+		return "", nil, fmt.Errorf("code exchange: %w", err)
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		return "", nil, errors.New("no ID token in the provider's answer")
+	}
+	idt, err := p.Verifier(&oidc.Config{ClientID: s.oidc.opts.ClientID}).Verify(ctx, raw)
+	if err != nil {
+		return "", nil, fmt.Errorf("ID token: %w", err)
+	}
+	if idt.Nonce != pl.Nonce {
+		return "", nil, errors.New("ID token: wrong nonce")
+	}
+	claims := map[string]any{}
+	if err := idt.Claims(&claims); err != nil {
+		return "", nil, fmt.Errorf("ID token claims: %w", err)
+	}
+	// Providers put email and groups in the userinfo answer more often
+	// than in the ID token; it fills in what the ID token lacks.
+	if p.UserInfoEndpoint() != "" {
+		ui, err := p.UserInfo(ctx, oauth2.StaticTokenSource(tok))
+		if err != nil {
+			return "", nil, fmt.Errorf("userinfo: %w", err)
+		}
+		more := map[string]any{}
+		if err := ui.Claims(&more); err != nil {
+			return "", nil, fmt.Errorf("userinfo claims: %w", err)
+		}
+		if ui.Subject != idt.Subject {
+			return "", nil, errors.New("userinfo names another subject than the ID token")
+		}
+		for k, v := range more {
+			if _, ok := claims[k]; !ok {
+				claims[k] = v
+			}
+		}
+	}
+	v, _ := claims[s.oidc.opts.UserClaim].(string)
+	if user = userID(v); user == "" {
+		return "", nil, fmt.Errorf("claim %q holds no user name", s.oidc.opts.UserClaim)
+	}
+	switch g := claims[s.oidc.opts.GroupsClaim].(type) {
+	case []any:
+		for _, x := range g {
+			if s, ok := x.(string); ok {
+				groups = append(groups, s)
+			}
+		}
+	case string:
+		groups = strings.Fields(g)
+	}
+	return user, groups, nil
+}
+
+// userID makes a claim's value a toolbus user ID (a topic level): every
+// character outside A-Z a-z 0-9 _ - becomes _, and at most 128 are kept.
+func userID(claim string) string {
+	b := []byte(claim)
+	for i, c := range b {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 128 {
+		b = b[:128]
+	}
+	return string(b)
+}
