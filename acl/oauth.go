@@ -208,6 +208,9 @@ type OAuthTokens struct {
 	RefreshExpires time.Time
 }
 
+// grantKeep is how long a revoked or expired grant's row is kept.
+const grantKeep = 30 * 24 * time.Hour
+
 // Refresh token format: "tbr_<16-character grant ID>_<43 characters of
 // base64url>". The grant ID finds the row; the rest is compared by hash.
 const (
@@ -251,6 +254,11 @@ func (s *Store) GrantOAuth(ctx context.Context, code string, spec TokenSpec, ref
 	}
 	created, ms := now()
 	exp := created.Add(refreshTTL)
+	// Grants ended a month ago are of no more use, not even to tell a
+	// replayed refresh token (its grant is gone: it is refused anyway).
+	if _, err := s.db.ExecContext(ctx, qPurgeOAuthGrants, ms-grantKeep.Milliseconds()); err != nil {
+		return OAuthTokens{}, fmt.Errorf("grant: purge: %w", err)
+	}
 	if _, err := s.db.ExecContext(ctx, qInsertOAuthGrant, gid, spec.ClientID, spec.UserID, tok.ID, sha256Hex(refresh), ms, exp.UnixMilli()); err != nil {
 		return OAuthTokens{}, fmt.Errorf("grant: %w", err)
 	}
@@ -301,13 +309,15 @@ func (s *Store) RefreshOAuth(ctx context.Context, refresh, clientID string, acce
 	switch {
 	case !found:
 		return OAuthTokens{}, fmt.Errorf("%w: unknown refresh token", ErrInvalidGrant)
-	case g.prevHash != "" && sameHash(hash, g.prevHash):
+	case !sameHash(hash, g.hash):
+		// The grant's ID is in its refresh tokens only, so this is one
+		// of them from before a rotation, presented again: one holder of
+		// the grant is not its client. Revoke it, however many rotations
+		// ago that token was replaced (RFC 9700 section 4.14.2).
 		if err := s.revokeGrant(ctx, gid); err != nil {
 			return OAuthTokens{}, err
 		}
 		return OAuthTokens{}, fmt.Errorf("%w: refresh token used after its rotation; the grant is revoked", ErrInvalidGrant)
-	case !sameHash(hash, g.hash):
-		return OAuthTokens{}, fmt.Errorf("%w: unknown refresh token", ErrInvalidGrant)
 	case g.clientID != clientID:
 		return OAuthTokens{}, fmt.Errorf("%w: refresh token issued to another client", ErrInvalidGrant)
 	case g.revokedMs != 0:
@@ -350,10 +360,22 @@ func (s *Store) RefreshOAuth(ctx context.Context, refresh, clientID string, acce
 	if _, err := s.db.ExecContext(ctx, qSetOAuthGrantToken, gid, tok.ID); err != nil {
 		return OAuthTokens{}, fmt.Errorf("refresh: %w", err)
 	}
-	if err := s.RevokeToken(ctx, t.ID); err != nil {
+	// The replaced access token goes, row and all: kept revoked, a token
+	// refreshed every hour would leave hundreds of rows a month in the
+	// token list. The audit log keeps its ID.
+	if err := s.deleteToken(ctx, t.ID); err != nil {
 		return OAuthTokens{}, err
 	}
 	return OAuthTokens{Access: secret, Token: tok, Refresh: next, RefreshExpires: exp}, nil
+}
+
+// deleteToken removes a token's row, and so ends it at once.
+func (s *Store) deleteToken(ctx context.Context, id string) error {
+	defer s.tokens.invalidate(id) // after the write (see tokenCache.invalidate)
+	if _, err := s.db.ExecContext(ctx, qDeleteToken, id); err != nil {
+		return fmt.Errorf("delete token %s: %w", id, err)
+	}
+	return nil
 }
 
 // revokeGrant revokes grant id and its current access token.

@@ -101,21 +101,33 @@ func TestOAuthRefreshRotation(t *testing.T) {
 	if second.Token.Audience != first.Token.Audience || !second.Token.HasScope(ScopeToolsList) || second.Token.HasScope(ScopeToolsCall) {
 		t.Fatalf("refreshed token %+v differs from the consented one", second.Token)
 	}
-	if _, err := s.AuthenticateToken(ctx, first.Access); !errors.Is(err, ErrTokenRevoked) {
-		t.Fatalf("old access token: %v, want revoked", err)
+	// The replaced access token is gone, row and all.
+	if _, err := s.AuthenticateToken(ctx, first.Access); !errors.Is(err, ErrTokenInvalid) {
+		t.Fatalf("old access token: %v, want invalid", err)
 	}
 	if _, err := s.AuthenticateToken(ctx, second.Access); err != nil {
 		t.Fatalf("new access token: %v", err)
 	}
-	// The old refresh token again: a replay, so the grant ends.
+	third, err := s.RefreshOAuth(ctx, second.Refresh, c.ID, time.Hour, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if toks, _ := s.ListTokens(ctx, "alice"); len(toks) != 1 || toks[0].ID != third.Token.ID {
+		t.Fatalf("token list after two refreshes: %+v, want the live token alone", toks)
+	}
+	// A refresh token two rotations old again: a replay, so the grant ends.
 	if _, err := s.RefreshOAuth(ctx, first.Refresh, c.ID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
 		t.Fatalf("replayed refresh token: %v", err)
 	}
-	if _, err := s.AuthenticateToken(ctx, second.Access); !errors.Is(err, ErrTokenRevoked) {
+	if _, err := s.AuthenticateToken(ctx, third.Access); !errors.Is(err, ErrTokenRevoked) {
 		t.Fatalf("access token after a replay: %v, want revoked", err)
 	}
-	if _, err := s.RefreshOAuth(ctx, second.Refresh, c.ID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+	if _, err := s.RefreshOAuth(ctx, third.Refresh, c.ID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
 		t.Fatalf("refresh of a revoked grant: %v", err)
+	}
+	// A forged token of an unknown grant is refused, and ends nothing.
+	if _, err := s.RefreshOAuth(ctx, "tbr_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", c.ID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+		t.Fatalf("unknown grant: %v", err)
 	}
 }
 

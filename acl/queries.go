@@ -73,6 +73,8 @@ WHERE id = $1 AND refresh_hash = $3 AND revoked_ms = 0`
 WHERE id = $1
 RETURNING token_id`
 	qSelectOAuthGrantOfToken = `SELECT id FROM oauth_grants WHERE token_id = $1`
+	qPurgeOAuthGrants        = `DELETE FROM oauth_grants WHERE (revoked_ms <> 0 AND revoked_ms < $1) OR expires_ms < $1`
+	qDeleteToken             = `DELETE FROM tokens WHERE id = $1`
 	qPurgeOAuthPending       = `DELETE FROM oauth_pending WHERE expires_ms < $1`
 	qInsertOAuthPending      = `INSERT INTO oauth_pending (state_hash, data, expires_ms) VALUES ($1, $2, $3)`
 	// Taken once: the row goes with the read.

@@ -132,13 +132,13 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		secret, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
-			g.unauthenticated(w, r, "missing bearer token (Authorization: Bearer <token>)")
+			g.unauthenticated(w, r, false, "missing bearer token (Authorization: Bearer <token>)")
 			return
 		}
 		tok, err := g.opts.Tokens.AuthenticateToken(r.Context(), secret)
 		if err != nil {
 			if errors.Is(err, acl.ErrUnauthenticated) {
-				g.unauthenticated(w, r, err.Error())
+				g.unauthenticated(w, r, true, err.Error())
 				return
 			}
 			g.logger(r.Context()).WithError(err).Error("token check failed")
@@ -149,7 +149,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		// 8707). A platform tool's call into the API carries the token of
 		// the MCP request that already passed here.
 		if tok.Audience != "" && !platformtools.Injected(r.Context()) && !g.forResource(r, tok.Audience) {
-			g.unauthenticated(w, r, "the token was issued for another resource: "+tok.Audience)
+			g.unauthenticated(w, r, true, "the token was issued for another resource: "+tok.Audience)
 			return
 		}
 		if !platformtools.Injected(r.Context()) {
@@ -190,8 +190,10 @@ func bearer(h string) (string, bool) {
 	return tok, tok != ""
 }
 
-func (g *Gateway) unauthenticated(w http.ResponseWriter, r *http.Request, msg string) {
-	w.Header().Set("WWW-Authenticate", g.challenge(r))
+// unauthenticated answers 401; invalidToken says a token was presented
+// (and refused), not missing.
+func (g *Gateway) unauthenticated(w http.ResponseWriter, r *http.Request, invalidToken bool, msg string) {
+	w.Header().Set("WWW-Authenticate", g.challenge(r, invalidToken))
 	g.refuse(w, r, http.StatusUnauthorized, "unauthenticated", msg)
 }
 

@@ -127,11 +127,16 @@ func (g *Gateway) serveWellKnown(w http.ResponseWriter, r *http.Request) {
 // challenge is the WWW-Authenticate value of a 401: on an MCP endpoint it
 // points the client to the endpoint's metadata and says the scopes it
 // needs (RFC 9728 section 5.1), so that OAuth clients can find their way.
-func (g *Gateway) challenge(r *http.Request) string {
+// A token that was presented and refused adds error="invalid_token" (RFC
+// 6750 section 3.1), telling a client to refresh or sign in again.
+func (g *Gateway) challenge(r *http.Request, invalidToken bool) string {
+	c := `Bearer realm="toolbus"`
+	if invalidToken {
+		c += `, error="invalid_token"`
+	}
 	path, ok := resourcePath(r.URL.Path)
 	if !ok || r.URL.Path == "" {
-		return `Bearer realm="toolbus"`
+		return c
 	}
-	return fmt.Sprintf(`Bearer realm="toolbus", resource_metadata=%q, scope=%q`,
-		g.publicBase(r)+PRMPath+path, strings.Join(mcpScopes, " "))
+	return fmt.Sprintf(`%s, resource_metadata=%q, scope=%q`, c, g.publicBase(r)+PRMPath+path, strings.Join(mcpScopes, " "))
 }

@@ -54,6 +54,20 @@ func TestProtectedResourceMetadata(t *testing.T) {
 			if params["scope"] != "tools:list tools:call" {
 				t.Errorf("scope = %q", params["scope"])
 			}
+			if _, ok := params["error"]; ok {
+				t.Errorf("a request without a token got error=%q", params["error"])
+			}
+			// A token that is refused says so (RFC 6750 section 3.1).
+			req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+			req.Header.Set("Authorization", "Bearer tb_00000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+			bad, err := noRedirects.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad.Body.Close()
+			if cs, err := oauthex.ParseWWWAuthenticate(bad.Header.Values("WWW-Authenticate")); err != nil || len(cs) != 1 || cs[0].Params["error"] != "invalid_token" {
+				t.Errorf("a refused token: WWW-Authenticate %q, want error=\"invalid_token\"", bad.Header.Values("WWW-Authenticate"))
+			}
 			prm, err := oauthex.GetProtectedResourceMetadata(testCtx(t, 10*time.Second), params["resource_metadata"], base+path, noRedirects)
 			if err != nil {
 				t.Fatalf("the go-sdk's discovery: %v", err)

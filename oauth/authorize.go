@@ -288,14 +288,17 @@ func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, req *authReques
 }
 
 // pageHeaders keep the page out of frames (clickjacking a consent), out of
-// caches and out of Referer headers, and forbid any script.
+// caches and out of other sites' Referer headers, and forbid any script.
+// Referrer-Policy is same-origin, not no-referrer: under no-referrer a
+// browser without Sec-Fetch-Site posts the form with "Origin: null",
+// which the cross-origin check refuses.
 func pageHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 }
 
 type scopeChoice struct {

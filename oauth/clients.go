@@ -19,6 +19,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
 )
@@ -240,6 +241,7 @@ type ClientMetadataOptions struct {
 // metaFetcher fetches and caches Client ID Metadata Documents.
 type metaFetcher struct {
 	opts   ClientMetadataOptions
+	log    *logrus.Entry
 	client *http.Client
 	// A plain LRU with a fetch time per entry: expirable.LRU would start
 	// a goroutine that nothing can stop.
@@ -251,7 +253,7 @@ type fetchedClient struct {
 	fetched time.Time
 }
 
-func newMetaFetcher(opts ClientMetadataOptions) *metaFetcher {
+func newMetaFetcher(opts ClientMetadataOptions, log *logrus.Entry) *metaFetcher {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
@@ -272,10 +274,11 @@ func newMetaFetcher(opts ClientMetadataOptions) *metaFetcher {
 	cache, _ := lru.New[string, fetchedClient](1000) // size > 0 cannot fail
 	return &metaFetcher{
 		opts: opts,
+		log:  log,
 		client: &http.Client{Transport: rt, Timeout: opts.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				// The document must be at the client_id itself.
-				return errors.New("redirects are not followed")
+				return errNoRedirect
 			}},
 		cache: cache,
 	}
@@ -295,10 +298,17 @@ func checkDialAddr(address string, allowPrivate bool) error {
 	}
 	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() ||
 		ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || !ip.IsGlobalUnicast() || cgnat.Contains(ip) {
-		return fmt.Errorf("client metadata: %s is not a public address", ip)
+		return fmt.Errorf("client metadata: %s: %w", ip, errNotPublic)
 	}
 	return nil
 }
+
+// Why a fetch failed, as the user may read it (the network error itself,
+// with the server's resolver and addresses, goes to the log only).
+var (
+	errNoRedirect = errors.New("redirects are not followed")
+	errNotPublic  = errors.New("not a public address")
+)
 
 // cgnat is RFC 6598's shared address space, not public either.
 var cgnat = netip.MustParsePrefix("100.64.0.0/10")
@@ -338,7 +348,18 @@ func (f *metaFetcher) fetch(ctx context.Context, id string) (acl.OAuthClient, er
 	req.Header.Set("Accept", "application/json")
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return acl.OAuthClient{}, fmt.Errorf("%w: fetch %s: %w", errClient, id, err)
+		reason := "cannot be reached"
+		var ne net.Error
+		switch {
+		case errors.Is(err, errNoRedirect):
+			reason = errNoRedirect.Error()
+		case errors.Is(err, errNotPublic):
+			reason = "is not on a public address"
+		case errors.As(err, &ne) && ne.Timeout():
+			reason = "did not answer in time"
+		}
+		f.log.WithError(err).WithField("client_id", id).Info("client metadata fetch failed")
+		return acl.OAuthClient{}, fmt.Errorf("%w: fetch %s: %s", errClient, id, reason)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

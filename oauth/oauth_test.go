@@ -253,7 +253,7 @@ func TestFlow(t *testing.T) {
 	if fresh.AccessToken == tok.AccessToken || fresh.RefreshToken == tok.RefreshToken {
 		t.Fatal("refresh did not rotate the tokens")
 	}
-	if _, err := e.store.AuthenticateToken(ctx, tok.AccessToken); !errors.Is(err, acl.ErrTokenRevoked) {
+	if _, err := e.store.AuthenticateToken(ctx, tok.AccessToken); !errors.Is(err, acl.ErrUnauthenticated) {
 		t.Fatalf("old access token after refresh: %v", err)
 	}
 
@@ -554,6 +554,16 @@ func TestClientMetadataDocument(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 400 || !strings.Contains(string(body), "https") {
 			t.Fatalf("http metadata URL on loopback: %s\n%s", resp.Status, body)
+		}
+		// https, but on loopback: refused on the address dialled.
+		resp, err = noRedirects.Get(e.config("https://127.0.0.1:1/client.json", redirect).AuthCodeURL("s", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(body), "is not on a public address") {
+			t.Fatalf("https metadata URL on loopback: %s\n%s", resp.Status, body)
 		}
 	})
 

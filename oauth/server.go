@@ -138,7 +138,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		opts:    opts,
 		log:     log.WithField("component", "oauth"),
-		meta:    newMetaFetcher(opts.ClientMetadata),
+		meta:    newMetaFetcher(opts.ClientMetadata, log.WithField("component", "oauth")),
 		perIP:   newKeyedLimiter(opts.RateLimit),
 		perUser: newKeyedLimiter(opts.RateLimit),
 		mux:     http.NewServeMux(),
