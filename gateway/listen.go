@@ -179,7 +179,7 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request) {
 // honoured, and the acknowledgement says so.
 func (g *Gateway) subscriptionsListen(r *request) answer {
 	if !r.tok.HasScope(acl.ScopeToolsList) {
-		return g.forbidden(r, "the token lacks the tools:list scope")
+		return g.lacksScope(r, acl.ScopeToolsList)
 	}
 	if !r.out.open() {
 		return failure(jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "subscriptions/listen answers with an event stream: Accept must include text/event-stream"))

@@ -73,6 +73,9 @@ type answer struct {
 	err        *jsonrpc.Error
 	refusal    refusal
 	retryAfter int // seconds, with refusedRateLimited
+	// needScope is the scope whose lack refused the request, for the
+	// 403's insufficient_scope challenge (step-up authorization).
+	needScope string
 }
 
 // refusal is why an error answer turned the request down.
@@ -213,4 +216,13 @@ func (g *Gateway) forbidden(r *request, msg string) answer {
 	r.setOutcome(OutcomeRefused, "forbidden")
 	g.logger(r.ctx).WithField("method", r.method).Info("forbidden: " + msg)
 	return answer{err: &jsonrpc.Error{Code: codeForbidden, Message: "forbidden: " + msg}, refusal: refusedForbidden}
+}
+
+// lacksScope is forbidden for a token without scope: the 403 also says
+// which scope the request needs (RFC 6750 insufficient_scope), so that an
+// OAuth client can ask the user for it (the MCP spec's step-up).
+func (g *Gateway) lacksScope(r *request, scope string) answer {
+	a := g.forbidden(r, "the token lacks the "+scope+" scope")
+	a.needScope = scope
+	return a
 }

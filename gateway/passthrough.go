@@ -50,7 +50,7 @@ func (g *Gateway) passThrough(r *request, m agentMethod) answer {
 		return methodNotFound(r)
 	}
 	if !r.tok.HasScope(m.scope) {
-		return g.forbidden(r, "the token lacks the "+m.scope+" scope")
+		return g.lacksScope(r, m.scope)
 	}
 	agents := slices.DeleteFunc(g.opts.Agents.OnlineAgents(r.ctx), func(a string) bool { return !r.tok.AllowsAgent(a) })
 	switch {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -139,4 +140,14 @@ func (g *Gateway) challenge(r *http.Request, invalidToken bool) string {
 		return c
 	}
 	return fmt.Sprintf(`%s, resource_metadata=%q, scope=%q`, c, g.publicBase(r)+PRMPath+path, strings.Join(mcpScopes, " "))
+}
+
+// insufficientScope is the WWW-Authenticate value of a 403 for a token
+// without scope: the scopes the token has and the one it lacks, and the
+// endpoint's metadata (RFC 6750 section 3.1, RFC 9728 section 5.1).
+func (g *Gateway) insufficientScope(r *http.Request, tok acl.Token, need string) string {
+	scopes := append(slices.Clone(tok.Scopes), need)
+	path, _ := resourcePath(r.URL.Path)
+	return fmt.Sprintf(`Bearer realm="toolbus", error="insufficient_scope", scope=%q, resource_metadata=%q`,
+		strings.Join(scopes, " "), g.publicBase(r)+PRMPath+path)
 }

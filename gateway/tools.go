@@ -169,7 +169,7 @@ func (g *Gateway) fetchAgentTools(ctx context.Context, key contract.Context, age
 
 func (g *Gateway) toolsList(r *request) answer {
 	if !r.tok.HasScope(acl.ScopeToolsList) {
-		return g.forbidden(r, "the token lacks the tools:list scope")
+		return g.lacksScope(r, acl.ScopeToolsList)
 	}
 	var items []json.RawMessage
 	if g.opts.Platform != nil {
@@ -246,7 +246,7 @@ func decodeCursor(c string) (int, error) {
 
 func (g *Gateway) toolsCall(r *request) answer {
 	if !r.tok.HasScope(acl.ScopeToolsCall) {
-		return g.forbidden(r, "the token lacks the tools:call scope")
+		return g.lacksScope(r, acl.ScopeToolsCall)
 	}
 	name := r.p.Name
 	if name == "" {

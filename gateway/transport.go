@@ -184,6 +184,9 @@ func (g *Gateway) respond(rw *rpcWriter, r *http.Request, req *request, a answer
 		case refusedForbidden:
 			status = http.StatusForbidden
 			g.noteRefusal(r, status, "forbidden")
+			if a.needScope != "" && !rw.sse {
+				rw.w.Header().Set("WWW-Authenticate", g.insufficientScope(r, req.tok, a.needScope))
+			}
 		case refusedRateLimited:
 			status = http.StatusTooManyRequests
 			g.noteRefusal(r, status, "rate_limited")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
+	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -163,5 +164,27 @@ func TestOAuthDisabled(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound {
 			t.Errorf("GET %s = %d, want 404", path, resp.StatusCode)
 		}
+	}
+}
+
+// TestInsufficientScopeChallenge: a 403 for a missing scope names the
+// scope in an insufficient_scope challenge (RFC 6750 section 3.1), the
+// MCP spec's cue for step-up authorization; a 403 for anything else
+// (read-only) does not.
+func TestInsufficientScopeChallenge(t *testing.T) {
+	e := startHostile(t, server.Config{})
+	listOnly, _, err := e.srv.Store().CreateToken(testCtx(t, 5*time.Second), acl.TokenSpec{UserID: "ivy", Scopes: []string{acl.ScopeToolsList}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.post(t, "/api/v1/mcp", listOnly, callBody(1, "echo", map[string]string{"text": "x"}), map[string]string{"Mcp-Session-Id": e.session(t, listOnly)})
+	cs, err := oauthex.ParseWWWAuthenticate(r.header.Values("WWW-Authenticate"))
+	if r.status != http.StatusForbidden || err != nil || len(cs) != 1 || cs[0].Params["error"] != "insufficient_scope" ||
+		cs[0].Params["scope"] != "tools:list tools:call" || cs[0].Params["resource_metadata"] != e.base+"/.well-known/oauth-protected-resource/api/v1/mcp" {
+		t.Fatalf("tools/call without tools:call: %d, WWW-Authenticate %q", r.status, r.header.Values("WWW-Authenticate"))
+	}
+	r = e.post(t, "/api/v1/mcp", e.ro, callBody(2, "delete_all", map[string]string{}), map[string]string{"Mcp-Session-Id": e.session(t, e.ro)})
+	if r.status != http.StatusForbidden || r.header.Get("WWW-Authenticate") != "" {
+		t.Fatalf("read-only refusal: %d, WWW-Authenticate %q (want none: no scope would help)", r.status, r.header.Get("WWW-Authenticate"))
 	}
 }
