@@ -85,6 +85,13 @@ var portableTests = []struct {
 	{"QueryAudit", TestQueryAudit},
 	{"PruneAudit", TestPruneAudit},
 	{"MigrateConcurrently", testMigrateConcurrently},
+	{"Users", TestUsers},
+	{"OAuthClients", TestOAuthClients},
+	{"OAuthCodeSingleUse", TestOAuthCodeSingleUse},
+	{"OAuthRefreshRotation", TestOAuthRefreshRotation},
+	{"OAuthRefreshLimits", TestOAuthRefreshLimits},
+	{"OAuthRevocation", TestOAuthRevocation},
+	{"PendingLogin", TestPendingLogin},
 }
 
 // TestStoreBackends runs the portable store tests on each backend: SQLite

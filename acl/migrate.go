@@ -204,6 +204,15 @@ var migrations = []migration{
 			`CREATE INDEX oauth_pending_expires ON oauth_pending (expires_ms)`,
 		},
 	},
+	{
+		version: 10,
+		name:    "OAuth grant purge indexes",
+		stmts: []string{
+			// GrantOAuth purges the grants that ended a month ago.
+			`CREATE INDEX oauth_grants_expires ON oauth_grants (expires_ms)`,
+			`CREATE INDEX oauth_grants_revoked ON oauth_grants (revoked_ms)`,
+		},
+	},
 }
 
 // migrate brings db to the newest schema version. It refuses a database

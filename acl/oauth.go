@@ -270,14 +270,14 @@ func (s *Store) GrantOAuth(ctx context.Context, code string, spec TokenSpec, ref
 
 // grantRow is a stored grant.
 type grantRow struct {
-	clientID, userID, tokenID string
-	hash, prevHash            string
-	expiresMs, revokedMs      int64
+	clientID, userID, tokenID       string
+	hash, prevHash                  string
+	createdMs, expiresMs, revokedMs int64
 }
 
 func (s *Store) loadGrant(ctx context.Context, id string) (grantRow, bool, error) {
 	var g grantRow
-	err := s.db.QueryRowContext(ctx, qSelectOAuthGrant, id).Scan(&g.clientID, &g.userID, &g.tokenID, &g.hash, &g.prevHash, &g.expiresMs, &g.revokedMs)
+	err := s.db.QueryRowContext(ctx, qSelectOAuthGrant, id).Scan(&g.clientID, &g.userID, &g.tokenID, &g.hash, &g.prevHash, &g.createdMs, &g.expiresMs, &g.revokedMs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return grantRow{}, false, nil
 	}
@@ -289,15 +289,34 @@ func (s *Store) loadGrant(ctx context.Context, id string) (grantRow, bool, error
 
 func sameHash(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-// RefreshOAuth rotates a refresh token of clientID: it returns a new
-// access token (the grant's last one is revoked) and a new refresh token
-// valid for refreshTTL. A refresh token presented again after its
-// rotation revokes the grant (a stolen one was used). Refusals wrap
-// ErrInvalidGrant, among them a grant whose access token an operator
-// revoked.
-func (s *Store) RefreshOAuth(ctx context.Context, refresh, clientID string, accessTTL, refreshTTL time.Duration) (_ OAuthTokens, err error) {
+// OAuthRefresh is a refresh request (RefreshOAuth).
+type OAuthRefresh struct {
+	Token, ClientID string
+	// Resource, if set, must be the grant's (RFC 8707): a refresh cannot
+	// move a grant to another resource.
+	Resource string
+	// AccessTTL is the new access token's lifetime; RefreshTTL how long
+	// the new refresh token is valid, within MaxAge of the grant's
+	// creation (0: no bound), after which the user must sign in again.
+	AccessTTL, RefreshTTL, MaxAge time.Duration
+}
+
+// ErrInvalidTarget is returned by RefreshOAuth for a Resource that is not
+// the grant's. The grant is left as it was.
+var ErrInvalidTarget = errors.New("invalid target")
+
+// RefreshOAuth rotates a refresh token: it returns a new access token
+// (the grant's last one is deleted) and a new refresh token. A refresh
+// token presented again after its rotation revokes the grant (a stolen
+// one was used). Refusals wrap ErrInvalidGrant, among them a grant whose
+// access token an operator revoked, and ErrInvalidTarget.
+//
+// The new access token is minted first and the grant then moved to it in
+// one conditional statement, so that a revocation or another refresh
+// racing this one wins cleanly: the loser's token is deleted.
+func (s *Store) RefreshOAuth(ctx context.Context, req OAuthRefresh) (_ OAuthTokens, err error) {
 	defer mapWriteErr(&err)
-	gid, ok := parseRefresh(refresh)
+	gid, ok := parseRefresh(req.Token)
 	if !ok {
 		return OAuthTokens{}, fmt.Errorf("%w: not a refresh token", ErrInvalidGrant)
 	}
@@ -305,7 +324,7 @@ func (s *Store) RefreshOAuth(ctx context.Context, refresh, clientID string, acce
 	if err != nil {
 		return OAuthTokens{}, err
 	}
-	hash := sha256Hex(refresh)
+	hash := sha256Hex(req.Token)
 	switch {
 	case !found:
 		return OAuthTokens{}, fmt.Errorf("%w: unknown refresh token", ErrInvalidGrant)
@@ -318,7 +337,7 @@ func (s *Store) RefreshOAuth(ctx context.Context, refresh, clientID string, acce
 			return OAuthTokens{}, err
 		}
 		return OAuthTokens{}, fmt.Errorf("%w: refresh token used after its rotation; the grant is revoked", ErrInvalidGrant)
-	case g.clientID != clientID:
+	case g.clientID != req.ClientID:
 		return OAuthTokens{}, fmt.Errorf("%w: refresh token issued to another client", ErrInvalidGrant)
 	case g.revokedMs != 0:
 		return OAuthTokens{}, fmt.Errorf("%w: grant revoked", ErrInvalidGrant)
@@ -326,6 +345,16 @@ func (s *Store) RefreshOAuth(ctx context.Context, refresh, clientID string, acce
 	created, ms := now()
 	if ms >= g.expiresMs {
 		return OAuthTokens{}, fmt.Errorf("%w: refresh token expired", ErrInvalidGrant)
+	}
+	exp := created.Add(req.RefreshTTL)
+	if req.MaxAge > 0 {
+		end := fromMillis(g.createdMs).Add(req.MaxAge)
+		if !created.Before(end) {
+			return OAuthTokens{}, fmt.Errorf("%w: the grant is older than %v: sign in again", ErrInvalidGrant, req.MaxAge)
+		}
+		if end.Before(exp) {
+			exp = end
+		}
 	}
 	old, err := scanToken(s.db.QueryRowContext(ctx, qSelectToken, g.tokenID))
 	if err != nil {
@@ -337,28 +366,30 @@ func (s *Store) RefreshOAuth(ctx context.Context, refresh, clientID string, acce
 		}
 		return OAuthTokens{}, fmt.Errorf("%w: its access token %s was revoked", ErrInvalidGrant, g.tokenID)
 	}
+	t := old.tok
+	if req.Resource != "" && strings.TrimSuffix(req.Resource, "/") != strings.TrimSuffix(t.Audience, "/") {
+		return OAuthTokens{}, fmt.Errorf("%w: the grant is for %s", ErrInvalidTarget, t.Audience)
+	}
 	next, err := newRefresh(gid)
 	if err != nil {
 		return OAuthTokens{}, err
 	}
-	exp := created.Add(refreshTTL)
-	res, err := s.db.ExecContext(ctx, qRotateOAuthGrant, gid, sha256Hex(next), hash, exp.UnixMilli())
-	if err != nil {
-		return OAuthTokens{}, fmt.Errorf("refresh: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return OAuthTokens{}, fmt.Errorf("refresh: %w", err)
-	} else if n != 1 {
-		return OAuthTokens{}, fmt.Errorf("%w: refresh token rotated by another request", ErrInvalidGrant)
-	}
-	t := old.tok
 	secret, tok, err := s.CreateToken(ctx, TokenSpec{UserID: t.UserID, Scopes: t.Scopes, ReadOnly: t.ReadOnly, Entities: t.Entities,
-		Agents: t.Agents, TTL: accessTTL, Name: t.Name, Audience: t.Audience, ClientID: t.ClientID})
+		Agents: t.Agents, TTL: req.AccessTTL, Name: t.Name, Audience: t.Audience, ClientID: t.ClientID})
 	if err != nil {
 		return OAuthTokens{}, err
 	}
-	if _, err := s.db.ExecContext(ctx, qSetOAuthGrantToken, gid, tok.ID); err != nil {
-		return OAuthTokens{}, fmt.Errorf("refresh: %w", err)
+	res, err := s.db.ExecContext(ctx, qRotateOAuthGrant, gid, sha256Hex(next), hash, exp.UnixMilli(), tok.ID)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil || n != 1 {
+		_ = s.deleteToken(ctx, tok.ID) // the grant never pointed at it
+		if err != nil {
+			return OAuthTokens{}, fmt.Errorf("refresh: %w", err)
+		}
+		return OAuthTokens{}, fmt.Errorf("%w: refresh token rotated by another request, or the grant revoked", ErrInvalidGrant)
 	}
 	// The replaced access token goes, row and all: kept revoked, a token
 	// refreshed every hour would leave hundreds of rows a month in the

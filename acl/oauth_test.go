@@ -2,6 +2,8 @@ package acl
 
 import (
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -69,7 +71,7 @@ func TestOAuthCodeSingleUse(t *testing.T) {
 	if _, err := s.AuthenticateToken(ctx, toks.Access); !errors.Is(err, ErrTokenRevoked) {
 		t.Fatalf("access token after the code came again: %v, want revoked", err)
 	}
-	if _, err := s.RefreshOAuth(ctx, toks.Refresh, toks.Token.ClientID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+	if _, err := s.RefreshOAuth(ctx, OAuthRefresh{Token: toks.Refresh, ClientID: toks.Token.ClientID, AccessTTL: time.Hour, RefreshTTL: time.Hour}); !errors.Is(err, ErrInvalidGrant) {
 		t.Fatalf("refresh after the code came again: %v", err)
 	}
 	if _, err := s.RedeemOAuthCode(ctx, "no-such-code"); !errors.Is(err, ErrInvalidGrant) {
@@ -88,10 +90,10 @@ func TestOAuthRefreshRotation(t *testing.T) {
 	ctx := testContext(t)
 	s := openTestStore(t, StoreOptions{TokenCacheTTL: -1})
 	c, first, _ := grantForTest(t, s)
-	if _, err := s.RefreshOAuth(ctx, first.Refresh, "tbc_other", time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+	if _, err := s.RefreshOAuth(ctx, OAuthRefresh{Token: first.Refresh, ClientID: "tbc_other", AccessTTL: time.Hour, RefreshTTL: time.Hour}); !errors.Is(err, ErrInvalidGrant) {
 		t.Fatalf("refresh by another client: %v", err)
 	}
-	second, err := s.RefreshOAuth(ctx, first.Refresh, c.ID, time.Hour, time.Hour)
+	second, err := s.RefreshOAuth(ctx, OAuthRefresh{Token: first.Refresh, ClientID: c.ID, AccessTTL: time.Hour, RefreshTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +110,7 @@ func TestOAuthRefreshRotation(t *testing.T) {
 	if _, err := s.AuthenticateToken(ctx, second.Access); err != nil {
 		t.Fatalf("new access token: %v", err)
 	}
-	third, err := s.RefreshOAuth(ctx, second.Refresh, c.ID, time.Hour, time.Hour)
+	third, err := s.RefreshOAuth(ctx, OAuthRefresh{Token: second.Refresh, ClientID: c.ID, AccessTTL: time.Hour, RefreshTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,17 +118,18 @@ func TestOAuthRefreshRotation(t *testing.T) {
 		t.Fatalf("token list after two refreshes: %+v, want the live token alone", toks)
 	}
 	// A refresh token two rotations old again: a replay, so the grant ends.
-	if _, err := s.RefreshOAuth(ctx, first.Refresh, c.ID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+	if _, err := s.RefreshOAuth(ctx, OAuthRefresh{Token: first.Refresh, ClientID: c.ID, AccessTTL: time.Hour, RefreshTTL: time.Hour}); !errors.Is(err, ErrInvalidGrant) {
 		t.Fatalf("replayed refresh token: %v", err)
 	}
 	if _, err := s.AuthenticateToken(ctx, third.Access); !errors.Is(err, ErrTokenRevoked) {
 		t.Fatalf("access token after a replay: %v, want revoked", err)
 	}
-	if _, err := s.RefreshOAuth(ctx, third.Refresh, c.ID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+	if _, err := s.RefreshOAuth(ctx, OAuthRefresh{Token: third.Refresh, ClientID: c.ID, AccessTTL: time.Hour, RefreshTTL: time.Hour}); !errors.Is(err, ErrInvalidGrant) {
 		t.Fatalf("refresh of a revoked grant: %v", err)
 	}
 	// A forged token of an unknown grant is refused, and ends nothing.
-	if _, err := s.RefreshOAuth(ctx, "tbr_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", c.ID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+	// (The grant above is revoked; this one is of no grant at all.)
+	if _, err := s.RefreshOAuth(ctx, OAuthRefresh{Token: "tbr_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", ClientID: c.ID, AccessTTL: time.Hour, RefreshTTL: time.Hour}); !errors.Is(err, ErrInvalidGrant) {
 		t.Fatalf("unknown grant: %v", err)
 	}
 }
@@ -168,7 +171,7 @@ func TestOAuthRevocation(t *testing.T) {
 			if _, err := s.AuthenticateToken(ctx, toks.Access); !errors.Is(err, ErrTokenRevoked) {
 				t.Fatalf("access token: %v, want revoked", err)
 			}
-			if _, err := s.RefreshOAuth(ctx, toks.Refresh, c.ID, time.Hour, time.Hour); !errors.Is(err, ErrInvalidGrant) {
+			if _, err := s.RefreshOAuth(ctx, OAuthRefresh{Token: toks.Refresh, ClientID: c.ID, AccessTTL: time.Hour, RefreshTTL: time.Hour}); !errors.Is(err, ErrInvalidGrant) {
 				t.Fatalf("refresh: %v, want ErrInvalidGrant", err)
 			}
 		})
@@ -235,5 +238,42 @@ func TestPendingLogin(t *testing.T) {
 	}
 	if _, err := s.TakePendingLogin(ctx, "unknown"); !errors.Is(err, ErrPendingLogin) {
 		t.Fatalf("unknown: %v, want ErrPendingLogin", err)
+	}
+}
+
+// TestOAuthRefreshLimits: a refresh for another resource is refused and
+// leaves the grant as it was; a grant older than MaxAge refreshes no more.
+func TestOAuthRefreshLimits(t *testing.T) {
+	ctx := testContext(t)
+	s := openTestStore(t, StoreOptions{TokenCacheTTL: -1})
+	c, toks, _ := grantForTest(t, s)
+	req := OAuthRefresh{Token: toks.Refresh, ClientID: c.ID, Resource: "https://elsewhere/api/v1/mcp", AccessTTL: time.Hour, RefreshTTL: time.Hour}
+	if _, err := s.RefreshOAuth(ctx, req); !errors.Is(err, ErrInvalidTarget) {
+		t.Fatalf("refresh for another resource: %v, want ErrInvalidTarget", err)
+	}
+	req.Resource = toks.Token.Audience + "/" // the same, with a trailing slash
+	next, err := s.RefreshOAuth(ctx, req)
+	if err != nil {
+		t.Fatalf("the refresh token after a refused target: %v", err)
+	}
+	if !next.RefreshExpires.After(time.Now().Add(59 * time.Minute)) {
+		t.Fatalf("refresh expiry %v, want an hour from now", next.RefreshExpires)
+	}
+	req = OAuthRefresh{Token: next.Refresh, ClientID: c.ID, AccessTTL: time.Hour, RefreshTTL: time.Hour, MaxAge: time.Minute}
+	capped, err := s.RefreshOAuth(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if capped.RefreshExpires.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("refresh expiry %v beyond the grant's max age", capped.RefreshExpires)
+	}
+	// Past the grant's max age: the store's clock counts milliseconds, so
+	// let a few pass since the grant began.
+	for time.Since(toks.Token.Created) < 5*time.Millisecond {
+		runtime.Gosched()
+	}
+	req.Token, req.MaxAge = capped.Refresh, 2*time.Millisecond
+	if _, err := s.RefreshOAuth(ctx, req); !errors.Is(err, ErrInvalidGrant) || !strings.Contains(err.Error(), "sign in again") {
+		t.Fatalf("refresh of a grant past its max age: %v", err)
 	}
 }

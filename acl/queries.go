@@ -64,12 +64,12 @@ RETURNING client_id, redirect_uri, challenge, spec, expires_ms`
 	qSelectOAuthCodeUse = `SELECT used_ms, grant_id FROM oauth_codes WHERE code_hash = $1`
 	qSetOAuthCodeGrant  = `UPDATE oauth_codes SET grant_id = $2 WHERE code_hash = $1`
 	qInsertOAuthGrant   = `INSERT INTO oauth_grants (id, client_id, user_id, token_id, refresh_hash, created_ms, expires_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)`
-	qSelectOAuthGrant   = `SELECT client_id, user_id, token_id, refresh_hash, prev_refresh_hash, expires_ms, revoked_ms FROM oauth_grants WHERE id = $1`
-	// Only the request that holds the current refresh token rotates it.
-	qRotateOAuthGrant = `UPDATE oauth_grants SET refresh_hash = $2, prev_refresh_hash = $3, expires_ms = $4
+	qSelectOAuthGrant   = `SELECT client_id, user_id, token_id, refresh_hash, prev_refresh_hash, created_ms, expires_ms, revoked_ms FROM oauth_grants WHERE id = $1`
+	// Only the request that holds the current refresh token, of a grant
+	// still live, rotates it; the grant then points at the new token.
+	qRotateOAuthGrant = `UPDATE oauth_grants SET refresh_hash = $2, prev_refresh_hash = $3, expires_ms = $4, token_id = $5
 WHERE id = $1 AND refresh_hash = $3 AND revoked_ms = 0`
-	qSetOAuthGrantToken = `UPDATE oauth_grants SET token_id = $2 WHERE id = $1`
-	qRevokeOAuthGrant   = `UPDATE oauth_grants SET revoked_ms = CASE WHEN revoked_ms = 0 THEN $2 ELSE revoked_ms END
+	qRevokeOAuthGrant = `UPDATE oauth_grants SET revoked_ms = CASE WHEN revoked_ms = 0 THEN $2 ELSE revoked_ms END
 WHERE id = $1
 RETURNING token_id`
 	qSelectOAuthGrantOfToken = `SELECT id FROM oauth_grants WHERE token_id = $1`

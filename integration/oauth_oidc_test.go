@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	zoidc "github.com/zitadel/oidc/v3/pkg/oidc"
+	"golang.org/x/oauth2"
 
 	"github.com/zitadel/oidc/v3/example/server/exampleop"
 	"github.com/zitadel/oidc/v3/example/server/storage"
@@ -133,7 +136,9 @@ func newRedirectCatcher(t *testing.T) *redirectCatcher {
 // a real OpenID provider (zitadel/oidc's example provider) with PKCE; its
 // email claim names the toolbus user, and its groups claim bounds the
 // scopes. alice (group mcp-users) gets a token and calls tools as
-// alice_example_com; bob, in no allowed group, is refused, audited.
+// alice_example_com-<hash>; bob, in no allowed group, is refused,
+// audited; a consent posted by an attacker for alice's browser to finish
+// at the provider is refused at the callback.
 func TestOAuthOIDCProvider(t *testing.T) {
 	op, issuer := startOpenIDProvider(t)
 	e := startGateway(t, server.Config{OAuth: server.OAuthConfig{OIDC: oauth.OIDCOptions{
@@ -180,11 +185,14 @@ func TestOAuthOIDCProvider(t *testing.T) {
 		t.Fatalf("alice: %v", err)
 	}
 	ctx := testCtx(t, 30*time.Second)
+	// The email, made a topic level one-to-one: a hash of it follows.
+	sum := sha256.Sum256([]byte("alice@example.com"))
+	alice := "alice_example_com-" + hex.EncodeToString(sum[:])[:12]
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "whoami_agent"})
-	if err != nil || !strings.HasPrefix(textOf(t, res), "alice_example_com/") {
-		t.Fatalf("the agent sees the caller as %q (%v), want alice_example_com", textOf(t, res), err)
+	if err != nil || !strings.HasPrefix(textOf(t, res), alice+"/") {
+		t.Fatalf("the agent sees the caller as %q (%v), want %s", textOf(t, res), err, alice)
 	}
-	toks, err := e.srv.Store().ListTokens(ctx, "alice_example_com")
+	toks, err := e.srv.Store().ListTokens(ctx, alice)
 	if err != nil || len(toks) != 1 || toks[0].Audience != e.mcpURL() {
 		t.Fatalf("alice's tokens: %+v %v", toks, err)
 	}
@@ -196,4 +204,44 @@ func TestOAuthOIDCProvider(t *testing.T) {
 	if !strings.Contains(refused[len(refused)-1].Reason, "none of the groups") {
 		t.Fatalf("refusal reason %q", refused[len(refused)-1].Reason)
 	}
+
+	// An attacker posts the consent for a client of theirs (no password is
+	// asked in this mode) and sends the provider's link to alice: her
+	// browser comes back without the cookie of the one that consented.
+	reg, err := oauthex.RegisterClient(ctx, e.base+"/oauth/register", &oauthex.ClientRegistrationMetadata{
+		ClientName: "attacker", RedirectURIs: []string{"https://attacker.example/cb"}, TokenEndpointAuthMethod: "none"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := url.Values{"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {"https://attacker.example/cb"},
+		"code_challenge": {oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())}, "code_challenge_method": {"S256"},
+		"action": {"allow"}, "grant_scope": {acl.ScopeToolsCall}}
+	resp, err := noRedirects.PostForm(e.base+"/oauth/authorize", form) // no Origin, no Sec-Fetch-Site: curl
+	if err == nil || resp != nil && resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the attacker's consent post: %v %v", resp, err)
+	}
+	link := ""
+	if resp != nil {
+		link = resp.Header.Get("Location")
+	} else if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		link = ue.URL // noRedirects reports the redirect as an error
+	}
+	if !strings.HasPrefix(link, issuer) {
+		t.Fatalf("the attacker's link %q does not go to the provider", link)
+	}
+	bctx := testenv.Browser(t, 60*time.Second)
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(chromedp.CSS(`#username`)),
+		chromedp.SendKeys(chromedp.CSS(`#username`), "alice"),
+		chromedp.SendKeys(chromedp.CSS(`#password`), "alice-at-the-idp"),
+		chromedp.Submit(chromedp.CSS(`#password`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.error`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if text := pageText(t, bctx); !strings.Contains(text, "started in another browser") {
+		t.Fatalf("alice's browser shows:\n%s", text)
+	}
+	waitAudit(t, e.srv.Store(), "the refused callback", acl.AuditQuery{Kind: acl.AuditOAuth, Outcome: "refused"}, 2)
 }

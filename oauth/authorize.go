@@ -48,6 +48,15 @@ func (s *Server) parseAuthorize(r *http.Request, q url.Values) (*authRequest, *e
 	if id == "" {
 		return nil, &errPage{"the request names no client (client_id)"}, nil
 	}
+	if isMetadataURL(id) {
+		// A fetch the stranger's client_id makes the server do: it counts
+		// against the address's rate limit unless the cache answers.
+		if _, ok := s.meta.cached(id); !ok {
+			if ok, _ := s.perIP.allow(clientIP(r)); !ok {
+				return nil, &errPage{"too many requests from this address; wait a minute and try again"}, nil
+			}
+		}
+	}
 	c, err := s.client(r.Context(), id)
 	if err != nil {
 		if errors.Is(err, acl.ErrNotFound) {
@@ -133,9 +142,14 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, req *authReque
 	http.Redirect(w, r, req.redirectURI+sep+params.Encode(), http.StatusSeeOther)
 }
 
-func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, req *authRequest, e *oauthError) {
-	s.audit(r, acl.AuditEvent{Action: "authorize", ClientID: req.client.ID, Outcome: "refused", Reason: e.Code + ": " + e.Description})
-	s.redirect(w, r, req, url.Values{"error": {e.Code}, "error_description": {e.Description}})
+// requestError answers an authorization request that is wrong though its
+// client and redirect URI are right, on a page rather than by redirecting
+// to the client: registration is open, so a redirect before the user has
+// done anything would make the gateway an open redirector (RFC 9700
+// section 4.11.1). The user, not the client, reads why.
+func (s *Server) requestError(w http.ResponseWriter, r *http.Request, req *authRequest, e *oauthError) {
+	s.audit(r, acl.AuditEvent{Action: "authorize", ClientID: req.client.ID, Outcome: "refused", Reason: e.Code + ": " + e.Description, Status: http.StatusBadRequest})
+	s.renderError(w, http.StatusBadRequest, "The application asked wrongly ("+e.Code+"): "+e.Description+".")
 }
 
 // authorizePage shows the sign-in and consent page for a valid request.
@@ -147,7 +161,7 @@ func (s *Server) authorizePage(w http.ResponseWriter, r *http.Request) {
 		s.audit(r, acl.AuditEvent{Action: "authorize", ClientID: q.Get("client_id"), Outcome: "refused", Reason: bad.msg, Status: http.StatusBadRequest})
 		s.renderError(w, http.StatusBadRequest, bad.msg)
 	case oerr != nil:
-		s.redirectError(w, r, req, oerr)
+		s.requestError(w, r, req, oerr)
 	default:
 		s.renderConsent(w, http.StatusOK, req, q, consentChoices{scopes: req.scopes}, "", "")
 	}
@@ -213,7 +227,7 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, http.StatusBadRequest, bad.msg)
 		return
 	case oerr != nil:
-		s.redirectError(w, r, req, oerr)
+		s.requestError(w, r, req, oerr)
 		return
 	}
 	user := f.Get("username")

@@ -20,6 +20,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/toolbus/toolbus/acl"
 )
@@ -190,7 +191,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.audit(r, acl.AuditEvent{Action: "register", ClientID: c.ID, Target: m.ClientName})
-	writeJSON(w, http.StatusCreated, &oauthex.ClientRegistrationResponse{
+	writeJSON(w, http.StatusCreated, registration{ClientRegistrationResponse: &oauthex.ClientRegistrationResponse{
 		ClientRegistrationMetadata: oauthex.ClientRegistrationMetadata{
 			RedirectURIs: m.RedirectURIs, TokenEndpointAuthMethod: m.TokenEndpointAuthMethod,
 			GrantTypes: m.GrantTypes, ResponseTypes: m.ResponseTypes, ClientName: m.ClientName,
@@ -199,7 +200,27 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		ClientID:         c.ID,
 		ClientSecret:     secret,
 		ClientIDIssuedAt: c.Created,
-	})
+	}})
+}
+
+// registration is the answer to a registration. RFC 7591 wants
+// client_secret_expires_at with every secret (0: it never expires), which
+// the go-sdk's type leaves out when zero.
+type registration struct {
+	*oauthex.ClientRegistrationResponse
+}
+
+func (r registration) MarshalJSON() ([]byte, error) {
+	b, err := r.ClientRegistrationResponse.MarshalJSON()
+	if err != nil || r.ClientSecret == "" {
+		return b, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["client_secret_expires_at"] = 0
+	return json.Marshal(m)
 }
 
 // client returns the client client_id names: a registered one, or the
@@ -245,13 +266,27 @@ type metaFetcher struct {
 	client *http.Client
 	// A plain LRU with a fetch time per entry: expirable.LRU would start
 	// a goroutine that nothing can stop.
-	cache *lru.Cache[string, fetchedClient]
+	cache  *lru.Cache[string, fetchedClient]
+	flight singleflight.Group
+	slots  chan struct{} // maxFetches
 }
 
 type fetchedClient struct {
 	client  acl.OAuthClient
+	err     error // a failed fetch, remembered for failedFetchTTL
 	fetched time.Time
 }
+
+// Bounds of the fetches a stranger's client_id can make the server do.
+const (
+	// failedFetchTTL is how long a failed fetch is answered from memory.
+	failedFetchTTL = time.Minute
+	// maxFetches bounds the fetches under way at once; more are refused.
+	maxFetches = 8
+)
+
+// errBusy is a fetch refused because maxFetches are under way.
+var errBusy = fmt.Errorf("%w: too many client metadata documents are being fetched; try again", errClient)
 
 func newMetaFetcher(opts ClientMetadataOptions, log *logrus.Entry) *metaFetcher {
 	if opts.Timeout <= 0 {
@@ -281,6 +316,7 @@ func newMetaFetcher(opts ClientMetadataOptions, log *logrus.Entry) *metaFetcher 
 				return errNoRedirect
 			}},
 		cache: cache,
+		slots: make(chan struct{}, maxFetches),
 	}
 }
 
@@ -297,7 +333,8 @@ func checkDialAddr(address string, allowPrivate bool) error {
 		return nil
 	}
 	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() ||
-		ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || !ip.IsGlobalUnicast() || cgnat.Contains(ip) {
+		ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || !ip.IsGlobalUnicast() ||
+		slices.ContainsFunc(notPublic, func(p netip.Prefix) bool { return p.Contains(ip) }) {
 		return fmt.Errorf("client metadata: %s: %w", ip, errNotPublic)
 	}
 	return nil
@@ -310,8 +347,30 @@ var (
 	errNotPublic  = errors.New("not a public address")
 )
 
-// cgnat is RFC 6598's shared address space, not public either.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// notPublic are the special-purpose ranges (IANA's registries) that Go's
+// predicates above do not cover, among them the IPv6 ranges that carry an
+// IPv4 address inside: through NAT64, 6to4 or Teredo they reach the
+// private network too.
+var notPublic = func() []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range []string{
+		"100.64.0.0/10",   // shared address space (CGNAT)
+		"192.0.0.0/24",    // IETF protocol assignments
+		"192.0.2.0/24",    // documentation
+		"198.18.0.0/15",   // benchmarking
+		"198.51.100.0/24", // documentation
+		"203.0.113.0/24",  // documentation
+		"240.0.0.0/4",     // reserved
+		"64:ff9b::/96",    // NAT64
+		"64:ff9b:1::/48",  // local-use NAT64
+		"2001::/32",       // Teredo
+		"2001:db8::/32",   // documentation
+		"2002::/16",       // 6to4
+	} {
+		ps = append(ps, netip.MustParsePrefix(s))
+	}
+	return ps
+}()
 
 // checkMetadataURL says why id cannot be a Client ID Metadata Document's
 // URL: https with a path, no fragment, credentials or dot segments.
@@ -330,15 +389,51 @@ func (f *metaFetcher) checkMetadataURL(id string) error {
 	return nil
 }
 
-// fetch returns the client a metadata document describes, from the cache
-// while it is fresh.
+// cached returns what the cache knows of id: a client, or a failure.
+func (f *metaFetcher) cached(id string) (fetchedClient, bool) {
+	c, ok := f.cache.Get(id)
+	switch {
+	case !ok:
+		return fetchedClient{}, false
+	case c.err != nil:
+		return c, time.Since(c.fetched) < failedFetchTTL
+	default:
+		return c, time.Since(c.fetched) < f.opts.CacheTTL
+	}
+}
+
+// fetch returns the client a metadata document describes: from the cache
+// while it is fresh (a failure for a minute), else fetched, one fetch per
+// URL however many requests want it, at most maxFetches at once.
 func (f *metaFetcher) fetch(ctx context.Context, id string) (acl.OAuthClient, error) {
-	if c, ok := f.cache.Get(id); ok && time.Since(c.fetched) < f.opts.CacheTTL {
-		return c.client, nil
+	if c, ok := f.cached(id); ok {
+		return c.client, c.err
 	}
 	if err := f.checkMetadataURL(id); err != nil {
 		return acl.OAuthClient{}, err
 	}
+	v, err, _ := f.flight.Do(id, func() (any, error) {
+		select {
+		case f.slots <- struct{}{}:
+			defer func() { <-f.slots }()
+		default:
+			return acl.OAuthClient{}, errBusy
+		}
+		// Not the caller's ctx: the fetch serves every caller waiting on
+		// it, and one that gives up must not fail the others.
+		c, err := f.get(context.WithoutCancel(ctx), id)
+		if errors.Is(err, errClient) {
+			f.cache.Add(id, fetchedClient{err: err, fetched: time.Now()})
+		} else if err == nil {
+			f.cache.Add(id, fetchedClient{client: c, fetched: time.Now()})
+		}
+		return c, err
+	})
+	return v.(acl.OAuthClient), err
+}
+
+// get fetches and checks the document at id.
+func (f *metaFetcher) get(ctx context.Context, id string) (acl.OAuthClient, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
@@ -392,7 +487,5 @@ func (f *metaFetcher) fetch(ctx context.Context, id string) (acl.OAuthClient, er
 	if _, err := checkMetadata(&doc.ClientRegistrationMetadata, false); err != nil {
 		return acl.OAuthClient{}, fmt.Errorf("%s: %w", id, err)
 	}
-	c := acl.OAuthClient{ID: id, Name: doc.ClientName, RedirectURIs: doc.RedirectURIs, Created: time.Now()}
-	f.cache.Add(id, fetchedClient{client: c, fetched: time.Now()})
-	return c, nil
+	return acl.OAuthClient{ID: id, Name: doc.ClientName, RedirectURIs: doc.RedirectURIs, Created: time.Now()}, nil
 }

@@ -375,18 +375,18 @@ func TestRefusals(t *testing.T) {
 		page(t, get(t, c.AuthCodeURL("s", oauth2.S256ChallengeOption(v))), http.StatusBadRequest, "unknown client")
 	})
 	t.Run("no PKCE", func(t *testing.T) {
-		redirectError(t, get(t, conf.AuthCodeURL("s")), "invalid_request")
+		page(t, get(t, conf.AuthCodeURL("s")), http.StatusBadRequest, "(invalid_request)")
 	})
 	t.Run("plain PKCE", func(t *testing.T) {
-		redirectError(t, get(t, conf.AuthCodeURL("s", oauth2.SetAuthURLParam("code_challenge", v), oauth2.SetAuthURLParam("code_challenge_method", "plain"))), "invalid_request")
+		page(t, get(t, conf.AuthCodeURL("s", oauth2.SetAuthURLParam("code_challenge", v), oauth2.SetAuthURLParam("code_challenge_method", "plain"))), http.StatusBadRequest, "(invalid_request)")
 	})
 	t.Run("scope not offered", func(t *testing.T) {
 		c := *conf
 		c.Scopes = []string{"admin"}
-		redirectError(t, get(t, c.AuthCodeURL("s", oauth2.S256ChallengeOption(v))), "invalid_scope")
+		page(t, get(t, c.AuthCodeURL("s", oauth2.S256ChallengeOption(v))), http.StatusBadRequest, "(invalid_scope)")
 	})
 	t.Run("resource not served", func(t *testing.T) {
-		redirectError(t, get(t, conf.AuthCodeURL("s", oauth2.S256ChallengeOption(v), oauth2.SetAuthURLParam("resource", "https://other.example/mcp"))), "invalid_target")
+		page(t, get(t, conf.AuthCodeURL("s", oauth2.S256ChallengeOption(v), oauth2.SetAuthURLParam("resource", "https://other.example/mcp"))), http.StatusBadRequest, "(invalid_target)")
 	})
 	t.Run("deny", func(t *testing.T) {
 		form := allow()
@@ -498,6 +498,16 @@ func TestConfidentialClient(t *testing.T) {
 	res, err := oauthex.RegisterClient(ctx, e.srv.URL+oauth.RegisterPath, &oauthex.ClientRegistrationMetadata{RedirectURIs: []string{redirect}}, nil)
 	if err != nil || res.ClientSecret == "" || res.TokenEndpointAuthMethod != "client_secret_basic" {
 		t.Fatalf("default registration: %+v %v", res, err)
+	}
+	raw, err := http.Post(e.srv.URL+oauth.RegisterPath, "application/json", strings.NewReader(`{"redirect_uris":["`+redirect+`"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer map[string]any
+	err = json.NewDecoder(raw.Body).Decode(&answer)
+	raw.Body.Close()
+	if exp, ok := answer["client_secret_expires_at"]; err != nil || !ok || exp != float64(0) {
+		t.Fatalf("registration answer %v: want client_secret_expires_at 0 beside the secret (RFC 7591)", answer)
 	}
 	conf := e.config(res.ClientID, redirect)
 	conf.Endpoint.AuthStyle = oauth2.AuthStyleInHeader

@@ -2,6 +2,9 @@ package oauth
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,6 +113,26 @@ type pendingLogin struct {
 	Form     url.Values `json:"form"`
 	Verifier string     `json:"verifier"`
 	Nonce    string     `json:"nonce"`
+	// Browser is the hash of the cookie set in the browser that gave the
+	// consent: the callback must come from that same browser. Without it,
+	// anyone could post a consent (no password is asked here) and send
+	// the provider's link to a victim already signed in there, who would
+	// then sign in for the attacker's client.
+	Browser string `json:"browser"`
+}
+
+// browserCookie names the cookie that binds a sign-in at the provider to
+// the browser that started it. The __Host- prefix (Secure, no Domain,
+// Path=/) is used over https; plain http (loopback tests) cannot carry it.
+func browserCookie(secure bool) string {
+	if secure {
+		return "__Host-toolbus-signin"
+	}
+	return "toolbus-signin"
+}
+
+func (s *Server) secure(r *http.Request) bool {
+	return strings.HasPrefix(s.opts.Issuer(r), "https://")
 }
 
 // startOIDC sends the browser to the provider, remembering the request.
@@ -127,7 +150,8 @@ func (s *Server) startOIDC(w http.ResponseWriter, r *http.Request, req *authRequ
 		}
 	}
 	// GenerateVerifier's 256 random bits serve for the nonce too.
-	pl := pendingLogin{Form: keep, Verifier: oauth2.GenerateVerifier(), Nonce: oauth2.GenerateVerifier()}
+	binding := oauth2.GenerateVerifier()
+	pl := pendingLogin{Form: keep, Verifier: oauth2.GenerateVerifier(), Nonce: oauth2.GenerateVerifier(), Browser: hashHex(binding)}
 	data, _ := json.Marshal(pl)
 	state, err := s.opts.Store.SavePendingLogin(r.Context(), data, time.Now().Add(pendingLoginTTL))
 	if err != nil {
@@ -135,6 +159,9 @@ func (s *Server) startOIDC(w http.ResponseWriter, r *http.Request, req *authRequ
 		s.renderError(w, http.StatusServiceUnavailable, "The sign-in cannot start now; try again.")
 		return
 	}
+	// Lax: the provider's redirect back is a top-level GET, which carries it.
+	http.SetCookie(w, &http.Cookie{Name: browserCookie(s.secure(r)), Value: binding, Path: "/", MaxAge: int(pendingLoginTTL.Seconds()),
+		Secure: s.secure(r), HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	conf := s.oidc.config(p, s.opts.Issuer(r)+CallbackPath)
 	http.Redirect(w, r, conf.AuthCodeURL(state, oidc.Nonce(pl.Nonce), oauth2.S256ChallengeOption(pl.Verifier)), http.StatusSeeOther)
 }
@@ -161,13 +188,21 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, http.StatusInternalServerError, "This sign-in cannot go on.")
 		return
 	}
+	c, err := r.Cookie(browserCookie(s.secure(r)))
+	if err != nil || subtle.ConstantTimeCompare([]byte(hashHex(c.Value)), []byte(pl.Browser)) != 1 {
+		s.audit(r, acl.AuditEvent{Action: "sign_in", ClientID: pl.Form.Get("client_id"), Outcome: "refused",
+			Reason: "oidc: the callback came to another browser than the one that consented", Status: http.StatusForbidden})
+		s.renderError(w, http.StatusForbidden, "This sign-in was started in another browser. Start it again from the application.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: browserCookie(s.secure(r)), Path: "/", MaxAge: -1, Secure: s.secure(r), HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	req, bad, oerr := s.parseAuthorize(r, pl.Form)
 	switch {
 	case bad != nil:
 		s.renderError(w, http.StatusBadRequest, bad.msg)
 		return
 	case oerr != nil:
-		s.redirectError(w, r, req, oerr)
+		s.requestError(w, r, req, oerr)
 		return
 	}
 	refuse := func(reason, userMsg string) {
@@ -261,6 +296,12 @@ func (s *Server) identify(r *http.Request, code string, pl pendingLogin) (user s
 		}
 	}
 	v, _ := claims[s.oidc.opts.UserClaim].(string)
+	if s.oidc.opts.UserClaim == "email" {
+		// An address the user typed but never proved is anyone's.
+		if verified, _ := claims["email_verified"].(bool); !verified {
+			return "", nil, errors.New("the email claim is not verified (email_verified)")
+		}
+	}
 	if user = userID(v); user == "" {
 		return "", nil, fmt.Errorf("claim %q holds no user name", s.oidc.opts.UserClaim)
 	}
@@ -277,17 +318,29 @@ func (s *Server) identify(r *http.Request, code string, pl pendingLogin) (user s
 	return user, groups, nil
 }
 
-// userID makes a claim's value a toolbus user ID (a topic level): every
-// character outside A-Z a-z 0-9 _ - becomes _, and at most 128 are kept.
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// userID makes a claim's value a toolbus user ID (a topic level, at most
+// 128 bytes of A-Z a-z 0-9 _ -). A value that is one already is kept; any
+// other gets its characters outside the alphabet replaced by _ and a hash
+// of the whole value appended, so that two values never share an ID
+// ("a.b@x" and "a_b@x" differ).
 func userID(claim string) string {
+	if claim == "" || acl.ValidLevel(claim) {
+		return claim
+	}
 	b := []byte(claim)
 	for i, c := range b {
 		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
 			b[i] = '_'
 		}
 	}
-	if len(b) > 128 {
-		b = b[:128]
+	const suffix = 1 + 12 // "-" and 12 hex digits (48 bits) of SHA-256
+	if len(b) > 128-suffix {
+		b = b[:128-suffix]
 	}
-	return string(b)
+	return string(b) + "-" + hashHex(claim)[:12]
 }

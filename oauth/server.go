@@ -49,7 +49,7 @@ type Store interface {
 	SaveOAuthCode(ctx context.Context, c acl.OAuthCode) (string, error)
 	RedeemOAuthCode(ctx context.Context, code string) (acl.OAuthCode, error)
 	GrantOAuth(ctx context.Context, code string, spec acl.TokenSpec, refreshTTL time.Duration) (acl.OAuthTokens, error)
-	RefreshOAuth(ctx context.Context, refresh, clientID string, accessTTL, refreshTTL time.Duration) (acl.OAuthTokens, error)
+	RefreshOAuth(ctx context.Context, req acl.OAuthRefresh) (acl.OAuthTokens, error)
 	RevokeOAuth(ctx context.Context, token, clientID string) error
 	SavePendingLogin(ctx context.Context, data []byte, expires time.Time) (string, error)
 	TakePendingLogin(ctx context.Context, state string) ([]byte, error)
@@ -78,6 +78,10 @@ type Options struct {
 	RefreshTTL time.Duration
 	// CodeTTL is the lifetime of an authorization code; 0 means 1 minute.
 	CodeTTL time.Duration
+	// GrantMaxAge bounds a grant's life however often it is refreshed:
+	// the user signs in again after it (and a user removed at the OpenID
+	// provider loses access by then at the latest); 0 means 90 days.
+	GrantMaxAge time.Duration
 
 	// ClientMetadata bounds the fetch of Client ID Metadata Documents.
 	ClientMetadata ClientMetadataOptions
@@ -125,6 +129,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.CodeTTL <= 0 {
 		opts.CodeTTL = time.Minute
+	}
+	if opts.GrantMaxAge <= 0 {
+		opts.GrantMaxAge = 90 * 24 * time.Hour
 	}
 	if opts.RateLimit == 0 {
 		opts.RateLimit = 30

@@ -111,23 +111,27 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		var e *oauthError
 		toks, e = s.exchangeCode(r, clientID)
 		if e != nil {
-			fail(http.StatusBadRequest, *e, clientID)
+			status := http.StatusBadRequest
+			if e.Code == "temporarily_unavailable" {
+				status = http.StatusServiceUnavailable // the store, not the client
+			}
+			fail(status, *e, clientID)
 			return
 		}
 	case "refresh_token":
-		toks, err = s.opts.Store.RefreshOAuth(r.Context(), f.Get("refresh_token"), clientID, s.opts.AccessTTL, s.opts.RefreshTTL)
-		if errors.Is(err, acl.ErrInvalidGrant) {
+		toks, err = s.opts.Store.RefreshOAuth(r.Context(), acl.OAuthRefresh{Token: f.Get("refresh_token"), ClientID: clientID,
+			Resource: f.Get("resource"), AccessTTL: s.opts.AccessTTL, RefreshTTL: s.opts.RefreshTTL, MaxAge: s.opts.GrantMaxAge})
+		switch {
+		case errors.Is(err, acl.ErrInvalidGrant):
 			fail(http.StatusBadRequest, oauthError{"invalid_grant", err.Error()}, clientID)
 			return
-		}
-		if err != nil {
+		case errors.Is(err, acl.ErrInvalidTarget):
+			// RFC 8707: a refresh cannot move the grant to another resource.
+			fail(http.StatusBadRequest, oauthError{"invalid_target", err.Error()}, clientID)
+			return
+		case err != nil:
 			s.log.WithError(err).Error("refresh")
 			writeJSON(w, http.StatusServiceUnavailable, oauthError{"temporarily_unavailable", "the store is not available; try again"})
-			return
-		}
-		if res := f.Get("resource"); res != "" && !oauthex.MatchesResource([]string{toks.Token.Audience}, res) {
-			// RFC 8707: a refresh cannot move the grant to another resource.
-			fail(http.StatusBadRequest, oauthError{"invalid_target", "the grant is for " + toks.Token.Audience}, clientID)
 			return
 		}
 	default:

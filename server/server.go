@@ -174,6 +174,9 @@ type OAuthConfig struct {
 	// RefreshTTL is how long an unused refresh token stays valid; 0 means
 	// 30 days.
 	RefreshTTL time.Duration
+	// GrantMaxAge is how long a consent lasts, refreshed or not, before
+	// the user must sign in again; 0 means 90 days.
+	GrantMaxAge time.Duration
 	// AllowPrivateClientMetadata lets Client ID Metadata Documents be
 	// fetched from loopback and private addresses, over http too (tests,
 	// closed networks).
@@ -570,6 +573,7 @@ func (s *Server) authServer() (http.Handler, error) {
 		Scopes:          append(slices.Clone(acl.DefaultScopes), platformtools.ToolScopes()...),
 		AccessTTL:       c.AccessTTL,
 		RefreshTTL:      c.RefreshTTL,
+		GrantMaxAge:     c.GrantMaxAge,
 		ClientMetadata:  oauth.ClientMetadataOptions{AllowPrivate: c.AllowPrivateClientMetadata, Transport: c.ClientMetadataTransport},
 		RateLimit:       c.RateLimit,
 		OIDC:            c.OIDC,

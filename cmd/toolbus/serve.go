@@ -30,6 +30,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	oauthOn := fs.Bool("oauth", true, "serve the built-in OAuth 2.1 authorization server at /oauth/, so that MCP clients with only the gateway's URL can sign a user in (users: toolbus user add); false: personal tokens only")
 	fs.DurationVar(&cfg.OAuth.AccessTTL, "oauth-access-ttl", time.Hour, "lifetime of the access tokens the authorization server issues")
 	fs.DurationVar(&cfg.OAuth.RefreshTTL, "oauth-refresh-ttl", 30*24*time.Hour, "how long an unused OAuth refresh token stays valid")
+	fs.DurationVar(&cfg.OAuth.GrantMaxAge, "oauth-grant-max-age", 90*24*time.Hour, "how long a consent lasts, however often it is refreshed, before the user must sign in again (with --oidc-issuer: the longest a user removed at the provider keeps access)")
 	fs.BoolVar(&cfg.OAuth.AllowPrivateClientMetadata, "oauth-allow-private-client-metadata", false, "fetch Client ID Metadata Documents from loopback and private addresses too, over http as well (tests, closed networks)")
 	fs.IntVar(&cfg.OAuth.RateLimit, "oauth-rate-limit", 30, "sign-in attempts, token requests and registrations allowed per client address (and sign-ins per user) per minute; negative: no limit")
 	fs.StringVar(&cfg.OAuth.OIDC.Issuer, "oidc-issuer", "", "sign users in at this OpenID provider (its issuer URL) instead of with toolbus passwords; register toolbus there with the redirect URI <public URL>/oauth/callback")
