@@ -136,6 +136,9 @@ type OAuthCode struct {
 	// token's).
 	Spec    TokenSpec
 	Expires time.Time
+	// GrantID is the grant the code's redemption makes (RedeemOAuthCode
+	// sets it): a second redemption revokes it, before or after it exists.
+	GrantID string
 }
 
 // SaveOAuthCode stores c and returns the code: 256 random bits, of which
@@ -166,10 +169,14 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, code string) (_ OAuthCode, 
 	defer mapWriteErr(&err)
 	hash := sha256Hex(code)
 	_, ms := now()
-	var c OAuthCode
+	gid, err := randomID(grantIDPrefix, grantIDLen-len(grantIDPrefix))
+	if err != nil {
+		return OAuthCode{}, err
+	}
+	c := OAuthCode{GrantID: gid}
 	var spec string
 	var expMs int64
-	err = s.db.QueryRowContext(ctx, qRedeemOAuthCode, hash, ms).Scan(&c.ClientID, &c.RedirectURI, &c.Challenge, &spec, &expMs)
+	err = s.db.QueryRowContext(ctx, qRedeemOAuthCode, hash, ms, gid).Scan(&c.ClientID, &c.RedirectURI, &c.Challenge, &spec, &expMs)
 	if err == nil {
 		c.Expires = fromMillis(expMs)
 		if err := json.Unmarshal([]byte(spec), &c.Spec); err != nil {
@@ -191,7 +198,16 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, code string) (_ OAuthCode, 
 	case usedMs == 0:
 		return OAuthCode{}, fmt.Errorf("%w: authorization code expired", ErrInvalidGrant)
 	}
-	if grant != "" {
+	// The first redemption may not have made its grant yet: a revoked
+	// row in its place makes GrantOAuth fail; if the grant is there, it
+	// is revoked.
+	res, err := s.db.ExecContext(ctx, qInsertRevokedGrant, grant, ms)
+	if err != nil {
+		return OAuthCode{}, fmt.Errorf("redeem code: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return OAuthCode{}, fmt.Errorf("redeem code: %w", err)
+	} else if n == 0 {
 		if err := s.revokeGrant(ctx, grant); err != nil {
 			return OAuthCode{}, err
 		}
@@ -235,20 +251,17 @@ func parseRefresh(tok string) (string, bool) {
 	return tok[:grantIDLen], true
 }
 
-// GrantOAuth mints the tokens of a redeemed code: an access token for spec
-// and a refresh token valid for refreshTTL, recorded as the code's grant
-// (revoked if the code comes again).
-func (s *Store) GrantOAuth(ctx context.Context, code string, spec TokenSpec, refreshTTL time.Duration) (_ OAuthTokens, err error) {
+// GrantOAuth mints the tokens of a redeemed code: an access token for its
+// spec and a refresh token valid for refreshTTL, under the code's grant
+// ID. If the code came again meanwhile, the grant is refused
+// (ErrCodeReused) and the access token deleted.
+func (s *Store) GrantOAuth(ctx context.Context, c OAuthCode, refreshTTL time.Duration) (_ OAuthTokens, err error) {
 	defer mapWriteErr(&err)
-	secret, tok, err := s.CreateToken(ctx, spec)
+	secret, tok, err := s.CreateToken(ctx, c.Spec)
 	if err != nil {
 		return OAuthTokens{}, err
 	}
-	gid, err := randomID(grantIDPrefix, grantIDLen-len(grantIDPrefix))
-	if err != nil {
-		return OAuthTokens{}, err
-	}
-	refresh, err := newRefresh(gid)
+	refresh, err := newRefresh(c.GrantID)
 	if err != nil {
 		return OAuthTokens{}, err
 	}
@@ -259,11 +272,17 @@ func (s *Store) GrantOAuth(ctx context.Context, code string, spec TokenSpec, ref
 	if _, err := s.db.ExecContext(ctx, qPurgeOAuthGrants, ms-grantKeep.Milliseconds()); err != nil {
 		return OAuthTokens{}, fmt.Errorf("grant: purge: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, qInsertOAuthGrant, gid, spec.ClientID, spec.UserID, tok.ID, sha256Hex(refresh), ms, exp.UnixMilli()); err != nil {
-		return OAuthTokens{}, fmt.Errorf("grant: %w", err)
+	res, err := s.db.ExecContext(ctx, qInsertOAuthGrant, c.GrantID, c.Spec.ClientID, c.Spec.UserID, tok.ID, sha256Hex(refresh), ms, exp.UnixMilli())
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
 	}
-	if _, err := s.db.ExecContext(ctx, qSetOAuthCodeGrant, sha256Hex(code), gid); err != nil {
-		return OAuthTokens{}, fmt.Errorf("grant: %w", err)
+	if err != nil || n != 1 {
+		_ = s.deleteToken(ctx, tok.ID)
+		if err != nil {
+			return OAuthTokens{}, fmt.Errorf("grant: %w", err)
+		}
+		return OAuthTokens{}, ErrCodeReused // its revoked row is in the way
 	}
 	return OAuthTokens{Access: secret, Token: tok, Refresh: refresh, RefreshExpires: exp}, nil
 }

@@ -28,7 +28,7 @@ func grantForTest(t *testing.T, s *Store) (OAuthClient, OAuthTokens, string) {
 	if got.ClientID != c.ID || got.RedirectURI != "http://127.0.0.1:9/cb" || got.Challenge != "ch" || got.Spec.Audience != spec.Audience || got.Spec.TTL != time.Hour {
 		t.Fatalf("redeemed %+v", got)
 	}
-	toks, err := s.GrantOAuth(ctx, code, got.Spec, time.Hour)
+	toks, err := s.GrantOAuth(ctx, got, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +73,26 @@ func TestOAuthCodeSingleUse(t *testing.T) {
 	}
 	if _, err := s.RefreshOAuth(ctx, OAuthRefresh{Token: toks.Refresh, ClientID: toks.Token.ClientID, AccessTTL: time.Hour, RefreshTTL: time.Hour}); !errors.Is(err, ErrInvalidGrant) {
 		t.Fatalf("refresh after the code came again: %v", err)
+	}
+	// A code that comes again before its first redemption has made its
+	// grant: the grant, when it comes, is refused.
+	c, _, _ := grantForTest(t, s)
+	code2, err := s.SaveOAuthCode(ctx, OAuthCode{ClientID: c.ID, Spec: TokenSpec{UserID: "alice", ClientID: c.ID}, Expires: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.RedeemOAuthCode(ctx, code2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RedeemOAuthCode(ctx, code2); !errors.Is(err, ErrCodeReused) {
+		t.Fatalf("second redemption: %v", err)
+	}
+	if _, err := s.GrantOAuth(ctx, first, time.Hour); !errors.Is(err, ErrCodeReused) {
+		t.Fatalf("grant of a code redeemed twice: %v, want ErrCodeReused", err)
+	}
+	if toks, _ := s.ListTokens(ctx, "alice"); len(toks) != 2 { // grantForTest's two, revoked or live; none new
+		t.Fatalf("tokens after the refused grant: %+v", toks)
 	}
 	if _, err := s.RedeemOAuthCode(ctx, "no-such-code"); !errors.Is(err, ErrInvalidGrant) {
 		t.Fatalf("unknown code: %v", err)

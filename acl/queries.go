@@ -59,12 +59,16 @@ ON CONFLICT (id) DO NOTHING`
 	qPurgeOAuthCodes   = `DELETE FROM oauth_codes WHERE expires_ms < $1`
 	qInsertOAuthCode   = `INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, challenge, spec, expires_ms) VALUES ($1, $2, $3, $4, $5, $6)`
 	// Only one redemption can flip used_ms from 0.
-	qRedeemOAuthCode = `UPDATE oauth_codes SET used_ms = $2 WHERE code_hash = $1 AND used_ms = 0 AND expires_ms > $2
+	qRedeemOAuthCode = `UPDATE oauth_codes SET used_ms = $2, grant_id = $3 WHERE code_hash = $1 AND used_ms = 0 AND expires_ms > $2
 RETURNING client_id, redirect_uri, challenge, spec, expires_ms`
 	qSelectOAuthCodeUse = `SELECT used_ms, grant_id FROM oauth_codes WHERE code_hash = $1`
-	qSetOAuthCodeGrant  = `UPDATE oauth_codes SET grant_id = $2 WHERE code_hash = $1`
-	qInsertOAuthGrant   = `INSERT INTO oauth_grants (id, client_id, user_id, token_id, refresh_hash, created_ms, expires_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)`
-	qSelectOAuthGrant   = `SELECT client_id, user_id, token_id, refresh_hash, prev_refresh_hash, created_ms, expires_ms, revoked_ms FROM oauth_grants WHERE id = $1`
+	qInsertOAuthGrant   = `INSERT INTO oauth_grants (id, client_id, user_id, token_id, refresh_hash, created_ms, expires_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (id) DO NOTHING`
+	// A grant revoked before it was made: its code came twice.
+	qInsertRevokedGrant = `INSERT INTO oauth_grants (id, client_id, user_id, token_id, refresh_hash, created_ms, expires_ms, revoked_ms)
+VALUES ($1, '', '', '', '', $2, $2, $2)
+ON CONFLICT (id) DO NOTHING`
+	qSelectOAuthGrant = `SELECT client_id, user_id, token_id, refresh_hash, prev_refresh_hash, created_ms, expires_ms, revoked_ms FROM oauth_grants WHERE id = $1`
 	// Only the request that holds the current refresh token, of a grant
 	// still live, rotates it; the grant then points at the new token.
 	qRotateOAuthGrant = `UPDATE oauth_grants SET refresh_hash = $2, prev_refresh_hash = $3, expires_ms = $4, token_id = $5

@@ -48,7 +48,7 @@ type Store interface {
 	OAuthClient(ctx context.Context, id string) (acl.OAuthClient, error)
 	SaveOAuthCode(ctx context.Context, c acl.OAuthCode) (string, error)
 	RedeemOAuthCode(ctx context.Context, code string) (acl.OAuthCode, error)
-	GrantOAuth(ctx context.Context, code string, spec acl.TokenSpec, refreshTTL time.Duration) (acl.OAuthTokens, error)
+	GrantOAuth(ctx context.Context, c acl.OAuthCode, refreshTTL time.Duration) (acl.OAuthTokens, error)
 	RefreshOAuth(ctx context.Context, req acl.OAuthRefresh) (acl.OAuthTokens, error)
 	RevokeOAuth(ctx context.Context, token, clientID string) error
 	SavePendingLogin(ctx context.Context, data []byte, expires time.Time) (string, error)

@@ -172,7 +172,10 @@ func (s *Server) exchangeCode(r *http.Request, clientID string) (acl.OAuthTokens
 	case f.Get("resource") != "" && !oauthex.MatchesResource([]string{c.Spec.Audience}, f.Get("resource")):
 		return acl.OAuthTokens{}, &oauthError{"invalid_target", "the code was issued for " + c.Spec.Audience}
 	}
-	toks, err := s.opts.Store.GrantOAuth(r.Context(), code, c.Spec, s.opts.RefreshTTL)
+	toks, err := s.opts.Store.GrantOAuth(r.Context(), c, s.opts.RefreshTTL)
+	if errors.Is(err, acl.ErrInvalidGrant) {
+		return acl.OAuthTokens{}, &oauthError{"invalid_grant", err.Error()}
+	}
 	if err != nil {
 		s.log.WithError(err).Error("grant")
 		return acl.OAuthTokens{}, &oauthError{"temporarily_unavailable", "the store is not available; try again"}
