@@ -1,6 +1,9 @@
 package oauth
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -59,5 +62,34 @@ func TestCheckDialAddr(t *testing.T) {
 		if err := checkDialAddr(tc.addr, true); err != nil {
 			t.Errorf("checkDialAddr(%s, allowPrivate) = %v", tc.addr, err)
 		}
+	}
+}
+
+func TestClientAddr(t *testing.T) {
+	s := &Server{opts: Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}}}
+	for _, tc := range []struct {
+		name, remote, xff, want string
+	}{
+		{"direct", "203.0.113.7:5000", "", "203.0.113.7"},
+		{"direct, forged header ignored", "203.0.113.7:5000", "198.51.100.1", "203.0.113.7"},
+		{"through a trusted proxy", "10.1.2.3:5000", "198.51.100.1", "198.51.100.1"},
+		{"through two trusted proxies", "10.1.2.3:5000", "198.51.100.1, 10.9.9.9", "198.51.100.1"},
+		{"a forged hop before the real one", "10.1.2.3:5000", "1.2.3.4, 198.51.100.1", "198.51.100.1"},
+		{"trusted proxy, no header", "10.1.2.3:5000", "", "10.1.2.3"},
+		{"unreadable hop", "10.1.2.3:5000", "junk", "10.1.2.3"},
+		{"IPv6 by its /64", "[2001:db8:1:2:3:4:5:6]:5000", "", "2001:db8:1:2::/64"},
+		{"IPv4-mapped", "[::ffff:203.0.113.7]:5000", "", "203.0.113.7"},
+		{"IPv6 proxy", "[::1]:5000", "2001:db8:1:2::9", "2001:db8:1:2::/64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/oauth/token", nil)
+			r.RemoteAddr = tc.remote
+			if tc.xff != "" {
+				r.Header.Set("X-Forwarded-For", tc.xff)
+			}
+			if got := s.clientAddr(r); got != tc.want {
+				t.Fatalf("clientAddr = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

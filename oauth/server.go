@@ -21,6 +21,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,6 +96,10 @@ type Options struct {
 	// registrations of one client address, and the sign-in attempts on one
 	// user, per minute; 0 means 30, negative none.
 	RateLimit int
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client's address; nil means none: the connection's peer is the
+	// client, and behind a proxy every client shares its limit.
+	TrustedProxies []netip.Prefix
 
 	// Audit receives a record of every sign-in, consent, token issued or
 	// refreshed, registration, revocation, and every refusal; nil: none.
@@ -271,7 +277,7 @@ func (s *Server) audit(r *http.Request, e acl.AuditEvent) {
 	if e.Outcome == "" {
 		e.Outcome = "ok"
 	}
-	fields := logrus.Fields{"action": e.Action, "outcome": e.Outcome, "client": e.ClientID, "user": e.UserID, "remote": clientIP(r)}
+	fields := logrus.Fields{"action": e.Action, "outcome": e.Outcome, "client": e.ClientID, "user": e.UserID, "remote": s.clientAddr(r)}
 	if e.Reason != "" {
 		fields["reason"] = e.Reason
 	}
@@ -281,12 +287,41 @@ func (s *Server) audit(r *http.Request, e acl.AuditEvent) {
 	}
 }
 
-// clientIP is the address a request came from, the key of the per-address
-// rate limit.
-func clientIP(r *http.Request) string {
+// clientAddr is the address a request came from, the key of the
+// per-address rate limit: the connection's peer, or, when that is one of
+// Options.TrustedProxies, the nearest address in X-Forwarded-For that is
+// not. IPv6 addresses count by their /64, which one host usually holds
+// whole.
+func (s *Server) clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return strings.Trim(host, "[]")
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap()
+	if s.trusted(ip) {
+		hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+		for i := len(hops) - 1; i >= 0; i-- {
+			hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+			if err != nil {
+				break // a hop we cannot read: trust nothing before it
+			}
+			ip = hop.Unmap()
+			if !s.trusted(ip) {
+				break
+			}
+		}
+	}
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
+
+func (s *Server) trusted(ip netip.Addr) bool {
+	return slices.ContainsFunc(s.opts.TrustedProxies, func(p netip.Prefix) bool { return p.Contains(ip) })
 }

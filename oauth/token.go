@@ -25,7 +25,7 @@ type tokenResponse struct {
 // allowIP applies the per-address rate limit of the token, registration
 // and revocation endpoints: 429 with Retry-After when it is spent.
 func (s *Server) allowIP(w http.ResponseWriter, r *http.Request, action string) bool {
-	ok, wait := s.perIP.allow(clientIP(r))
+	ok, wait := s.perIP.allow(s.clientAddr(r))
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
 		s.audit(r, acl.AuditEvent{Action: action, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})

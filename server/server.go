@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -192,6 +193,9 @@ type OAuthConfig struct {
 	// OIDC, with an Issuer, has users sign in at a company's OpenID
 	// provider instead of with toolbus passwords (docs/oauth.md).
 	OIDC oauth.OIDCOptions
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client's address for the rate limits; nil means none.
+	TrustedProxies []netip.Prefix
 }
 
 // maxHeaderBytes bounds a request's header block (net/http answers 431
@@ -576,6 +580,7 @@ func (s *Server) authServer() (http.Handler, error) {
 		GrantMaxAge:     c.GrantMaxAge,
 		ClientMetadata:  oauth.ClientMetadataOptions{AllowPrivate: c.AllowPrivateClientMetadata, Transport: c.ClientMetadataTransport},
 		RateLimit:       c.RateLimit,
+		TrustedProxies:  c.TrustedProxies,
 		OIDC:            c.OIDC,
 		Audit:           record,
 		Logger:          s.cfg.Logger,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -22,5 +23,18 @@ func TestParseGroupScopes(t *testing.T) {
 		if (err != nil) != tc.wantErr || !tc.wantErr && !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("parseGroupScopes(%q) = %v, %v; want %v (error %t)", tc.in, got, err, tc.want, tc.wantErr)
 		}
+	}
+}
+
+func TestParsePrefixes(t *testing.T) {
+	got, err := parsePrefixes("10.0.0.0/8, 192.168.1.7,::1, 2001:db8::/32")
+	if err != nil || fmt.Sprint(got) != "[10.0.0.0/8 192.168.1.7/32 ::1/128 2001:db8::/32]" {
+		t.Fatalf("parsePrefixes = %v, %v", got, err)
+	}
+	if _, err := parsePrefixes("proxy.example"); err == nil {
+		t.Fatal("a host name was accepted")
+	}
+	if got, err := parsePrefixes(""); err != nil || got != nil {
+		t.Fatalf("empty: %v, %v", got, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -32,6 +33,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.OAuth.RefreshTTL, "oauth-refresh-ttl", 30*24*time.Hour, "how long an unused OAuth refresh token stays valid")
 	fs.DurationVar(&cfg.OAuth.GrantMaxAge, "oauth-grant-max-age", 90*24*time.Hour, "how long a consent lasts, however often it is refreshed, before the user must sign in again (with --oidc-issuer: the longest a user removed at the provider keeps access)")
 	fs.BoolVar(&cfg.OAuth.AllowPrivateClientMetadata, "oauth-allow-private-client-metadata", false, "fetch Client ID Metadata Documents from loopback and private addresses too, over http as well (tests, closed networks)")
+	trustedProxies := fs.String("trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client's address, for the OAuth rate limits (default: none, the connection's peer is the client)")
 	fs.IntVar(&cfg.OAuth.RateLimit, "oauth-rate-limit", 30, "sign-in attempts, token requests and registrations allowed per client address (and sign-ins per user) per minute; negative: no limit")
 	fs.StringVar(&cfg.OAuth.OIDC.Issuer, "oidc-issuer", "", "sign users in at this OpenID provider (its issuer URL) instead of with toolbus passwords; register toolbus there with the redirect URI <public URL>/oauth/callback")
 	fs.StringVar(&cfg.OAuth.OIDC.ClientID, "oidc-client-id", "", "toolbus's client ID at the --oidc-issuer provider")
@@ -91,6 +93,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Logger = log
 	cfg.OAuth.Disabled = !*oauthOn
 	cfg.OAuth.OIDC.Scopes = splitList(*oidcScopes)
+	if cfg.OAuth.TrustedProxies, err = parsePrefixes(*trustedProxies); err != nil {
+		return sources.located(err)
+	}
 	if cfg.OAuth.OIDC.GroupScopes, err = parseGroupScopes(*oidcGroupScopes); err != nil {
 		return sources.located(err)
 	}
@@ -240,4 +245,22 @@ func parseGroupScopes(s string) (map[string][]string, error) {
 		m[group] = append(m[group], list...)
 	}
 	return m, nil
+}
+
+// parsePrefixes reads --trusted-proxies: addresses or CIDRs,
+// comma-separated.
+func parsePrefixes(s string) ([]netip.Prefix, error) {
+	var ps []netip.Prefix
+	for _, f := range splitList(s) {
+		if p, err := netip.ParsePrefix(f); err == nil {
+			ps = append(ps, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-proxies: %q is neither an address nor a CIDR", f)
+		}
+		ps = append(ps, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return ps, nil
 }
