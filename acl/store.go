@@ -6,8 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"golang.org/x/crypto/bcrypt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,7 +17,10 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/crypto/bcrypt"
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
+
+	"github.com/toolbus/toolbus/internal/logutil"
 )
 
 // DBFileName is the store's file inside the data directory.
@@ -148,13 +149,7 @@ func (opts *StoreOptions) fill() (*logrus.Entry, error) {
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = 5 * time.Second
 	}
-	log := opts.Logger
-	if log == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		log = logrus.NewEntry(l)
-	}
-	return log.WithField("component", "acl"), nil
+	return logutil.Component(opts.Logger, "acl"), nil
 }
 
 // pingUntilFree opens db's first connection, trying again while SQLite says

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/requester"
 )
 
@@ -137,13 +137,7 @@ func NewService(opts Options) (*Service, error) {
 	if opts.ToolsTimeout <= 0 {
 		opts.ToolsTimeout = 5 * time.Second
 	}
-	log := opts.Logger
-	if log == nil {
-		l := logrus.New()
-		l.SetOutput(io.Discard)
-		log = logrus.NewEntry(l)
-	}
-	return &Service{opts: opts, log: log.WithField("component", "admin")}, nil
+	return &Service{opts: opts, log: logutil.Component(opts.Logger, "admin")}, nil
 }
 
 // change runs one change. Every change of the model goes through here, so

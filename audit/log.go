@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/internal/logutil"
 )
 
 // Defaults of Options.
@@ -149,12 +149,7 @@ func New(opts Options) (*Log, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	log := opts.Logger
-	if log == nil {
-		l := logrus.New()
-		l.SetOutput(io.Discard)
-		log = logrus.NewEntry(l)
-	}
+	log := logutil.OrDiscard(opts.Logger)
 	l := &Log{
 		opts:      opts,
 		log:       log.WithField("component", "audit"),

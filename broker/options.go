@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/internal/logutil"
 )
 
 // Authenticator checks a client's login. *acl.Store satisfies it.
@@ -160,11 +160,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxPreAuthPerSource == 0 {
 		o.MaxPreAuthPerSource = DefaultMaxPreAuthPerSource
 	}
-	if o.Logger == nil {
-		l := logrus.New()
-		l.SetOutput(io.Discard)
-		o.Logger = logrus.NewEntry(l)
-	}
+	o.Logger = logutil.OrDiscard(o.Logger)
 	if _, ok := o.Logger.Data["component"]; !ok {
 		o.Logger = o.Logger.WithField("component", "broker")
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/backoff"
+	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/internal/pahoconn"
 )
 
@@ -203,12 +203,7 @@ func NewAgent(opts AgentOptions) *Agent {
 	if opts.PresenceEvery == 0 {
 		opts.PresenceEvery = DefaultAgentPresenceEvery
 	}
-	log := opts.Logger
-	if log == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		log = logrus.NewEntry(l)
-	}
+	log := logutil.OrDiscard(opts.Logger)
 	opts.Logger = nil
 	return &Agent{
 		opts:     opts,

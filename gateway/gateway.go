@@ -15,7 +15,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/platformtools"
 	"github.com/toolbus/toolbus/requester"
@@ -203,11 +203,7 @@ func New(opts Options) (*Gateway, error) {
 	if opts.ServerVersion == "" {
 		opts.ServerVersion = "dev"
 	}
-	if opts.Logger == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		opts.Logger = logrus.NewEntry(l)
-	}
+	opts.Logger = logutil.OrDiscard(opts.Logger)
 	g := &Gateway{
 		opts:     opts,
 		log:      opts.Logger.WithField("component", "gateway"),

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/internal/logutil"
 )
 
 // EndedSessions records the MCP sessions clients ended (DELETE), in a store
@@ -81,12 +82,7 @@ func (ss *sessions) shareEnded(store EndedSessions, ttl time.Duration, log *logr
 	if ttl == 0 {
 		ttl = DefaultEndedSessionsCacheTTL
 	}
-	if log == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		log = logrus.NewEntry(l)
-	}
-	ss.shared = &sharedEnded{store: store, ttl: ttl, log: log}
+	ss.shared = &sharedEnded{store: store, ttl: ttl, log: logutil.OrDiscard(log)}
 }
 
 // checkShared refuses a session that another replica ended. A "not ended"

@@ -18,7 +18,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -29,6 +28,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/internal/logutil"
 )
 
 // Paths the server answers. The metadata paths are for an issuer without a
@@ -142,16 +142,11 @@ func New(opts Options) (*Server, error) {
 	if opts.RateLimit == 0 {
 		opts.RateLimit = 30
 	}
-	log := opts.Logger
-	if log == nil {
-		l := logrus.New()
-		l.SetOutput(io.Discard)
-		log = logrus.NewEntry(l)
-	}
+	log := logutil.Component(opts.Logger, "oauth")
 	s := &Server{
 		opts:    opts,
-		log:     log.WithField("component", "oauth"),
-		meta:    newMetaFetcher(opts.ClientMetadata, log.WithField("component", "oauth")),
+		log:     log,
+		meta:    newMetaFetcher(opts.ClientMetadata, log),
 		perIP:   newKeyedLimiter(opts.RateLimit),
 		perUser: newKeyedLimiter(opts.RateLimit),
 		mux:     http.NewServeMux(),

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"runtime/debug"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/mcp"
 )
 
@@ -101,12 +101,7 @@ func NewRegistry(opts Options) *Registry {
 }
 
 func componentLogger(l *logrus.Entry, component string) *logrus.Entry {
-	if l == nil {
-		lg := logrus.New()
-		lg.SetOutput(io.Discard)
-		l = logrus.NewEntry(lg)
-	}
-	return l.WithField("component", component)
+	return logutil.Component(l, component)
 }
 
 // Add registers t. It fails (wrapping ErrInvalidTool) on a bad or duplicate

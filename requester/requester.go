@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/jsonrpc"
 )
 
@@ -172,13 +172,7 @@ type publishWaiter interface {
 
 // requesterLogger returns l (or a discard logger) with a component field.
 func requesterLogger(l *logrus.Entry, component string) *logrus.Entry {
-	if l == nil {
-		lg := logrus.New()
-		lg.SetOutput(io.Discard)
-		lg.SetLevel(logrus.PanicLevel)
-		l = logrus.NewEntry(lg)
-	}
-	return l.WithField("component", component)
+	return logutil.Component(l, component)
 }
 
 // New makes a Requester over bus. Call Start before Request.

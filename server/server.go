@@ -23,6 +23,7 @@ import (
 	"github.com/toolbus/toolbus/audit"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/gateway"
+	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/metrics"
 	"github.com/toolbus/toolbus/oauth"
 	"github.com/toolbus/toolbus/platformtools"
@@ -262,11 +263,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		cfg.PublicURL = u
 	}
-	if cfg.Logger == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		cfg.Logger = logrus.NewEntry(l)
-	}
+	cfg.Logger = logutil.OrDiscard(cfg.Logger)
 	return &Server{cfg: cfg, log: cfg.Logger.WithField("component", "server")}, nil
 }
 

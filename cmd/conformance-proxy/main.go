@@ -36,6 +36,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/internal/envflag"
+	"github.com/toolbus/toolbus/internal/logutil"
 )
 
 // envPrefix prefixes the environment variable of every flag.
@@ -148,11 +149,7 @@ type proxyServer struct {
 
 // start listens on addr and serves the proxy in a goroutine that Close stops.
 func start(addr string, target *url.URL, token string, log *logrus.Entry) (*proxyServer, error) {
-	if log == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		log = logrus.NewEntry(l)
-	}
+	log = logutil.OrDiscard(log)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
