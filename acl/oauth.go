@@ -289,14 +289,14 @@ func (s *Store) GrantOAuth(ctx context.Context, c OAuthCode, refreshTTL time.Dur
 
 // grantRow is a stored grant.
 type grantRow struct {
-	clientID, userID, tokenID       string
+	clientID, tokenID               string
 	hash, prevHash                  string
 	createdMs, expiresMs, revokedMs int64
 }
 
 func (s *Store) loadGrant(ctx context.Context, id string) (grantRow, bool, error) {
 	var g grantRow
-	err := s.db.QueryRowContext(ctx, qSelectOAuthGrant, id).Scan(&g.clientID, &g.userID, &g.tokenID, &g.hash, &g.prevHash, &g.createdMs, &g.expiresMs, &g.revokedMs)
+	err := s.db.QueryRowContext(ctx, qSelectOAuthGrant, id).Scan(&g.clientID, &g.tokenID, &g.hash, &g.prevHash, &g.createdMs, &g.expiresMs, &g.revokedMs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return grantRow{}, false, nil
 	}

@@ -68,7 +68,7 @@ ON CONFLICT (id) DO NOTHING`
 	qInsertRevokedGrant = `INSERT INTO oauth_grants (id, client_id, user_id, token_id, refresh_hash, created_ms, expires_ms, revoked_ms)
 VALUES ($1, '', '', '', '', $2, $2, $2)
 ON CONFLICT (id) DO NOTHING`
-	qSelectOAuthGrant = `SELECT client_id, user_id, token_id, refresh_hash, prev_refresh_hash, created_ms, expires_ms, revoked_ms FROM oauth_grants WHERE id = $1`
+	qSelectOAuthGrant = `SELECT client_id, token_id, refresh_hash, prev_refresh_hash, created_ms, expires_ms, revoked_ms FROM oauth_grants WHERE id = $1`
 	// Only the request that holds the current refresh token, of a grant
 	// still live, rotates it; the grant then points at the new token.
 	qRotateOAuthGrant = `UPDATE oauth_grants SET refresh_hash = $2, prev_refresh_hash = $3, expires_ms = $4, token_id = $5

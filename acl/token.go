@@ -147,6 +147,7 @@ type Token struct {
 	Name     string
 	Audience string // "" = not bound to one resource (TokenSpec.Audience)
 	ClientID string // the OAuth client holding it; "" = a personal token
+	holder   string // Holder, computed when the row is read
 	// Zero times are "not set": never expires, never used, not revoked.
 	Created, ExpiresAt, LastUsed, RevokedAt time.Time
 }
@@ -155,7 +156,17 @@ type Token struct {
 // refreshes (an MCP session): for a token an OAuth consent minted, which
 // each refresh replaces by a new one, its client and resource; for any
 // other token, the token itself.
+//
+// A token read from the store has it computed once, with the row, so that
+// the session lookup of every request costs no hash.
 func (t Token) Holder() string {
+	if t.holder != "" {
+		return t.holder
+	}
+	return holderOf(t)
+}
+
+func holderOf(t Token) string {
 	if t.ClientID == "" {
 		return t.ID
 	}
@@ -486,6 +497,7 @@ func scanToken(r rowScanner) (tokenRow, error) {
 		t.Agents = t.Agents[:len(t.Agents):len(t.Agents)]
 	}
 	t.ReadOnly = readOnly != 0
+	t.holder = holderOf(*t)
 	t.Created = fromMillis(createdMs)
 	t.ExpiresAt = optMillis(row.expiresMs)
 	t.LastUsed = optMillis(row.lastMs)
