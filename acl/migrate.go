@@ -213,6 +213,19 @@ var migrations = []migration{
 			`CREATE INDEX oauth_grants_revoked ON oauth_grants (revoked_ms)`,
 		},
 	},
+	{
+		version: 11,
+		name:    "OAuth client first use",
+		stmts: []string{
+			// When a client was first granted tokens (0: never). Clients
+			// never used are purged a while after they registered
+			// (PurgeUnusedOAuthClients); the ones registered before this
+			// column count as used, so an upgrade drops none.
+			`ALTER TABLE oauth_clients ADD COLUMN used_ms BIGINT NOT NULL DEFAULT 0`,
+			`UPDATE oauth_clients SET used_ms = created_ms`,
+			`CREATE INDEX oauth_clients_unused ON oauth_clients (used_ms, created_ms)`,
+		},
+	},
 }
 
 // migrate brings db to the newest schema version. It refuses a database

@@ -44,7 +44,10 @@ type OAuthClient struct {
 	// with PKCE alone.
 	Confidential bool
 	Created      time.Time
-	secretHash   string
+	// Used is when the client was first granted tokens; zero if never
+	// (see PurgeUnusedOAuthClients).
+	Used       time.Time
+	secretHash string
 }
 
 // CheckSecret reports whether secret is the client's (constant time).
@@ -112,8 +115,8 @@ func (s *Store) RegisterOAuthClient(ctx context.Context, name string, redirectUR
 func (s *Store) OAuthClient(ctx context.Context, id string) (OAuthClient, error) {
 	c := OAuthClient{ID: id}
 	var uris string
-	var ms int64
-	err := s.db.QueryRowContext(ctx, qSelectOAuthClient, id).Scan(&c.secretHash, &c.Name, &uris, &ms)
+	var ms, usedMs int64
+	err := s.db.QueryRowContext(ctx, qSelectOAuthClient, id).Scan(&c.secretHash, &c.Name, &uris, &ms, &usedMs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return OAuthClient{}, fmt.Errorf("OAuth client %q: %w", id, ErrNotFound)
 	}
@@ -123,7 +126,32 @@ func (s *Store) OAuthClient(ctx context.Context, id string) (OAuthClient, error)
 	c.RedirectURIs = strings.Fields(uris)
 	c.Confidential = c.secretHash != ""
 	c.Created = fromMillis(ms)
+	if usedMs != 0 {
+		c.Used = fromMillis(usedMs)
+	}
 	return c, nil
+}
+
+// PurgeUnusedOAuthClients deletes the clients registered before
+// registeredBefore that were never granted tokens, and returns how many.
+// Registration is open to anyone, as MCP clients need it: this bounds
+// what registrations nobody signed in with leave behind. A client that
+// was used once stays, since clients keep their ID and not every client
+// registers again when it is refused.
+func (s *Store) PurgeUnusedOAuthClients(ctx context.Context, registeredBefore time.Time) (_ int64, err error) {
+	defer mapWriteErr(&err)
+	res, err := s.db.ExecContext(ctx, qPurgeOAuthClients, registeredBefore.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("purge unused OAuth clients: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("purge unused OAuth clients: %w", err)
+	}
+	if n > 0 {
+		s.log.WithField("clients", n).Info("purged OAuth clients never used")
+	}
+	return n, nil
 }
 
 // OAuthCode is what an authorization code stands for.
@@ -271,6 +299,12 @@ func (s *Store) GrantOAuth(ctx context.Context, c OAuthCode, refreshTTL time.Dur
 	// replayed refresh token (its grant is gone: it is refused anyway).
 	if _, err := s.db.ExecContext(ctx, qPurgeOAuthGrants, ms-grantKeep.Milliseconds()); err != nil {
 		return OAuthTokens{}, fmt.Errorf("grant: purge: %w", err)
+	}
+	// The client is kept from now on (PurgeUnusedOAuthClients). One with a
+	// metadata document has no row: nothing to mark.
+	if _, err := s.db.ExecContext(ctx, qUseOAuthClient, c.Spec.ClientID, ms); err != nil {
+		_ = s.deleteToken(ctx, tok.ID)
+		return OAuthTokens{}, fmt.Errorf("grant: mark client used: %w", err)
 	}
 	res, err := s.db.ExecContext(ctx, qInsertOAuthGrant, c.GrantID, c.Spec.ClientID, c.Spec.UserID, tok.ID, sha256Hex(refresh), ms, exp.UnixMilli())
 	var n int64

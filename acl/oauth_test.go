@@ -55,6 +55,27 @@ func TestOAuthClients(t *testing.T) {
 	if _, err := s.OAuthClient(ctx, "tbc_nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown client: %v", err)
 	}
+
+	// Clients never granted tokens go; the ones granted once stay.
+	used, _, _ := grantForTest(t, s)
+	if got, err := s.OAuthClient(ctx, used.ID); err != nil || got.Used.IsZero() || got.Used.Before(got.Created) {
+		t.Fatalf("granted client = %+v, %v; want it marked used", got, err)
+	}
+	if got.Used != (time.Time{}) {
+		t.Fatalf("client never granted marked used at %v", got.Used)
+	}
+	if n, err := s.PurgeUnusedOAuthClients(ctx, c.Created); err != nil || n != 0 {
+		t.Fatalf("purge of clients registered before the first = %d, %v; want 0", n, err)
+	}
+	if n, err := s.PurgeUnusedOAuthClients(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("purge = %d, %v; want the unused client purged", n, err)
+	}
+	if _, err := s.OAuthClient(ctx, c.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("purged client: %v, want ErrNotFound", err)
+	}
+	if _, err := s.OAuthClient(ctx, used.ID); err != nil {
+		t.Fatalf("used client purged: %v", err)
+	}
 }
 
 func TestOAuthCodeSingleUse(t *testing.T) {

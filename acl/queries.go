@@ -55,7 +55,9 @@ ON CONFLICT (id) DO NOTHING`
 	qRevokeGrantsOfUser = `UPDATE oauth_grants SET revoked_ms = $2 WHERE user_id = $1 AND revoked_ms = 0`
 	// The OAuth authorization server (acl/oauth.go).
 	qInsertOAuthClient = `INSERT INTO oauth_clients (client_id, secret_hash, name, redirect_uris, created_ms) VALUES ($1, $2, $3, $4, $5)`
-	qSelectOAuthClient = `SELECT secret_hash, name, redirect_uris, created_ms FROM oauth_clients WHERE client_id = $1`
+	qSelectOAuthClient = `SELECT secret_hash, name, redirect_uris, created_ms, used_ms FROM oauth_clients WHERE client_id = $1`
+	qUseOAuthClient    = `UPDATE oauth_clients SET used_ms = $2 WHERE client_id = $1 AND used_ms = 0`
+	qPurgeOAuthClients = `DELETE FROM oauth_clients WHERE used_ms = 0 AND created_ms < $1`
 	qPurgeOAuthCodes   = `DELETE FROM oauth_codes WHERE expires_ms < $1`
 	qInsertOAuthCode   = `INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, challenge, spec, expires_ms) VALUES ($1, $2, $3, $4, $5, $6)`
 	// Only one redemption can flip used_ms from 0.

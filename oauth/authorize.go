@@ -60,7 +60,9 @@ func (s *Server) parseAuthorize(r *http.Request, q url.Values) (*authRequest, *e
 	c, err := s.client(r.Context(), id)
 	if err != nil {
 		if errors.Is(err, acl.ErrNotFound) {
-			return nil, &errPage{"unknown client " + strconv.Quote(id)}, nil
+			// A registration nobody signed in with is purged
+			// (Options.UnusedClientTTL); the client may still hold its ID.
+			return nil, &errPage{"unknown client " + strconv.Quote(id) + ": if your MCP client registered a while ago without signing in, remove this server there and add it again"}, nil
 		}
 		if errors.Is(err, errClient) {
 			return nil, &errPage{err.Error()}, nil

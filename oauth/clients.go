@@ -184,7 +184,14 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if len(m.ResponseTypes) == 0 {
 		m.ResponseTypes = []string{"code"}
 	}
-	c, secret, err := s.opts.Store.RegisterOAuthClient(r.Context(), m.ClientName, m.RedirectURIs, confidential)
+	// Registrations are rate-limited, so purging here bounds the unused
+	// clients with no goroutine of its own.
+	_, err = s.opts.Store.PurgeUnusedOAuthClients(r.Context(), time.Now().Add(-s.opts.UnusedClientTTL))
+	var c acl.OAuthClient
+	var secret string
+	if err == nil {
+		c, secret, err = s.opts.Store.RegisterOAuthClient(r.Context(), m.ClientName, m.RedirectURIs, confidential)
+	}
 	if err != nil {
 		s.log.WithError(err).Error("register client")
 		writeJSON(w, http.StatusServiceUnavailable, oauthError{Code: "temporarily_unavailable", Description: "the store is not available; try again"})

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -273,6 +274,37 @@ func TestFlow(t *testing.T) {
 		if !e.audited(a, "ok") {
 			t.Errorf("no audit record of %s", a)
 		}
+	}
+}
+
+// TestUnusedClientsPurged: a registration nobody signed in with is gone
+// once UnusedClientTTL has passed and another client registers; a client
+// that got tokens stays.
+func TestUnusedClientsPurged(t *testing.T) {
+	e := newEnv(t, func(o *oauth.Options) { o.UnusedClientTTL = time.Millisecond })
+	ctx := context.Background()
+	const redirect = "http://127.0.0.1/callback"
+	used := e.config(e.register(redirect), redirect)
+	verifier := oauth2.GenerateVerifier()
+	code := codeFrom(t, e.consent(used.AuthCodeURL("s", oauth2.S256ChallengeOption(verifier)), allow()), "s")
+	if _, err := used.Exchange(ctx, code, oauth2.VerifierOption(verifier)); err != nil {
+		t.Fatal(err)
+	}
+	unused := e.register(redirect)
+	c, err := e.store.OAuthClient(ctx, unused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The store's clock counts milliseconds: wait until the TTL is past.
+	for time.Since(c.Created) < 3*time.Millisecond {
+		runtime.Gosched()
+	}
+	e.register(redirect)
+	if _, err := e.store.OAuthClient(ctx, unused); !errors.Is(err, acl.ErrNotFound) {
+		t.Fatalf("unused client after a later registration: %v, want ErrNotFound", err)
+	}
+	if _, err := e.store.OAuthClient(ctx, used.ClientID); err != nil {
+		t.Fatalf("used client purged: %v", err)
 	}
 }
 

@@ -47,6 +47,7 @@ const (
 type Store interface {
 	VerifyUser(ctx context.Context, id string, password []byte) error
 	RegisterOAuthClient(ctx context.Context, name string, redirectURIs []string, confidential bool) (acl.OAuthClient, string, error)
+	PurgeUnusedOAuthClients(ctx context.Context, registeredBefore time.Time) (int64, error)
 	OAuthClient(ctx context.Context, id string) (acl.OAuthClient, error)
 	SaveOAuthCode(ctx context.Context, c acl.OAuthCode) (string, error)
 	RedeemOAuthCode(ctx context.Context, code string) (acl.OAuthCode, error)
@@ -84,6 +85,10 @@ type Options struct {
 	// the user signs in again after it (and a user removed at the OpenID
 	// provider loses access by then at the latest); 0 means 90 days.
 	GrantMaxAge time.Duration
+	// UnusedClientTTL is how long a registered client that was never
+	// granted tokens is kept: registration is open to anyone, and this
+	// bounds what registrations nobody signs in with leave; 0 means 24h.
+	UnusedClientTTL time.Duration
 
 	// ClientMetadata bounds the fetch of Client ID Metadata Documents.
 	ClientMetadata ClientMetadataOptions
@@ -138,6 +143,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.GrantMaxAge <= 0 {
 		opts.GrantMaxAge = 90 * 24 * time.Hour
+	}
+	if opts.UnusedClientTTL <= 0 {
+		opts.UnusedClientTTL = 24 * time.Hour
 	}
 	if opts.RateLimit == 0 {
 		opts.RateLimit = 30

@@ -179,6 +179,9 @@ type OAuthConfig struct {
 	// GrantMaxAge is how long a consent lasts, refreshed or not, before
 	// the user must sign in again; 0 means 90 days.
 	GrantMaxAge time.Duration
+	// UnusedClientTTL is how long a registered client that never got a
+	// token is kept; 0 means 24h.
+	UnusedClientTTL time.Duration
 	// AllowPrivateClientMetadata lets Client ID Metadata Documents be
 	// fetched from loopback and private addresses, over http too (tests,
 	// closed networks).
@@ -575,6 +578,7 @@ func (s *Server) authServer() (http.Handler, error) {
 		AccessTTL:       c.AccessTTL,
 		RefreshTTL:      c.RefreshTTL,
 		GrantMaxAge:     c.GrantMaxAge,
+		UnusedClientTTL: c.UnusedClientTTL,
 		ClientMetadata:  oauth.ClientMetadataOptions{AllowPrivate: c.AllowPrivateClientMetadata, Transport: c.ClientMetadataTransport},
 		RateLimit:       c.RateLimit,
 		TrustedProxies:  c.TrustedProxies,

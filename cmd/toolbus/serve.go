@@ -32,6 +32,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.OAuth.AccessTTL, "oauth-access-ttl", time.Hour, "lifetime of the access tokens the authorization server issues")
 	fs.DurationVar(&cfg.OAuth.RefreshTTL, "oauth-refresh-ttl", 30*24*time.Hour, "how long an unused OAuth refresh token stays valid")
 	fs.DurationVar(&cfg.OAuth.GrantMaxAge, "oauth-grant-max-age", 90*24*time.Hour, "how long a consent lasts, however often it is refreshed, before the user must sign in again (with --oidc-issuer: the longest a user removed at the provider keeps access)")
+	fs.DurationVar(&cfg.OAuth.UnusedClientTTL, "oauth-unused-client-ttl", 24*time.Hour, "how long a client registered at /oauth/register is kept if no user signs in with it (registration is open to anyone); a client used once is kept")
 	fs.BoolVar(&cfg.OAuth.AllowPrivateClientMetadata, "oauth-allow-private-client-metadata", false, "fetch Client ID Metadata Documents from loopback and private addresses too, over http as well (tests, closed networks)")
 	trustedProxies := fs.String("trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client's address, for the OAuth rate limits (default: none, the connection's peer is the client)")
 	fs.IntVar(&cfg.OAuth.RateLimit, "oauth-rate-limit", 30, "sign-in attempts, token requests and registrations allowed per client address (and sign-ins per user) per minute; negative: no limit")
