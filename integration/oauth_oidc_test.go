@@ -134,16 +134,16 @@ func newRedirectCatcher(t *testing.T) *redirectCatcher {
 
 // TestOAuthOIDCProvider: with --oidc-issuer the sign-in page hands off to
 // a real OpenID provider (zitadel/oidc's example provider) with PKCE; its
-// email claim names the toolbus user, and its groups claim bounds the
-// scopes. alice (group mcp-users) gets a token and calls tools as
-// alice_example_com-<hash>; bob, in no allowed group, is refused,
+// email claim names the toolbus user (after the prefix sso-), and its
+// groups claim bounds the scopes. alice (group mcp-users) gets a token and
+// calls tools as sso-alice_example_com-<hash>; bob, in no allowed group, is refused,
 // audited; a consent posted by an attacker for alice's browser to finish
 // at the provider is refused at the callback.
 func TestOAuthOIDCProvider(t *testing.T) {
 	op, issuer := startOpenIDProvider(t)
 	e := startGateway(t, server.Config{OAuth: server.OAuthConfig{OIDC: oauth.OIDCOptions{
 		Issuer: issuer, ClientID: "toolbus", ClientSecret: "toolbus-secret",
-		UserClaim: "email", GroupScopes: map[string][]string{"mcp-users": {acl.ScopeToolsList, acl.ScopeToolsCall}},
+		UserClaim: "email", UserPrefix: "sso-", GroupScopes: map[string][]string{"mcp-users": {acl.ScopeToolsList, acl.ScopeToolsCall}},
 	}}})
 	storage.RegisterClients(storage.WebClient("toolbus", "toolbus-secret", e.base+oauth.CallbackPath))
 	op.Start()
@@ -185,9 +185,10 @@ func TestOAuthOIDCProvider(t *testing.T) {
 		t.Fatalf("alice: %v", err)
 	}
 	ctx := testCtx(t, 30*time.Second)
-	// The email, made a topic level one-to-one: a hash of it follows.
-	sum := sha256.Sum256([]byte("alice@example.com"))
-	alice := "alice_example_com-" + hex.EncodeToString(sum[:])[:12]
+	// The prefixed email, made a topic level one-to-one: a hash of it
+	// follows.
+	sum := sha256.Sum256([]byte("sso-alice@example.com"))
+	alice := "sso-alice_example_com-" + hex.EncodeToString(sum[:])[:12]
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "whoami_agent"})
 	if err != nil || !strings.HasPrefix(textOf(t, res), alice+"/") {
 		t.Fatalf("the agent sees the caller as %q (%v), want %s", textOf(t, res), err, alice)

@@ -35,6 +35,31 @@ func TestUserID(t *testing.T) {
 	}
 }
 
+// TestUserPrefixChecked: a prefix that would not leave a valid topic
+// level is refused when the server is made.
+func TestUserPrefixChecked(t *testing.T) {
+	for _, tc := range []struct {
+		prefix string
+		ok     bool
+	}{
+		{"", true},
+		{"sso-", true},
+		{strings.Repeat("p", maxUserPrefix), true},
+		{strings.Repeat("p", maxUserPrefix+1), false},
+		{"sso/", false},
+		{"sso+", false},
+	} {
+		_, err := New(Options{
+			Store: (*acl.Store)(nil), Issuer: func(*http.Request) string { return "" },
+			Resource: func(*http.Request, string) bool { return true }, DefaultResource: func(*http.Request) string { return "" },
+			OIDC: OIDCOptions{Issuer: "https://login.example.com", ClientID: "toolbus", UserPrefix: tc.prefix},
+		})
+		if (err == nil) != tc.ok {
+			t.Errorf("UserPrefix %q: %v, want accepted %t", tc.prefix, err, tc.ok)
+		}
+	}
+}
+
 func TestCheckDialAddr(t *testing.T) {
 	for _, tc := range []struct {
 		addr   string

@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -162,6 +163,9 @@ func New(opts Options) (*Server, error) {
 	if opts.OIDC.Issuer != "" {
 		if opts.OIDC.ClientID == "" {
 			return nil, errors.New("oauth: OIDC.ClientID is required with OIDC.Issuer")
+		}
+		if p := opts.OIDC.UserPrefix; p != "" && (len(p) > maxUserPrefix || !acl.ValidLevel(p)) {
+			return nil, fmt.Errorf("oauth: OIDC.UserPrefix %q: want at most %d bytes of A-Z a-z 0-9 _ -", p, maxUserPrefix)
 		}
 		s.oidc = newRP(opts.OIDC)
 	}

@@ -41,6 +41,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.OAuth.OIDC.ClientSecret, "oidc-client-secret", "", "toolbus's client secret there (prefer TOOLBUS_OIDC_CLIENT_SECRET: a flag shows in ps)")
 	oidcScopes := fs.String("oidc-scopes", "openid,email,profile", "comma-separated scopes asked of the OpenID provider")
 	fs.StringVar(&cfg.OAuth.OIDC.UserClaim, "oidc-user-claim", "sub", "claim whose value becomes the toolbus user ID (characters outside A-Z a-z 0-9 _ - become _)")
+	fs.StringVar(&cfg.OAuth.OIDC.UserPrefix, "oidc-user-prefix", "", "put before every user ID the provider's claims make (e.g. sso-), so that they never name a user of personal tokens or toolbus passwords; at most 32 of A-Z a-z 0-9 _ -")
 	fs.StringVar(&cfg.OAuth.OIDC.GroupsClaim, "oidc-groups-claim", "groups", "claim that lists the user's groups")
 	oidcGroupScopes := fs.String("oidc-group-scopes", "", "which scopes each group's members may grant, GROUP=SCOPE,SCOPE;GROUP=SCOPE (e.g. mcp-users=tools:list,tools:call;auditors=tools:list); users in none cannot sign in; default: anyone the provider signs in may grant every scope")
 	fs.StringVar(&cfg.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "TCP listen address of the embedded MQTT broker")
