@@ -22,6 +22,7 @@ const (
 	DefaultPahoConnectTimeout       = 10 * time.Second
 	DefaultPahoMaxReconnectInterval = 10 * time.Second
 	DefaultPahoKeepAlive            = 30 * time.Second
+	DefaultPahoResubscribeTimeout   = time.Minute
 )
 
 // pahoResubscribeBatch bounds the filters of one SUBSCRIBE packet sent when
@@ -58,6 +59,11 @@ type PahoBusOptions struct {
 	MaxReconnectInterval time.Duration
 	// KeepAlive is the MQTT keepalive; 0 = DefaultPahoKeepAlive (30s).
 	KeepAlive time.Duration
+	// ResubscribeTimeout bounds the wait for the broker's SUBACK to each
+	// batch of filters subscribed again after a reconnect; a batch not
+	// acknowledged by then counts as refused (see OnRefused). 0 =
+	// DefaultPahoResubscribeTimeout (1m).
+	ResubscribeTimeout time.Duration
 	// PublishQoS1 publishes at QoS 1, waiting for the broker's
 	// acknowledgement of each message, instead of at QoS 0 (the default).
 	// QoS 1 keeps nothing more here: the session is clean, and every call
@@ -96,6 +102,8 @@ type PahoBus struct {
 	log     *logrus.Entry
 	pubQoS  byte   // of Publish
 	allReps string // PahoBusOptions.AllReplies
+
+	resubTimeout time.Duration // PahoBusOptions.ResubscribeTimeout
 
 	mu      sync.RWMutex
 	exact   map[string]MessageHandler
@@ -155,16 +163,20 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 	if opts.KeepAlive <= 0 {
 		opts.KeepAlive = DefaultPahoKeepAlive
 	}
+	if opts.ResubscribeTimeout <= 0 {
+		opts.ResubscribeTimeout = DefaultPahoResubscribeTimeout
+	}
 	b := &PahoBus{
-		pubQoS:   pahoPublishQoS(opts.PublishQoS1),
-		allReps:  opts.AllReplies,
-		log:      requesterLogger(opts.Logger, "requester.pahobus").WithField("clientId", opts.ClientID),
-		exact:    make(map[string]MessageHandler),
-		replies:  make(map[string]pahoReplyRoute),
-		lost:     make(chan struct{}),
-		ready:    make(chan struct{}),
-		watchers: make(map[uint64]pahoLinkWatch),
-		done:     make(chan struct{}),
+		resubTimeout: opts.ResubscribeTimeout,
+		pubQoS:       pahoPublishQoS(opts.PublishQoS1),
+		allReps:      opts.AllReplies,
+		log:          requesterLogger(opts.Logger, "requester.pahobus").WithField("clientId", opts.ClientID),
+		exact:        make(map[string]MessageHandler),
+		replies:      make(map[string]pahoReplyRoute),
+		lost:         make(chan struct{}),
+		ready:        make(chan struct{}),
+		watchers:     make(map[uint64]pahoLinkWatch),
+		done:         make(chan struct{}),
 	}
 	co := paho.NewClientOptions()
 	urls := pahoconn.SplitURLs(opts.BrokerURL)
@@ -366,8 +378,21 @@ func (b *PahoBus) onConnect(c paho.Client) {
 // resubscribe subscribes filters again after a reconnect, in batches. A
 // filter refused with "packet identifier in use" (see Subscribe) is tried
 // again in the next round; one refused otherwise, or in use every round,
-// goes to refuse.
+// goes to refuse, and so does a batch that fails or has no SUBACK within
+// resubTimeout while the connection lasts (once it is lost, the next
+// connection subscribes everything again).
 func (b *PahoBus) resubscribe(c paho.Client, lost <-chan struct{}, filters []string) {
+	refuseBatch := func(batch map[string]byte, err error) {
+		select {
+		case <-lost:
+			return
+		default:
+		}
+		b.log.WithError(err).WithField("filters", len(batch)).Error("subscribing again after reconnect failed")
+		for f := range batch {
+			b.refuse(c, lost, f, fmt.Errorf("subscribing %q again after a reconnect: %w", f, err))
+		}
+	}
 	pending := filters
 	for attempt := 1; len(pending) > 0 && attempt <= pahoSubscribeAttempts; attempt++ {
 		var again []string
@@ -380,7 +405,7 @@ func (b *PahoBus) resubscribe(c paho.Client, lost <-chan struct{}, filters []str
 			select {
 			case <-tok.Done():
 				if err := tok.Error(); err != nil {
-					b.log.WithError(err).WithField("filters", len(batch)).Error("subscribing again after reconnect failed")
+					refuseBatch(batch, err)
 					continue
 				}
 				for f := range batch {
@@ -394,8 +419,8 @@ func (b *PahoBus) resubscribe(c paho.Client, lost <-chan struct{}, filters []str
 				}
 			case <-b.done:
 				return
-			case <-time.After(time.Minute):
-				b.log.WithField("filters", len(batch)).Error("subscribing again after reconnect: no SUBACK in time")
+			case <-time.After(b.resubTimeout):
+				refuseBatch(batch, fmt.Errorf("no SUBACK within %v", b.resubTimeout))
 			}
 		}
 		pending = again

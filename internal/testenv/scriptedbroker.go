@@ -10,9 +10,10 @@ import (
 )
 
 // ScriptedBroker is an MQTT 3.1.1 broker on a real socket that answers
-// each SUBSCRIBE with the next code of its script (then 0x01), the way mochi
-// answers when the packet ID collides with one of its own (0x91). It serves
-// one connection at a time and takes the next when the client reconnects.
+// each SUBSCRIBE with the next code of its script (then 0x01), the way
+// mochi answers when the packet ID collides with one of its own (0x91), or
+// not at all (NoSuback). It serves one connection at a time and takes the
+// next when the client reconnects.
 type ScriptedBroker struct {
 	URL        string
 	Subscribes atomic.Int32 // SUBSCRIBE packets received
@@ -21,6 +22,10 @@ type ScriptedBroker struct {
 	codes []byte
 	conn  net.Conn // the connection being served
 }
+
+// NoSuback in a ScriptedBroker's script leaves the SUBSCRIBE whose filter
+// draws it without any SUBACK, as a broker that lost it would.
+const NoSuback byte = 0xFF
 
 // NewScriptedBroker starts a ScriptedBroker on 127.0.0.1 that answers SUBSCRIBEs with codes; the test's cleanup stops it.
 func NewScriptedBroker(t *testing.T, codes []byte) *ScriptedBroker {
@@ -87,10 +92,15 @@ func (b *ScriptedBroker) serve(conn net.Conn) {
 			b.Subscribes.Add(1)
 			ack := packets.NewControlPacket(packets.Suback).(*packets.SubackPacket)
 			ack.MessageID = p.MessageID
+			answer := true
 			for range p.Topics {
-				ack.ReturnCodes = append(ack.ReturnCodes, b.nextCode())
+				code := b.nextCode()
+				answer = answer && code != NoSuback
+				ack.ReturnCodes = append(ack.ReturnCodes, code)
 			}
-			_ = ack.Write(conn)
+			if answer {
+				_ = ack.Write(conn)
+			}
 		case *packets.PingreqPacket:
 			_ = packets.NewControlPacket(packets.Pingresp).Write(conn)
 		case *packets.DisconnectPacket:
