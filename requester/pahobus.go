@@ -113,6 +113,9 @@ type PahoBus struct {
 	// deaf: the broker refused AllReplies on the current connection; until
 	// a retry takes, no reply would arrive, so the link counts as down.
 	deaf bool
+	// reconnected: onConnect has seen the first connection, which is
+	// DialPahoBus's to set up; every later one is a reconnect.
+	reconnected bool
 	// up: the current connection is open as far as the bus knows. It goes
 	// down on the first sign of a loss (OnReconnecting is the ordered one:
 	// paho calls it before it dials again, so before the next onConnect).
@@ -328,9 +331,12 @@ func (b *PahoBus) dispatch(_ paho.Client, m paho.Message) {
 // goroutine the bus owns.
 func (b *PahoBus) onConnect(c paho.Client) {
 	b.mu.Lock()
-	if b.closed || b.up {
-		// The first connection (DialPahoBus marks it up), or one whose
-		// loss the bus has not seen: nothing was lost, nothing to restore.
+	first := !b.reconnected
+	b.reconnected = true
+	if b.closed || b.up || first {
+		// The first connection (DialPahoBus subscribes AllReplies on it
+		// and marks it up), or one whose loss the bus has not seen:
+		// nothing was lost, nothing to restore.
 		b.mu.Unlock()
 		return
 	}
@@ -527,7 +533,8 @@ const (
 
 // retrySubscribe subscribes filter again until the broker takes it, the
 // connection is lost (the next one subscribes everything anyway) or the
-// bus is closed.
+// bus is closed. An attempt with no SUBACK within resubTimeout counts as
+// refused.
 func (b *PahoBus) retrySubscribe(c paho.Client, lost <-chan struct{}, filter string) {
 	defer b.wg.Done()
 	wait := pahoRetrySubscribeFirst
@@ -541,15 +548,19 @@ func (b *PahoBus) retrySubscribe(c paho.Client, lost <-chan struct{}, filter str
 		}
 		wait = min(2*wait, pahoRetrySubscribeMax)
 		tok := c.Subscribe(filter, pahoSubscribeQoS, nil)
+		var code byte
+		err := fmt.Errorf("no SUBACK within %v", b.resubTimeout)
 		select {
 		case <-tok.Done():
+			code, _ = subackCode(tok, filter)
+			err = tok.Error()
+		case <-time.After(b.resubTimeout):
 		case <-lost:
 			return
 		case <-b.done:
 			return
 		}
-		code, _ := subackCode(tok, filter)
-		if tok.Error() == nil && code < 0x80 {
+		if err == nil && code < 0x80 {
 			b.log.WithFields(logrus.Fields{"filter": filter, "attempt": attempt}).Info("subscribed again after a refusal")
 			if filter == b.allReps {
 				b.mu.Lock()
@@ -562,7 +573,7 @@ func (b *PahoBus) retrySubscribe(c paho.Client, lost <-chan struct{}, filter str
 			}
 			return
 		}
-		b.log.WithFields(logrus.Fields{"filter": filter, "attempt": attempt, "code": code}).WithError(tok.Error()).Warn("subscribing again: refused again")
+		b.log.WithFields(logrus.Fields{"filter": filter, "attempt": attempt, "code": code}).WithError(err).Warn("subscribing again: refused again")
 	}
 }
 

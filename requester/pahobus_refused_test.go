@@ -2,10 +2,12 @@ package requester_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/requester"
 )
@@ -61,5 +63,80 @@ func TestPahoBusResubscribeRefused(t *testing.T) {
 				t.Fatalf("%d SUBSCRIBEs, want 3 (the first, the refused one, the new one)", n)
 			}
 		})
+	}
+}
+
+// TestPahoBusAllRepliesRefused: with AllReplies, the one filter every
+// reply comes through refused after a reconnect leaves the bus deaf:
+// Publish fails with ErrLinkLost (no request goes out whose reply could
+// not come back) until a retry or the next connection subscribes it.
+func TestPahoBusAllRepliesRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// resubscribeTimeout short: the unanswered retry is given up and
+		// the next one is granted; long: the bus stays deaf until the
+		// test drops the connection and the next one is granted.
+		resubscribeTimeout time.Duration
+	}{
+		{"retry granted", 100 * time.Millisecond},
+		{"next connection granted", time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// Granted, refused after the reconnect, the first retry
+			// unanswered, then granted.
+			broker := testenv.NewScriptedBroker(t, []byte{0x00, 0x80, testenv.NoSuback, 0x00})
+			all := contract.GatewayReplyFilter(rqCtx(1).PlatformID)
+			bus, err := requester.DialPahoBus(ctx, requester.PahoBusOptions{BrokerURL: broker.URL, Username: "u", Password: "p",
+				AllReplies: all, MaxReconnectInterval: 100 * time.Millisecond, ResubscribeTimeout: tc.resubscribeTimeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = bus.Close() })
+			refused := make(chan struct{}, 4)
+			stop := bus.OnRefused(func(f string, _ error) {
+				if f == all {
+					refused <- struct{}{}
+				}
+			})
+			defer stop()
+			broker.Drop()
+			select {
+			case <-refused:
+			case <-ctx.Done():
+				t.Fatal("the refusal of AllReplies was not reported")
+			}
+			publish := func() error {
+				return bus.Publish(ctx, rqCtx(1).RequestTopic("agent1", contract.AnyInstance), []byte("{}"))
+			}
+			if tc.resubscribeTimeout == time.Minute {
+				// Deaf for as long as the retry waits for its SUBACK.
+				rqUntil(t, ctx, "the retry's SUBSCRIBE", func() bool { return broker.Subscribes.Load() == 3 })
+				if err := publish(); !errors.Is(err, requester.ErrLinkLost) || !strings.Contains(err.Error(), "refused") {
+					t.Fatalf("Publish while deaf: %v, want ErrLinkLost naming the refusal", err)
+				}
+				broker.Drop()
+			}
+			rqUntil(t, ctx, "Publish to go through", func() bool { return publish() == nil })
+			if n := broker.Subscribes.Load(); n != 4 {
+				t.Fatalf("%d SUBSCRIBEs, want 4 (granted, refused, unanswered, granted)", n)
+			}
+		})
+	}
+}
+
+// rqUntil waits until cond holds, looking every few milliseconds, bounded
+// by ctx.
+func rqUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
