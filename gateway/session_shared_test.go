@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/toolbus/toolbus/acl"
 )
 
 func openSharedStore(t *testing.T) *acl.Store {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	segjson "github.com/segmentio/encoding/json"
+
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 )

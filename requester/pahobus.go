@@ -13,6 +13,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/sirupsen/logrus"
+
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/pahoconn"
 )

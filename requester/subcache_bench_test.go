@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/contract"
-	"golang.org/x/crypto/bcrypt"
 )
 
 // nullBus accepts everything and delivers nothing: it isolates the

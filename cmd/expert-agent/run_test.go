@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/contract"
-	"golang.org/x/crypto/bcrypt"
 )
 
 // TestRunServesOverBroker runs the command against the embedded broker and

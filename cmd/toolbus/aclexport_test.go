@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolbus/toolbus/acl"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/toolbus/toolbus/acl"
 )
 
 func TestACLExport(t *testing.T) {
