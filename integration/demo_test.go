@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/testenv"
 )
 
 // `make run`'s script: a second one while the first runs refuses at once,
 // saying why, and touches nothing (no token minted, no password reset);
 // Ctrl-C (SIGINT) stops the first, agents before the server, with exit 0.
+// The sign-in password it prints is the demo user's.
 func TestMakeRunTwiceAndCtrlC(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	env := append(os.Environ(), "TOOLBUS_BIN_DIR="+filepath.Dir(bins.toolbus), "TOOLBUS_DATA_DIR="+dataDir,
@@ -33,11 +35,15 @@ func TestMakeRunTwiceAndCtrlC(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	running := make(chan struct{})
+	var password string // written before running is closed
 	go func() {
 		sc := bufio.NewScanner(out)
 		signalled := false
 		for sc.Scan() {
-			if !signalled && strings.HasPrefix(sc.Text(), "toolbus is running") {
+			if p, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "sign-in: user demo, password "); ok {
+				password = p
+			}
+			if !signalled && strings.HasPrefix(sc.Text(), "Press Ctrl-C") {
 				signalled = true
 				close(running)
 			}
@@ -83,5 +89,15 @@ func TestMakeRunTwiceAndCtrlC(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("make run did not stop after Ctrl-C")
+	}
+
+	ctx := testCtx(t, 30*time.Second)
+	store, err := acl.Open(ctx, dataDir, acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.VerifyUser(ctx, "demo", []byte(password)); err != nil {
+		t.Errorf("the printed sign-in password %q: %v", password, err)
 	}
 }

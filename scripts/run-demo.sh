@@ -31,6 +31,11 @@ for agent in "${!AGENT_TOOLS[@]}"; do
     --role expert-agent --generate-password | tail -n 1)
 done
 
+# The user who signs in from OAuth clients (those that take only the URL):
+# a fresh password on every start too.
+SIGNIN_PASSWORD=$("$BIN/toolbus" user passwd --data-dir "$DATA_DIR" --user demo --generate-password 2>/dev/null | tail -n 1) ||
+  SIGNIN_PASSWORD=$("$BIN/toolbus" user add --data-dir "$DATA_DIR" --user demo --generate-password | tail -n 1)
+
 TOKEN=$("$BIN/toolbus" token create --data-dir "$DATA_DIR" --user demo --name "make run" --ttl 24h | tail -n 1)
 
 pids=()   # the server first, then the agents
@@ -71,6 +76,8 @@ toolbus is running: platform tools and two expert agents' tools on one MCP endpo
 
   Add it to an MCP client, e.g. Claude Code:
     claude mcp add --transport http toolbus $URL --header "Authorization: Bearer $TOKEN"
+  Or give a client only the URL: it signs in with OAuth in the browser (docs/oauth.md).
+    sign-in: user demo, password $SIGNIN_PASSWORD
   Or look with curl:
     curl -s $URL -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \\
       -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' \\
