@@ -117,6 +117,10 @@ type PahoBus struct {
 	// reconnected: onConnect has seen the first connection, which is
 	// DialPahoBus's to set up; every later one is a reconnect.
 	reconnected bool
+	// lostBeforeUp: a connection was lost before DialPahoBus marked the
+	// first one up. The open one, if any, is then a later connection,
+	// which onConnect sets up (AllReplies included), not DialPahoBus.
+	lostBeforeUp bool
 	// up: the current connection is open as far as the bus knows. It goes
 	// down on the first sign of a loss (OnReconnecting is the ordered one:
 	// paho calls it before it dials again, so before the next onConnect).
@@ -227,7 +231,10 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 		}
 	}
 	b.mu.Lock()
-	if !b.up && b.client.IsConnectionOpen() { // else onConnect came first, or the link is gone already
+	// Else onConnect came first, or the link is gone already, or the open
+	// connection is a later one, whose onConnect subscribes AllReplies on
+	// it.
+	if !b.up && !b.lostBeforeUp && b.client.IsConnectionOpen() {
 		b.up = true
 		close(b.ready) // nothing to subscribe again yet
 	}
@@ -389,11 +396,22 @@ func (b *PahoBus) onConnect(c paho.Client) {
 // resubTimeout while the connection lasts (once it is lost, the next
 // connection subscribes everything again).
 func (b *PahoBus) resubscribe(c paho.Client, lost <-chan struct{}, filters []string) {
-	refuseBatch := func(batch map[string]byte, err error) {
+	// gone reports whether the connection is lost. paho fails the tokens
+	// of a dropped connection before its handlers let the bus see the
+	// loss (closing lost), but after it stopped counting the connection
+	// open; a newer connection opens only after lost is closed.
+	gone := func() bool {
+		open := c.IsConnectionOpen()
 		select {
 		case <-lost:
-			return
+			return true
 		default:
+			return !open
+		}
+	}
+	refuseBatch := func(batch map[string]byte, err error) {
+		if gone() {
+			return
 		}
 		b.log.WithError(err).WithField("filters", len(batch)).Error("subscribing again after reconnect failed")
 		for f := range batch {
@@ -404,6 +422,9 @@ func (b *PahoBus) resubscribe(c paho.Client, lost <-chan struct{}, filters []str
 	for attempt := 1; len(pending) > 0 && attempt <= pahoSubscribeAttempts; attempt++ {
 		var again []string
 		for i := 0; i < len(pending); i += pahoResubscribeBatch {
+			if gone() {
+				return
+			}
 			batch := make(map[string]byte, pahoResubscribeBatch)
 			for _, f := range pending[i:min(i+pahoResubscribeBatch, len(pending))] {
 				batch[f] = pahoSubscribeQoS
@@ -448,6 +469,9 @@ func (b *PahoBus) resubscribe(c paho.Client, lost <-chan struct{}, filters []str
 func (b *PahoBus) markLost(cause error, fromLostHandler bool) {
 	b.mu.Lock()
 	if !b.up || b.closed || (fromLostHandler && b.client.IsConnectionOpen()) {
+		if !b.up { // read by DialPahoBus only, before it marks the first connection up
+			b.lostBeforeUp = true
+		}
 		b.mu.Unlock()
 		return
 	}
@@ -506,10 +530,14 @@ func (b *PahoBus) refuse(c paho.Client, lost <-chan struct{}, filter string, err
 		b.mu.Unlock()
 	} else {
 		b.mu.Lock()
-		if !b.closed {
-			b.deaf = b.deaf || filter == b.allReps
-			b.wg.Add(1)
-			go b.retrySubscribe(c, lost, filter)
+		select {
+		case <-lost: // the next connection subscribes it again, and is not deaf
+		default:
+			if !b.closed {
+				b.deaf = b.deaf || filter == b.allReps
+				b.wg.Add(1)
+				go b.retrySubscribe(c, lost, filter)
+			}
 		}
 		b.mu.Unlock()
 	}

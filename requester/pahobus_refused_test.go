@@ -16,22 +16,29 @@ import (
 // refuses when the bus subscribes it again after a reconnect, or never
 // acknowledges within ResubscribeTimeout, is reported to OnRefused and its
 // route is forgotten: subscribing it again sends a new SUBSCRIBE instead of
-// waiting on a subscription that may not exist.
+// waiting on a subscription that may not exist. A resubscription cut short
+// by the next loss is no refusal: the connection after it subscribes the
+// filter again.
 func TestPahoBusResubscribeRefused(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		second byte // the broker's answer to the SUBSCRIBE after the reconnect
-		want   string
+		name    string
+		script  []byte // the broker's answers, from the first SUBSCRIBE on
+		timeout time.Duration
+		// dropAgain drops the connection while the resubscription waits
+		// for the SUBACK the script withholds.
+		dropAgain bool
+		want      string
 	}{
-		{"refused", 0x80, "SUBACK 0x80"},
-		{"unanswered", testenv.NoSuback, "no SUBACK within"},
+		{"refused", []byte{0x00, 0x80, 0x00}, 10 * time.Second, false, "SUBACK 0x80"},
+		{"unanswered", []byte{0x00, testenv.NoSuback, 0x00}, 100 * time.Millisecond, false, "no SUBACK within"},
+		{"lost while waiting", []byte{0x00, testenv.NoSuback, 0x80, 0x00}, time.Minute, true, "SUBACK 0x80"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			broker := testenv.NewScriptedBroker(t, []byte{0x00, tc.second, 0x00})
+			broker := testenv.NewScriptedBroker(t, tc.script)
 			bus, err := requester.DialPahoBus(ctx, requester.PahoBusOptions{BrokerURL: broker.URL, Username: "u", Password: "p",
-				MaxReconnectInterval: 100 * time.Millisecond, ResubscribeTimeout: 100 * time.Millisecond})
+				MaxReconnectInterval: 100 * time.Millisecond, ResubscribeTimeout: tc.timeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,6 +55,11 @@ func TestPahoBusResubscribeRefused(t *testing.T) {
 				t.Fatalf("Subscribe: %v", err)
 			}
 			broker.Drop()
+			if tc.dropAgain {
+				rqUntil(t, ctx, "the resubscription", func() bool { return broker.Subscribes.Load() == 2 })
+				broker.Drop()
+			}
+			// The first refusal reported must be the broker's.
 			select {
 			case err := <-refused:
 				if !strings.Contains(err.Error(), tc.want) {
@@ -59,8 +71,8 @@ func TestPahoBusResubscribeRefused(t *testing.T) {
 			if err := bus.Subscribe(ctx, filter, func(string, []byte) {}); err != nil {
 				t.Fatalf("Subscribe after the refusal: %v", err)
 			}
-			if n := broker.Subscribes.Load(); n != 3 {
-				t.Fatalf("%d SUBSCRIBEs, want 3 (the first, the refused one, the new one)", n)
+			if n, want := broker.Subscribes.Load(), int32(len(tc.script)); n != want {
+				t.Fatalf("%d SUBSCRIBEs, want %d (one per answer of the script)", n, want)
 			}
 		})
 	}
@@ -78,7 +90,7 @@ func TestPahoBusAllRepliesRefused(t *testing.T) {
 		// test drops the connection and the next one is granted.
 		resubscribeTimeout time.Duration
 	}{
-		{"retry granted", 100 * time.Millisecond},
+		{"retry granted", time.Second},
 		{"next connection granted", time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
