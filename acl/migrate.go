@@ -217,7 +217,7 @@ var migrations = []migration{
 		version: 11,
 		name:    "OAuth client first use",
 		stmts: []string{
-			// When a client was first granted tokens (0: never). Clients
+			// When a user first consented to a client (0: never). Clients
 			// never used are purged a while after they registered
 			// (PurgeUnusedOAuthClients); the ones registered before this
 			// column count as used, so an upgrade drops none.

@@ -44,8 +44,8 @@ type OAuthClient struct {
 	// with PKCE alone.
 	Confidential bool
 	Created      time.Time
-	// Used is when the client was first granted tokens; zero if never
-	// (see PurgeUnusedOAuthClients).
+	// Used is when a user first consented to the client (SaveOAuthCode);
+	// zero if never (see PurgeUnusedOAuthClients).
 	Used       time.Time
 	secretHash string
 }
@@ -87,11 +87,15 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// registeredClientPrefix starts the ID of every registered client; other
+// client IDs are the URLs of Client ID Metadata Documents, with no row.
+const registeredClientPrefix = "tbc_"
+
 // RegisterOAuthClient stores a new client and returns it with its secret
 // ("" for a public client), which only this call returns.
 func (s *Store) RegisterOAuthClient(ctx context.Context, name string, redirectURIs []string, confidential bool) (_ OAuthClient, secret string, err error) {
 	defer mapWriteErr(&err)
-	id, err := randomID("tbc_", 20)
+	id, err := randomID(registeredClientPrefix, 20)
 	if err != nil {
 		return OAuthClient{}, "", err
 	}
@@ -133,7 +137,7 @@ func (s *Store) OAuthClient(ctx context.Context, id string) (OAuthClient, error)
 }
 
 // PurgeUnusedOAuthClients deletes the clients registered before
-// registeredBefore that were never granted tokens, and returns how many.
+// registeredBefore that no user ever consented to, and returns how many.
 // Registration is open to anyone, as MCP clients need it: this bounds
 // what registrations nobody signed in with leave behind. A client that
 // was used once stays, since clients keep their ID and not every client
@@ -171,6 +175,8 @@ type OAuthCode struct {
 
 // SaveOAuthCode stores c and returns the code: 256 random bits, of which
 // the store keeps a hash. It also drops codes expired an hour or more ago.
+// A registered client is marked used, so PurgeUnusedOAuthClients keeps it
+// from now on; one purged while the user consented gives ErrNotFound.
 func (s *Store) SaveOAuthCode(ctx context.Context, c OAuthCode) (code string, err error) {
 	defer mapWriteErr(&err)
 	spec, err := json.Marshal(c.Spec)
@@ -183,6 +189,19 @@ func (s *Store) SaveOAuthCode(ctx context.Context, c OAuthCode) (code string, er
 	_, ms := now()
 	if _, err := s.db.ExecContext(ctx, qPurgeOAuthCodes, ms-time.Hour.Milliseconds()); err != nil {
 		return "", fmt.Errorf("save code: purge: %w", err)
+	}
+	if strings.HasPrefix(c.ClientID, registeredClientPrefix) {
+		res, err := s.db.ExecContext(ctx, qUseOAuthClient, c.ClientID, ms)
+		var n int64
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		if err != nil {
+			return "", fmt.Errorf("save code: mark client used: %w", err)
+		}
+		if n == 0 {
+			return "", fmt.Errorf("save code: OAuth client %q: %w", c.ClientID, ErrNotFound)
+		}
 	}
 	if _, err := s.db.ExecContext(ctx, qInsertOAuthCode, sha256Hex(code), c.ClientID, c.RedirectURI, c.Challenge, string(spec), c.Expires.UnixMilli()); err != nil {
 		return "", fmt.Errorf("save code: %w", err)
@@ -299,12 +318,6 @@ func (s *Store) GrantOAuth(ctx context.Context, c OAuthCode, refreshTTL time.Dur
 	// replayed refresh token (its grant is gone: it is refused anyway).
 	if _, err := s.db.ExecContext(ctx, qPurgeOAuthGrants, ms-grantKeep.Milliseconds()); err != nil {
 		return OAuthTokens{}, fmt.Errorf("grant: purge: %w", err)
-	}
-	// The client is kept from now on (PurgeUnusedOAuthClients). One with a
-	// metadata document has no row: nothing to mark.
-	if _, err := s.db.ExecContext(ctx, qUseOAuthClient, c.Spec.ClientID, ms); err != nil {
-		_ = s.deleteToken(ctx, tok.ID)
-		return OAuthTokens{}, fmt.Errorf("grant: mark client used: %w", err)
 	}
 	res, err := s.db.ExecContext(ctx, qInsertOAuthGrant, c.GrantID, c.Spec.ClientID, c.Spec.UserID, tok.ID, sha256Hex(refresh), ms, exp.UnixMilli())
 	var n int64

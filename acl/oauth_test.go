@@ -56,13 +56,13 @@ func TestOAuthClients(t *testing.T) {
 		t.Fatalf("unknown client: %v", err)
 	}
 
-	// Clients never granted tokens go; the ones granted once stay.
+	// Clients no user consented to go; the ones consented to once stay.
 	used, _, _ := grantForTest(t, s)
 	if got, err := s.OAuthClient(ctx, used.ID); err != nil || got.Used.IsZero() || got.Used.Before(got.Created) {
-		t.Fatalf("granted client = %+v, %v; want it marked used", got, err)
+		t.Fatalf("consented client = %+v, %v; want it marked used", got, err)
 	}
-	if got.Used != (time.Time{}) {
-		t.Fatalf("client never granted marked used at %v", got.Used)
+	if got, err := s.OAuthClient(ctx, c.ID); err != nil || !got.Used.IsZero() {
+		t.Fatalf("client never consented to = %+v, %v; want it unused", got, err)
 	}
 	if n, err := s.PurgeUnusedOAuthClients(ctx, c.Created); err != nil || n != 0 {
 		t.Fatalf("purge of clients registered before the first = %d, %v; want 0", n, err)
@@ -72,6 +72,10 @@ func TestOAuthClients(t *testing.T) {
 	}
 	if _, err := s.OAuthClient(ctx, c.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("purged client: %v, want ErrNotFound", err)
+	}
+	// A consent that ends after its client was purged gets no code.
+	if _, err := s.SaveOAuthCode(ctx, OAuthCode{ClientID: c.ID, Spec: TokenSpec{UserID: "alice", ClientID: c.ID}, Expires: time.Now().Add(time.Minute)}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("code for a purged client: %v, want ErrNotFound", err)
 	}
 	if _, err := s.OAuthClient(ctx, used.ID); err != nil {
 		t.Fatalf("used client purged: %v", err)

@@ -56,7 +56,9 @@ ON CONFLICT (id) DO NOTHING`
 	// The OAuth authorization server (acl/oauth.go).
 	qInsertOAuthClient = `INSERT INTO oauth_clients (client_id, secret_hash, name, redirect_uris, created_ms) VALUES ($1, $2, $3, $4, $5)`
 	qSelectOAuthClient = `SELECT secret_hash, name, redirect_uris, created_ms, used_ms FROM oauth_clients WHERE client_id = $1`
-	qUseOAuthClient    = `UPDATE oauth_clients SET used_ms = $2 WHERE client_id = $1 AND used_ms = 0`
+	// Matches the client's row whether or not it was used before: no row
+	// means the client is gone.
+	qUseOAuthClient    = `UPDATE oauth_clients SET used_ms = CASE WHEN used_ms = 0 THEN $2 ELSE used_ms END WHERE client_id = $1`
 	qPurgeOAuthClients = `DELETE FROM oauth_clients WHERE used_ms = 0 AND created_ms < $1`
 	qPurgeOAuthCodes   = `DELETE FROM oauth_codes WHERE expires_ms < $1`
 	qInsertOAuthCode   = `INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, challenge, spec, expires_ms) VALUES ($1, $2, $3, $4, $5, $6)`

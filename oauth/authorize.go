@@ -60,9 +60,7 @@ func (s *Server) parseAuthorize(r *http.Request, q url.Values) (*authRequest, *e
 	c, err := s.client(r.Context(), id)
 	if err != nil {
 		if errors.Is(err, acl.ErrNotFound) {
-			// A registration nobody signed in with is purged
-			// (Options.UnusedClientTTL); the client may still hold its ID.
-			return nil, &errPage{"unknown client " + strconv.Quote(id) + ": if your MCP client registered a while ago without signing in, remove this server there and add it again"}, nil
+			return nil, &errPage{unknownClient(id)}, nil
 		}
 		if errors.Is(err, errClient) {
 			return nil, &errPage{err.Error()}, nil
@@ -286,6 +284,11 @@ func (s *Server) issueCode(w http.ResponseWriter, r *http.Request, req *authRequ
 		TTL: s.opts.AccessTTL, Name: name, Audience: req.resource, ClientID: req.client.ID}
 	code, err := s.opts.Store.SaveOAuthCode(r.Context(), acl.OAuthCode{ClientID: req.client.ID, RedirectURI: req.redirectURI,
 		Challenge: req.challenge, Spec: spec, Expires: time.Now().Add(s.opts.CodeTTL)})
+	if errors.Is(err, acl.ErrNotFound) { // purged while the user consented
+		s.audit(r, acl.AuditEvent{Action: "consent", Outcome: "refused", ClientID: req.client.ID, UserID: user, Reason: "client purged", Status: http.StatusBadRequest})
+		s.renderError(w, http.StatusBadRequest, unknownClient(req.client.ID))
+		return
+	}
 	if err != nil {
 		s.log.WithError(err).Error("save code")
 		s.renderError(w, http.StatusServiceUnavailable, "The server cannot finish the sign-in now; try again.")
@@ -409,3 +412,10 @@ var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
 <p>Go back to the application you came from and start again.</p>
 </body></html>
 `))
+
+// unknownClient is the page's text for a client ID with no registration. A
+// registration nobody consented to is purged (Options.UnusedClientTTL),
+// while the client may still hold its ID.
+func unknownClient(id string) string {
+	return "unknown client " + strconv.Quote(id) + ": if your MCP client registered a while ago without signing in, remove this server there and add it again"
+}

@@ -42,9 +42,9 @@ type OIDCOptions struct {
 	// MQTT topic levels); "" means sub. Pick a claim that is unique.
 	UserClaim string
 	// UserPrefix goes before every user ID the provider's claims make
-	// ("sso-", say), so that they never name a user of personal tokens or
-	// toolbus passwords; "" means none. At most 32 bytes of
-	// A-Z a-z 0-9 _ -.
+	// ("sso-", say): a prefix the operator keeps for them, so that they
+	// never name a user of personal tokens or toolbus passwords (nothing
+	// else enforces it); "" means none. At most 32 bytes of A-Z a-z 0-9 _ -.
 	UserPrefix string
 	// GroupsClaim is the claim that lists the user's groups; "" means
 	// groups.

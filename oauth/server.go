@@ -86,9 +86,10 @@ type Options struct {
 	// the user signs in again after it (and a user removed at the OpenID
 	// provider loses access by then at the latest); 0 means 90 days.
 	GrantMaxAge time.Duration
-	// UnusedClientTTL is how long a registered client that was never
-	// granted tokens is kept: registration is open to anyone, and this
-	// bounds what registrations nobody signs in with leave; 0 means 24h.
+	// UnusedClientTTL is how long a registered client no user consented
+	// to is kept: registration is open to anyone, and this bounds what
+	// registrations nobody signs in with leave. Each registration purges
+	// the ones older than this. 0 means 24h.
 	UnusedClientTTL time.Duration
 
 	// ClientMetadata bounds the fetch of Client ID Metadata Documents.

@@ -179,8 +179,8 @@ type OAuthConfig struct {
 	// GrantMaxAge is how long a consent lasts, refreshed or not, before
 	// the user must sign in again; 0 means 90 days.
 	GrantMaxAge time.Duration
-	// UnusedClientTTL is how long a registered client that never got a
-	// token is kept; 0 means 24h.
+	// UnusedClientTTL is how long a registered client no user consented
+	// to is kept; 0 means 24h.
 	UnusedClientTTL time.Duration
 	// AllowPrivateClientMetadata lets Client ID Metadata Documents be
 	// fetched from loopback and private addresses, over http too (tests,
