@@ -188,7 +188,7 @@ func TestOAuthOIDCProvider(t *testing.T) {
 	// The prefixed email, made a topic level one-to-one: a hash of it
 	// follows.
 	sum := sha256.Sum256([]byte("sso-alice@example.com"))
-	alice := "sso-alice_example_com-" + hex.EncodeToString(sum[:])[:12]
+	alice := "sso-alice_example_com-" + hex.EncodeToString(sum[:])[:16]
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "whoami_agent"})
 	if err != nil || !strings.HasPrefix(textOf(t, res), alice+"/") {
 		t.Fatalf("the agent sees the caller as %q (%v), want %s", textOf(t, res), err, alice)

@@ -334,12 +334,14 @@ func hashHex(s string) string {
 }
 
 // userID makes a claim's value a toolbus user ID (a topic level, at most
-// 128 bytes of A-Z a-z 0-9 _ -). A value that is one already is kept; any
-// other gets its characters outside the alphabet replaced by _ and a hash
-// of the whole value appended, so that two values never share an ID
-// ("a.b@x" and "a_b@x" differ).
+// 128 bytes of A-Z a-z 0-9 _ -), one-to-one. A value that is a level
+// already is kept, unless it ends the way a hashed ID does; any other gets
+// its characters outside the alphabet replaced by _ and userIDHashLen hex
+// digits of its SHA-256 appended. So a kept value never equals a hashed
+// one, and two hashed ones differ in their hash ("a.b@x" and "a_b@x"; a
+// user who picks the value "a_b_x-<hash of a.b@x>" gets a hash appended).
 func userID(claim string) string {
-	if claim == "" || acl.ValidLevel(claim) {
+	if claim == "" || acl.ValidLevel(claim) && !looksHashed(claim) {
 		return claim
 	}
 	b := []byte(claim)
@@ -348,9 +350,29 @@ func userID(claim string) string {
 			b[i] = '_'
 		}
 	}
-	const suffix = 1 + 12 // "-" and 12 hex digits (48 bits) of SHA-256
-	if len(b) > 128-suffix {
-		b = b[:128-suffix]
+	const suffix = 1 + userIDHashLen // "-" and the hash
+	if len(b) > acl.MaxLevelLen-suffix {
+		b = b[:acl.MaxLevelLen-suffix]
 	}
-	return string(b) + "-" + hashHex(claim)[:12]
+	return string(b) + "-" + hashHex(claim)[:userIDHashLen]
+}
+
+// userIDHashLen is how many hex digits of SHA-256 a hashed user ID ends
+// with: 64 bits, so that finding a value whose ID is another user's costs
+// a second preimage of 2^64 tries.
+const userIDHashLen = 16
+
+// looksHashed reports whether id ends the way userID's hashed IDs do: a
+// dash and userIDHashLen lower-case hex digits.
+func looksHashed(id string) bool {
+	n := len(id) - userIDHashLen
+	if n < 1 || id[n-1] != '-' {
+		return false
+	}
+	for _, c := range []byte(id[n:]) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

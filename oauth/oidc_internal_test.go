@@ -14,7 +14,10 @@ func TestUserID(t *testing.T) {
 	for _, tc := range []struct{ claim, want string }{
 		{"Bob-Smith_2", "Bob-Smith_2"}, // a level already: kept
 		{"", ""},
-		{"alice@example.com", "alice_example_com-" + hashHex("alice@example.com")[:12]},
+		{"alice@example.com", "alice_example_com-" + hashHex("alice@example.com")[:16]},
+		// A level that ends like a hashed ID is hashed too.
+		{"alice_example_com-" + hashHex("alice@example.com")[:16], "alice_example_com-" + hashHex("alice@example.com")[:16] + "-" + hashHex("alice_example_com-" + hashHex("alice@example.com")[:16])[:16]},
+		{"build-0123456789abcdeF", "build-0123456789abcdeF"}, // upper case: not a hash
 	} {
 		if got := userID(tc.claim); got != tc.want {
 			t.Errorf("userID(%q) = %q, want %q", tc.claim, got, tc.want)
@@ -23,7 +26,8 @@ func TestUserID(t *testing.T) {
 	// One-to-one: values that differ only in replaced characters, or
 	// beyond the cut, get different IDs, each a valid level.
 	seen := map[string]string{}
-	for _, claim := range []string{"a.b@x", "a_b@x", "a-b@x", "张三", "李四", strings.Repeat("x", 200) + "1", strings.Repeat("x", 200) + "2", "auth0|5f7c"} {
+	for _, claim := range []string{"a.b@x", "a_b@x", "a-b@x", "张三", "李四", strings.Repeat("x", 200) + "1", strings.Repeat("x", 200) + "2", "auth0|5f7c",
+		"a_b_x-" + hashHex("a.b@x")[:16], "a_b_x-" + hashHex("a_b@x")[:16]} {
 		id := userID(claim)
 		if !acl.ValidLevel(id) {
 			t.Errorf("userID(%q) = %q: not a valid level", claim, id)
