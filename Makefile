@@ -88,6 +88,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzAgentEncode$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgentDecodeParams$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/jsonenc/
+	$(GO) test -run '^$$' -fuzz '^FuzzRedirectAllowed$$' -fuzztime $(FUZZTIME) ./oauth/
+	$(GO) test -run '^$$' -fuzz '^FuzzUserID$$' -fuzztime $(FUZZTIME) ./oauth/
 
 # The soak (integration/soak_test.go): SOAK_MINUTES of platform and agent
 # calls across churning MCP sessions, the subscription LRU at its bound, the
