@@ -453,7 +453,7 @@ func (b *PahoBus) resubscribe(c paho.Client, lost <-chan struct{}, filters []str
 		}
 		pending = again
 	}
-	if len(pending) > 0 {
+	if len(pending) > 0 && !gone() {
 		b.log.WithField("filters", len(pending)).Error("subscribing again after reconnect: still refused (packet identifier in use)")
 		for _, f := range pending {
 			b.refuse(c, lost, f, fmt.Errorf("subscribing %q again after a reconnect: refused by the broker (packet identifier in use)", f))
