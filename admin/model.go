@@ -222,6 +222,9 @@ type Agent struct {
 	Version  string    `json:"version"`
 	Online   bool      `json:"online"`
 	Since    time.Time `json:"since"`
+	// Unresponsive: the gateway sends it no new calls for now
+	// (requester.AgentStatus.Unresponsive).
+	Unresponsive bool `json:"unresponsive,omitempty"`
 }
 
 // AgentTool is one tool the expert agents serve.

@@ -35,7 +35,8 @@ func (s *Service) Agents(ctx context.Context) (Agents, error) {
 	}
 	out := Agents{Agents: []Agent{}, Tools: []AgentTool{}}
 	for _, a := range s.opts.Requester.Agents() {
-		out.Agents = append(out.Agents, Agent{Agent: a.Agent, ClientID: a.ClientID, Name: a.Name, Version: a.Version, Online: a.Online, Since: a.Since.UTC()})
+		out.Agents = append(out.Agents, Agent{Agent: a.Agent, ClientID: a.ClientID, Name: a.Name, Version: a.Version, Online: a.Online, Since: a.Since.UTC(),
+			Unresponsive: a.Unresponsive})
 	}
 	sort.SliceStable(out.Agents, func(i, j int) bool {
 		if out.Agents[i].Online != out.Agents[j].Online {

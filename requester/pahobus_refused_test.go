@@ -56,7 +56,7 @@ func TestPahoBusResubscribeRefused(t *testing.T) {
 			}
 			broker.Drop()
 			if tc.dropAgain {
-				rqUntil(t, ctx, "the resubscription", func() bool { return broker.Subscribes.Load() == 2 })
+				rqPoll(t, "the resubscription", func() bool { return broker.Subscribes.Load() == 2 })
 				broker.Drop()
 			}
 			// The first refusal reported must be the broker's.
@@ -124,31 +124,16 @@ func TestPahoBusAllRepliesRefused(t *testing.T) {
 			}
 			if tc.resubscribeTimeout == time.Minute {
 				// Deaf for as long as the retry waits for its SUBACK.
-				rqUntil(t, ctx, "the retry's SUBSCRIBE", func() bool { return broker.Subscribes.Load() == 3 })
+				rqPoll(t, "the retry's SUBSCRIBE", func() bool { return broker.Subscribes.Load() == 3 })
 				if err := publish(); !errors.Is(err, requester.ErrLinkLost) || !strings.Contains(err.Error(), "refused") {
 					t.Fatalf("Publish while deaf: %v, want ErrLinkLost naming the refusal", err)
 				}
 				broker.Drop()
 			}
-			rqUntil(t, ctx, "Publish to go through", func() bool { return publish() == nil })
+			rqPoll(t, "Publish to go through", func() bool { return publish() == nil })
 			if n := broker.Subscribes.Load(); n != 4 {
 				t.Fatalf("%d SUBSCRIBEs, want 4 (granted, refused, unanswered, granted)", n)
 			}
 		})
-	}
-}
-
-// rqUntil waits until cond holds, looking every few milliseconds, bounded
-// by ctx.
-func rqUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }

@@ -249,6 +249,26 @@ func (p *pendingCall) unheardBy(key string, pool bool) bool {
 	return !p.heard && instanceKey(p.agent, p.instance) == key
 }
 
+// unheardAddressed returns the open calls held by an instance that has sent
+// nothing of them yet (calls addressed to it), with its instanceKey.
+func (t *pendingTable) unheardAddressed() map[*pendingCall]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out map[*pendingCall]string
+	for _, p := range t.calls {
+		p.mu.Lock()
+		in, heard := p.instance, p.heard
+		p.mu.Unlock()
+		if in != "" && !heard {
+			if out == nil {
+				out = make(map[*pendingCall]string)
+			}
+			out[p] = instanceKey(p.agent, in)
+		}
+	}
+	return out
+}
+
 // failAgent fails with err the open calls that went to agent.
 func (t *pendingTable) failAgent(agent string, err error) int {
 	return t.failWhere(func(p *pendingCall) bool { return p.agent == agent }, err)

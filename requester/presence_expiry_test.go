@@ -92,3 +92,67 @@ func TestRequesterAddressesInstances(t *testing.T) {
 		t.Fatalf("the call of a dead instance ended with %v, want ErrAgentGone", err)
 	}
 }
+
+// With AddressInstances, an instance that says nothing of a call sent to
+// it (its node died: no Will, and its presence expires only after three
+// intervals) gets no new calls once SuspectAfter has passed: they go to
+// the agent's other instance, until its next status.
+func TestRequesterSkipsUnresponsiveInstance(t *testing.T) {
+	e := rqStartBroker(t)
+	r := rqRequester(t, e.Broker.Bus(), requester.Options{CallTimeout: time.Minute, AddressInstances: true, SuspectAfter: 50 * time.Millisecond})
+	ghost := e.raw(t, rqRawOpts{clientID: "inst-a"}) // first in turn, by client ID
+	live := e.raw(t, rqRawOpts{clientID: "inst-b"})
+	for _, in := range []*rqRaw{ghost, live} {
+		in.subscribe(t, contract.RequestFilter(e.AgentUser, in.clientID))
+		in.announce(t, contract.StatusOnline)
+	}
+	rqPoll(t, "both instances online", func() bool { return len(r.Agents()) == 2 && r.Agents()[1].Online })
+	call := func(i int) <-chan error {
+		return rqGo(func() error {
+			_, err := r.CallTool(rqContext(t), rqCtx(i), e.AgentUser, nil, "echo", json.RawMessage(`{"text":"x"}`), nil)
+			return err
+		})
+	}
+	answer := func(i int) {
+		t.Helper()
+		done := call(i)
+		q := live.nextRequest(t)
+		live.reply(t, q.topic, q.env.CorrelationID, rqResult(q.env.CorrelationID, `{"content":[{"type":"text","text":"x"}]}`))
+		if err := rqRecv(t, done); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+
+	stuck := call(0) // to the ghost, which never answers
+	ghost.nextRequest(t)
+	rqPoll(t, "the ghost taken for unresponsive", func() bool {
+		a := r.Agents()
+		return a[0].ClientID == "inst-a" && a[0].Unresponsive && !a[1].Unresponsive
+	})
+	for i := 1; i <= 4; i++ { // in turn, two of these would be the ghost's
+		answer(i)
+	}
+	// Nothing reached the ghost meanwhile: the marker is its next message.
+	marker := rqCtx(99).RequestTopic(e.AgentUser, "inst-a")
+	if err := e.Broker.Bus().Publish(rqContext(t), marker, []byte("marker")); err != nil {
+		t.Fatal(err)
+	}
+	if m := ghost.next(t); m.topic != marker {
+		t.Fatalf("the unresponsive instance got %s, want only the marker", m.topic)
+	}
+	select {
+	case err := <-stuck:
+		t.Fatalf("the ghost's call ended with %v; it waits for the ghost", err)
+	default:
+	}
+
+	// Its next status makes it an instance like any other again: of the
+	// next two calls, one is its.
+	ghost.announce(t, contract.StatusOnline)
+	rqPoll(t, "the ghost heard from again", func() bool { return !r.Agents()[0].Unresponsive })
+	call(5)
+	call(6)
+	if q := ghost.nextRequest(t); q.topic != rqCtx(5).RequestTopic(e.AgentUser, "inst-a") && q.topic != rqCtx(6).RequestTopic(e.AgentUser, "inst-a") {
+		t.Fatalf("the ghost got %s after its status, want call 5 or 6", q.topic)
+	}
+}

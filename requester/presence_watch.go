@@ -32,6 +32,11 @@ type AgentStatus struct {
 	// Since is when the agent entered this status (its own clock if it said,
 	// else when the gateway heard of it).
 	Since time.Time
+	// Unresponsive: with Options.AddressInstances, the instance left a
+	// call addressed to it unanswered and unclaimed for
+	// Options.SuspectAfter. New calls go to the agent's other instances
+	// until its next status.
+	Unresponsive bool
 }
 
 // instanceKey names an instance in the presence table and in claims:
@@ -44,6 +49,9 @@ type presenceWatch struct {
 	agents map[string]AgentStatus // by instanceKey
 	online map[string]int         // online instances by agent name
 	heard  map[string]heard       // by instanceKey, for the instances in agents
+	// suspect holds the online instances taken for unresponsive
+	// (markSuspect), by instanceKey, until their next status.
+	suspect map[string]bool
 	// changed is closed and replaced at every change, so waiters can wait
 	// for "something changed" without a callback.
 	changed chan struct{}
@@ -63,7 +71,7 @@ type heard struct {
 
 func newPresenceWatch() *presenceWatch {
 	return &presenceWatch{agents: make(map[string]AgentStatus), online: make(map[string]int),
-		heard: make(map[string]heard), changed: make(chan struct{})}
+		heard: make(map[string]heard), suspect: make(map[string]bool), changed: make(chan struct{})}
 }
 
 // presenceChange is what one presence message changed.
@@ -113,6 +121,7 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (pre
 		// say): the newer one wins.
 		return presenceChange{}, true
 	}
+	delete(w.suspect, key) // heard from: whatever it says, it is not silent
 	if !cleared && had && old.Online == st.Online && old.Name == st.Name && old.Version == st.Version &&
 		h.stated == w.heard[key].stated && h.stated != 0 && h.conn == w.heard[key].conn {
 		// A repeat (the same since: a new since says the agent changed,
@@ -134,6 +143,9 @@ func (w *presenceWatch) apply(key, agent string, st AgentStatus, h heard, cleare
 		} else if prev := w.heard[key].conn; prev != "" && h.conn != "" && prev != h.conn {
 			ch.instanceReconnected = key
 		}
+	}
+	if !st.Online {
+		delete(w.suspect, key)
 	}
 	if cleared {
 		delete(w.agents, key)
@@ -218,13 +230,44 @@ func (w *presenceWatch) instanceOnline(agent, clientID string) bool {
 }
 
 // pickInstance returns the n-th (mod their number) online instance of
-// agent, by client ID; false if none is online.
+// agent, by client ID, leaving out the suspect ones unless all are; false
+// if none is online.
 func (w *presenceWatch) pickInstance(agent string, n uint64) (string, bool) {
-	ids := w.onlineInstances(agent)
+	w.mu.Lock()
+	var ids, healthy []string
+	for key, st := range w.agents {
+		if st.Online && st.Agent == agent {
+			ids = append(ids, st.ClientID)
+			if !w.suspect[key] {
+				healthy = append(healthy, st.ClientID)
+			}
+		}
+	}
+	w.mu.Unlock()
+	if len(healthy) > 0 {
+		ids = healthy
+	}
 	if len(ids) == 0 {
 		return "", false
 	}
+	sort.Strings(ids)
 	return ids[n%uint64(len(ids))], true
+}
+
+// markSuspect takes the online instances keys (instanceKeys) for
+// unresponsive until their next status, and returns those it had not
+// taken for so already.
+func (w *presenceWatch) markSuspect(keys []string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var fresh []string
+	for _, key := range keys {
+		if w.agents[key].Online && !w.suspect[key] {
+			w.suspect[key] = true
+			fresh = append(fresh, key)
+		}
+	}
+	return fresh
 }
 
 // onlineInstances returns the client IDs of agent's online instances,
@@ -275,6 +318,7 @@ func (w *presenceWatch) list(now time.Time) []AgentStatus {
 			delete(w.heard, key)
 			continue
 		}
+		a.Unresponsive = w.suspect[key]
 		out = append(out, a)
 	}
 	w.mu.Unlock()

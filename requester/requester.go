@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,10 +54,11 @@ var (
 
 // Defaults of Options.
 const (
-	DefaultCallTimeout = 30 * time.Second
-	DefaultListTimeout = 5 * time.Second
-	DefaultMaxContexts = 10000
-	DefaultContextTTL  = 24 * time.Hour
+	DefaultCallTimeout  = 30 * time.Second
+	DefaultListTimeout  = 5 * time.Second
+	DefaultMaxContexts  = 10000
+	DefaultContextTTL   = 24 * time.Hour
+	DefaultSuspectAfter = 2 * time.Second
 )
 
 // presenceGrace is how long after Start a request with no agent in sight
@@ -88,6 +90,16 @@ type Options struct {
 	// $share (NATS, RabbitMQ treat it as a literal topic). The instance
 	// holds the call from the start, so its loss fails the call at once.
 	AddressInstances bool
+	// SuspectAfter, with AddressInstances: an instance that has neither
+	// answered nor claimed a call addressed to it for this long (between
+	// one and two times it) gets no new calls while the agent has other
+	// instances, until its next status. An instance whose node died sends
+	// no Will and is taken for gone only after three presence intervals;
+	// meanwhile it would get its share of the calls, each waiting for its
+	// deadline. The agent SDK claims a call it runs after its ClaimAfter
+	// (250 ms by default): keep SuspectAfter well above it. 0 means
+	// DefaultSuspectAfter (2s); negative: never.
+	SuspectAfter time.Duration
 	// IgnorePresence: when false, a call to an agent with no instance
 	// online fails at once with ErrNoAgent, and its waiting calls fail when
 	// its last instance goes.
@@ -189,6 +201,9 @@ func New(bus Bus, opts Options) *Requester {
 	if opts.ContextTTL <= 0 {
 		opts.ContextTTL = DefaultContextTTL
 	}
+	if opts.SuspectAfter == 0 {
+		opts.SuspectAfter = DefaultSuspectAfter
+	}
 	r := &Requester{
 		bus:      bus,
 		opts:     opts,
@@ -264,10 +279,18 @@ func (r *Requester) Start(ctx context.Context) error {
 const presenceExpiryCheck = time.Second
 
 // expirePresence takes offline the instances that stopped repeating their
-// online status (presenceWatch.expire), until Close.
+// online status (presenceWatch.expire), and with AddressInstances looks
+// for unresponsive ones (suspectSilent), until Close.
 func (r *Requester) expirePresence() {
 	t := time.NewTicker(presenceExpiryCheck)
 	defer t.Stop()
+	var suspectTick <-chan time.Time // nil: never
+	if r.opts.AddressInstances && !r.opts.IgnorePresence && r.opts.SuspectAfter > 0 {
+		st := time.NewTicker(r.opts.SuspectAfter)
+		defer st.Stop()
+		suspectTick = st.C
+	}
+	var unheard map[*pendingCall]string
 	for {
 		select {
 		case now := <-t.C:
@@ -275,10 +298,30 @@ func (r *Requester) expirePresence() {
 				r.log.WithField("instance", ch.instanceGone).Warn("an agent instance stopped repeating its presence: taken for gone")
 				r.presenceChanged(ch)
 			}
+		case <-suspectTick:
+			unheard = r.suspectSilent(unheard)
 		case <-r.expireDone:
 			return
 		}
 	}
+}
+
+// suspectSilent takes for unresponsive the instances that still have said
+// nothing of a call addressed to them that was in before, the snapshot of
+// the previous look (a SuspectAfter ago), and returns this look's.
+func (r *Requester) suspectSilent(before map[*pendingCall]string) map[*pendingCall]string {
+	now := r.pending.unheardAddressed()
+	var keys []string
+	for p, key := range before {
+		if now[p] == key && !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	for _, key := range r.presence.markSuspect(keys) {
+		r.log.WithFields(logrus.Fields{"instance": key, "after": r.opts.SuspectAfter}).
+			Warn("an agent instance has neither answered nor claimed a call sent to it: new calls go to its agent's other instances until its next status")
+	}
+	return now
 }
 
 // enter registers a running Request; it fails once Close has begun.

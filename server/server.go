@@ -100,6 +100,11 @@ type Config struct {
 	// the agent (requester.Options.AddressInstances) instead of to its
 	// pool: for brokers without shared subscriptions.
 	AddressAgentInstances bool
+	// SuspectAfter, with AddressAgentInstances, is how long an instance
+	// may say nothing of a call sent to it before new calls go to the
+	// agent's other instances (requester.Options.SuspectAfter); 0 means
+	// 2s, negative never.
+	SuspectAfter time.Duration
 	// MaxContexts bounds the subscription cache; 0 means 10000.
 	MaxContexts int
 	// ContextTTL is how long an idle context keeps its subscription; 0 means 24h.
@@ -326,6 +331,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		CallTimeout:      s.cfg.CallTimeout,
 		ListTimeout:      s.cfg.ListTimeout,
 		AddressInstances: s.cfg.AddressAgentInstances,
+		SuspectAfter:     s.cfg.SuspectAfter,
 		MaxContexts:      s.cfg.MaxContexts,
 		ContextTTL:       s.cfg.ContextTTL,
 		Logger:           s.cfg.Logger.WithField("component", "requester"),
