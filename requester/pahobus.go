@@ -453,7 +453,10 @@ func (b *PahoBus) resubscribe(c paho.Client, lost <-chan struct{}, filters []str
 		}
 		pending = again
 	}
-	if len(pending) > 0 && !gone() {
+	if gone() {
+		return
+	}
+	if len(pending) > 0 {
 		b.log.WithField("filters", len(pending)).Error("subscribing again after reconnect: still refused (packet identifier in use)")
 		for _, f := range pending {
 			b.refuse(c, lost, f, fmt.Errorf("subscribing %q again after a reconnect: refused by the broker (packet identifier in use)", f))
