@@ -101,6 +101,7 @@ func (w *presenceWatch) forgetUnrepeated() {
 		}
 		delete(w.agents, key)
 		delete(w.heard, key)
+		delete(w.suspect, key)
 	}
 	if len(w.agents) == n {
 		return

@@ -3,6 +3,7 @@ package requester
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/toolbus/toolbus/jsonrpc"
 )
@@ -30,9 +31,12 @@ type pendingCall struct {
 	mu       sync.Mutex
 	instance string // client ID of the instance that claimed the call (its first message)
 	heard    bool   // a message of the call came from instance
-	interim  []*jsonrpc.Message
-	final    *jsonrpc.Message
-	err      error
+	// sent is when a call addressed to an instance from the start was
+	// sent (zero for the others): see Requester.suspectSilent.
+	sent    time.Time
+	interim []*jsonrpc.Message
+	final   *jsonrpc.Message
+	err     error
 	// notify has room for one wake-up: the handler never blocks on it, the
 	// waiter drains everything queued on each wake.
 	notify chan struct{}
@@ -249,24 +253,38 @@ func (p *pendingCall) unheardBy(key string, pool bool) bool {
 	return !p.heard && instanceKey(p.agent, p.instance) == key
 }
 
-// unheardAddressed returns the open calls held by an instance that has sent
-// nothing of them yet (calls addressed to it), with its instanceKey.
-func (t *pendingTable) unheardAddressed() map[*pendingCall]string {
+// addressedCall is an open call addressed to an instance that has sent
+// nothing of it yet.
+type addressedCall struct {
+	key  string // the instance's instanceKey
+	sent time.Time
+}
+
+// lookAtInstances returns the open calls addressed to an instance that has
+// sent nothing of them yet, and the instances (instanceKeys) that have
+// sent something of an open call: they are alive.
+func (t *pendingTable) lookAtInstances() (unheard map[*pendingCall]addressedCall, alive map[string]bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out map[*pendingCall]string
 	for _, p := range t.calls {
 		p.mu.Lock()
-		in, heard := p.instance, p.heard
+		in, heard, sent, done := p.instance, p.heard, p.sent, p.final != nil || p.err != nil
 		p.mu.Unlock()
-		if in != "" && !heard {
-			if out == nil {
-				out = make(map[*pendingCall]string)
+		switch {
+		case in == "" || done:
+		case heard:
+			if alive == nil {
+				alive = make(map[string]bool)
 			}
-			out[p] = instanceKey(p.agent, in)
+			alive[instanceKey(p.agent, in)] = true
+		case !sent.IsZero():
+			if unheard == nil {
+				unheard = make(map[*pendingCall]addressedCall)
+			}
+			unheard[p] = addressedCall{key: instanceKey(p.agent, in), sent: sent}
 		}
 	}
-	return out
+	return unheard, alive
 }
 
 // failAgent fails with err the open calls that went to agent.

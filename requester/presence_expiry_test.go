@@ -96,10 +96,12 @@ func TestRequesterAddressesInstances(t *testing.T) {
 // With AddressInstances, an instance that says nothing of a call sent to
 // it (its node died: no Will, and its presence expires only after three
 // intervals) gets no new calls once SuspectAfter has passed: they go to
-// the agent's other instance, until its next status.
+// the agent's other instance. A status of its own, or a claim of one of
+// its calls, makes it an instance like any other again; a call it left
+// unheard before its status does not count against it.
 func TestRequesterSkipsUnresponsiveInstance(t *testing.T) {
 	e := rqStartBroker(t)
-	r := rqRequester(t, e.Broker.Bus(), requester.Options{CallTimeout: time.Minute, AddressInstances: true, SuspectAfter: 50 * time.Millisecond})
+	r := rqRequester(t, e.Broker.Bus(), requester.Options{CallTimeout: time.Minute, AddressInstances: true, SuspectAfter: 250 * time.Millisecond})
 	ghost := e.raw(t, rqRawOpts{clientID: "inst-a"}) // first in turn, by client ID
 	live := e.raw(t, rqRawOpts{clientID: "inst-b"})
 	for _, in := range []*rqRaw{ghost, live} {
@@ -122,13 +124,29 @@ func TestRequesterSkipsUnresponsiveInstance(t *testing.T) {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
+	unresponsive := func(want bool) func() bool {
+		return func() bool {
+			a := r.Agents()
+			return a[0].ClientID == "inst-a" && a[0].Unresponsive == want && !a[1].Unresponsive
+		}
+	}
+	// oneOfNextTwo makes calls i and i+1: one goes to the ghost, the
+	// other to the live instance, which answers it.
+	oneOfNextTwo := func(i int) {
+		t.Helper()
+		call(i)
+		call(i + 1)
+		q := ghost.nextRequest(t)
+		if q.topic != rqCtx(i).RequestTopic(e.AgentUser, "inst-a") && q.topic != rqCtx(i+1).RequestTopic(e.AgentUser, "inst-a") {
+			t.Fatalf("the ghost got %s, want call %d or %d", q.topic, i, i+1)
+		}
+		q = live.nextRequest(t)
+		live.reply(t, q.topic, q.env.CorrelationID, rqResult(q.env.CorrelationID, `{"content":[{"type":"text","text":"x"}]}`))
+	}
 
-	stuck := call(0) // to the ghost, which never answers
-	ghost.nextRequest(t)
-	rqPoll(t, "the ghost taken for unresponsive", func() bool {
-		a := r.Agents()
-		return a[0].ClientID == "inst-a" && a[0].Unresponsive && !a[1].Unresponsive
-	})
+	stuck := call(0) // to the ghost, which does not answer
+	first := ghost.nextRequest(t)
+	rqPoll(t, "the ghost taken for unresponsive", unresponsive(true))
 	for i := 1; i <= 4; i++ { // in turn, two of these would be the ghost's
 		answer(i)
 	}
@@ -146,13 +164,13 @@ func TestRequesterSkipsUnresponsiveInstance(t *testing.T) {
 	default:
 	}
 
-	// Its next status makes it an instance like any other again: of the
-	// next two calls, one is its.
+	// A status of its own: call 0, older, no longer counts.
 	ghost.announce(t, contract.StatusOnline)
-	rqPoll(t, "the ghost heard from again", func() bool { return !r.Agents()[0].Unresponsive })
-	call(5)
-	call(6)
-	if q := ghost.nextRequest(t); q.topic != rqCtx(5).RequestTopic(e.AgentUser, "inst-a") && q.topic != rqCtx(6).RequestTopic(e.AgentUser, "inst-a") {
-		t.Fatalf("the ghost got %s after its status, want call 5 or 6", q.topic)
-	}
+	rqPoll(t, "the ghost heard from again", unresponsive(false))
+	oneOfNextTwo(5)
+	// That call, unheard, counts; a claim of call 0 says it is alive.
+	rqPoll(t, "the ghost unresponsive again", unresponsive(true))
+	ghost.reply(t, first.topic, first.env.CorrelationID, `{"jsonrpc":"2.0","method":"`+contract.ClaimMethod+`"}`)
+	rqPoll(t, "the ghost alive after its claim", unresponsive(false))
+	oneOfNextTwo(7)
 }

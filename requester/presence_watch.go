@@ -35,7 +35,7 @@ type AgentStatus struct {
 	// Unresponsive: with Options.AddressInstances, the instance left a
 	// call addressed to it unanswered and unclaimed for
 	// Options.SuspectAfter. New calls go to the agent's other instances
-	// until its next status.
+	// until it is heard from.
 	Unresponsive bool
 }
 
@@ -50,7 +50,7 @@ type presenceWatch struct {
 	online map[string]int         // online instances by agent name
 	heard  map[string]heard       // by instanceKey, for the instances in agents
 	// suspect holds the online instances taken for unresponsive
-	// (markSuspect), by instanceKey, until their next status.
+	// (markSuspect), by instanceKey, until they are heard from.
 	suspect map[string]bool
 	// changed is closed and replaced at every change, so waiters can wait
 	// for "something changed" without a callback.
@@ -234,18 +234,20 @@ func (w *presenceWatch) instanceOnline(agent, clientID string) bool {
 // if none is online.
 func (w *presenceWatch) pickInstance(agent string, n uint64) (string, bool) {
 	w.mu.Lock()
-	var ids, healthy []string
+	var ids []string
+	healthy := 0 // the first healthy ones of ids, moved there as found
 	for key, st := range w.agents {
 		if st.Online && st.Agent == agent {
 			ids = append(ids, st.ClientID)
-			if !w.suspect[key] {
-				healthy = append(healthy, st.ClientID)
+			if len(w.suspect) > 0 && !w.suspect[key] {
+				ids[healthy], ids[len(ids)-1] = ids[len(ids)-1], ids[healthy]
+				healthy++
 			}
 		}
 	}
 	w.mu.Unlock()
-	if len(healthy) > 0 {
-		ids = healthy
+	if healthy > 0 {
+		ids = ids[:healthy]
 	}
 	if len(ids) == 0 {
 		return "", false
@@ -254,15 +256,20 @@ func (w *presenceWatch) pickInstance(agent string, n uint64) (string, bool) {
 	return ids[n%uint64(len(ids))], true
 }
 
-// markSuspect takes the online instances keys (instanceKeys) for
-// unresponsive until their next status, and returns those it had not
-// taken for so already.
-func (w *presenceWatch) markSuspect(keys []string) []string {
+// markSuspect takes for unresponsive the online instances of silent
+// (instanceKeys, each with the latest call it left unheard) whose status
+// is older than that call: a status since says it is alive, its call lost
+// perhaps. The instances of alive are unresponsive no more. It returns
+// the instances newly taken for unresponsive.
+func (w *presenceWatch) markSuspect(silent map[string]time.Time, alive map[string]bool) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for key := range alive {
+		delete(w.suspect, key)
+	}
 	var fresh []string
-	for _, key := range keys {
-		if w.agents[key].Online && !w.suspect[key] {
+	for key, sent := range silent {
+		if w.agents[key].Online && !w.suspect[key] && w.heard[key].at.Before(sent) {
 			w.suspect[key] = true
 			fresh = append(fresh, key)
 		}

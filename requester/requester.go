@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,7 +92,8 @@ type Options struct {
 	// SuspectAfter, with AddressInstances: an instance that has neither
 	// answered nor claimed a call addressed to it for this long (between
 	// one and two times it) gets no new calls while the agent has other
-	// instances, until its next status. An instance whose node died sends
+	// instances, until it is heard from: a status (a call it left unheard
+	// before its latest status does not count), or an answer or claim. An instance whose node died sends
 	// no Will and is taken for gone only after three presence intervals;
 	// meanwhile it would get its share of the calls, each waiting for its
 	// deadline. The agent SDK claims a call it runs after its ClaimAfter
@@ -147,15 +147,18 @@ type Stats struct {
 // to calls by correlation ID and checks they come from the call's agent,
 // enforces deadlines, and watches agent presence. Safe for concurrent use.
 type Requester struct {
-	bus        Bus
-	opts       Options
-	log        *logrus.Entry
-	cache      *subCache
-	pending    *pendingTable
-	presence   *presenceWatch
-	idPrefix   string
-	seq        atomic.Uint64
-	turn       atomic.Uint64 // AddressInstances: the next instance in turn
+	bus      Bus
+	opts     Options
+	log      *logrus.Entry
+	cache    *subCache
+	pending  *pendingTable
+	presence *presenceWatch
+	idPrefix string
+	seq      atomic.Uint64
+	turn     atomic.Uint64 // AddressInstances: the next instance in turn
+	// suspecting: AddressInstances with presence and a SuspectAfter, so
+	// suspectSilent runs.
+	suspecting bool
 	onReply    MessageHandler
 	onPresence MessageHandler
 	// publishWaits: the bus's Publish may block (a network round trip),
@@ -213,6 +216,7 @@ func New(bus Bus, opts Options) *Requester {
 		idPrefix: "c-" + contract.RandomID(6) + "-",
 		idle:     make(chan struct{}),
 	}
+	r.suspecting = opts.AddressInstances && !opts.IgnorePresence && opts.SuspectAfter > 0
 	r.pending = newPendingTable(r.seqOf)
 	r.onReply = r.handleReply
 	r.onPresence = r.handlePresence
@@ -285,12 +289,12 @@ func (r *Requester) expirePresence() {
 	t := time.NewTicker(presenceExpiryCheck)
 	defer t.Stop()
 	var suspectTick <-chan time.Time // nil: never
-	if r.opts.AddressInstances && !r.opts.IgnorePresence && r.opts.SuspectAfter > 0 {
+	if r.suspecting {
 		st := time.NewTicker(r.opts.SuspectAfter)
 		defer st.Stop()
 		suspectTick = st.C
 	}
-	var unheard map[*pendingCall]string
+	var unheard map[*pendingCall]addressedCall
 	for {
 		select {
 		case now := <-t.C:
@@ -307,19 +311,20 @@ func (r *Requester) expirePresence() {
 }
 
 // suspectSilent takes for unresponsive the instances that still have said
-// nothing of a call addressed to them that was in before, the snapshot of
-// the previous look (a SuspectAfter ago), and returns this look's.
-func (r *Requester) suspectSilent(before map[*pendingCall]string) map[*pendingCall]string {
-	now := r.pending.unheardAddressed()
-	var keys []string
-	for p, key := range before {
-		if now[p] == key && !slices.Contains(keys, key) {
-			keys = append(keys, key)
+// nothing of a call addressed to them that was open at the previous look
+// (before, a SuspectAfter ago), and no longer those that have said
+// something of an open call since. It returns this look's snapshot.
+func (r *Requester) suspectSilent(before map[*pendingCall]addressedCall) map[*pendingCall]addressedCall {
+	now, alive := r.pending.lookAtInstances()
+	silent := map[string]time.Time{} // by instanceKey: the latest call it left unheard
+	for p, c := range before {
+		if _, still := now[p]; still && !alive[c.key] && c.sent.After(silent[c.key]) {
+			silent[c.key] = c.sent
 		}
 	}
-	for _, key := range r.presence.markSuspect(keys) {
+	for _, key := range r.presence.markSuspect(silent, alive) {
 		r.log.WithFields(logrus.Fields{"instance": key, "after": r.opts.SuspectAfter}).
-			Warn("an agent instance has neither answered nor claimed a call sent to it: new calls go to its agent's other instances until its next status")
+			Warn("an agent instance has neither answered nor claimed a call sent to it: new calls go to its agent's other instances until it is heard from")
 	}
 	return now
 }
@@ -549,6 +554,9 @@ func (r *Requester) await(ctx context.Context, dl *callDeadline, c contract.Cont
 	p := newPendingCall(id, seq, agent, filter[len(contract.TopicPrefix)+len("+/+/"):])
 	if instance != contract.AnyInstance {
 		p.claim(instance) // it is that instance's call from the start
+		if r.suspecting {
+			p.sent = time.Now() // before add: suspectSilent reads it under the table's lock
+		}
 	}
 	r.pending.add(p)
 	answered := false

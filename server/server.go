@@ -102,8 +102,8 @@ type Config struct {
 	AddressAgentInstances bool
 	// SuspectAfter, with AddressAgentInstances, is how long an instance
 	// may say nothing of a call sent to it before new calls go to the
-	// agent's other instances (requester.Options.SuspectAfter); 0 means
-	// 2s, negative never.
+	// agent's other instances until it is heard from
+	// (requester.Options.SuspectAfter); 0 means 2s, negative never.
 	SuspectAfter time.Duration
 	// MaxContexts bounds the subscription cache; 0 means 10000.
 	MaxContexts int

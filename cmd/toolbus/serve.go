@@ -61,7 +61,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", 30*time.Second, "deadline of an expert-agent tool call")
 	fs.DurationVar(&cfg.ListTimeout, "list-timeout", 5*time.Second, "deadline of an expert-agent tool list")
 	fs.BoolVar(&cfg.AddressAgentInstances, "address-agent-instances", false, "send each request to one instance of the agent, chosen in turn from presence, instead of to its pool's shared subscription: for brokers without $share (NATS, RabbitMQ)")
-	fs.DurationVar(&cfg.SuspectAfter, "suspect-after", 2*time.Second, "with --address-agent-instances: an instance that neither answers nor claims a call sent to it for this long gets no new calls while its agent has other instances, until its next status (one whose node died sends no Will); negative: never")
+	fs.DurationVar(&cfg.SuspectAfter, "suspect-after", 2*time.Second, "with --address-agent-instances: an instance that neither answers nor claims a call sent to it for this long gets no new calls while its agent has other instances, until it is heard from (one whose node died sends no Will); negative: never")
 	fs.IntVar(&cfg.MaxContexts, "max-contexts", 10000, "most per-context response subscriptions kept (LRU)")
 	fs.DurationVar(&cfg.ContextTTL, "context-ttl", 24*time.Hour, "idle time after which a context's subscription is dropped")
 	fs.StringVar(&cfg.SessionSecret, "session-secret", "", "secret that signs MCP session IDs; replicas that share it accept each other's sessions (default: random per start)")
