@@ -2,11 +2,13 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +28,12 @@ const (
 	natsStopWait = 10 * time.Second
 	// natsStartTries is how many sets of free ports StartNATSCluster tries.
 	natsStartTries = 3
+	// natsRoutesSettle is how long every node's routes must stay the same
+	// before a cluster counts as started. A route dialled before its peer
+	// listened is dialled again a second later, and the duplicate that
+	// makes is closed; a gateway that subscribed during that churn was
+	// seen to miss another node's messages for good.
+	natsRoutesSettle = 1500 * time.Millisecond
 )
 
 // NATSOptions configures StartNATSCluster.
@@ -180,7 +188,71 @@ include %q
 			return nil, err
 		}
 	}
+	if err := c.waitRoutesSettled(natsStartWait); err != nil {
+		c.kill()
+		return nil, err
+	}
 	return c, nil
+}
+
+// waitRoutesSettled waits until every node has routes to all the others
+// and no node's routes have changed for natsRoutesSettle, or d has passed.
+func (c *NATSCluster) waitRoutesSettled(d time.Duration) error {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(d)
+	var last string
+	var since time.Time
+	for {
+		now := time.Now()
+		routes, err := c.routes(client)
+		switch {
+		case err != nil || routes != last:
+			last, since = routes, now
+		case now.Sub(since) >= natsRoutesSettle:
+			return nil
+		}
+		if now.After(deadline) {
+			return fmt.Errorf("NATS routes not settled after %v (last: %v)", d, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// routes describes every node's routes (their IDs), or fails when a node
+// has none to one of the others.
+func (c *NATSCluster) routes(client *http.Client) (string, error) {
+	var b strings.Builder
+	for _, n := range c.Nodes {
+		resp, err := client.Get(strings.TrimSuffix(n.healthzURL, "/healthz") + "/routez")
+		if err != nil {
+			return "", err
+		}
+		var rz struct {
+			Routes []struct {
+				RID        uint64 `json:"rid"`
+				RemoteName string `json:"remote_name"`
+			} `json:"routes"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&rz)
+		_ = resp.Body.Close()
+		if err != nil {
+			return "", fmt.Errorf("nats %s routez: %w", n.Name, err)
+		}
+		peers := map[string]bool{}
+		rids := make([]uint64, 0, len(rz.Routes))
+		for _, r := range rz.Routes {
+			peers[r.RemoteName] = true
+			rids = append(rids, r.RID)
+		}
+		for _, o := range c.Nodes {
+			if o != n && !peers[o.Name] {
+				return "", fmt.Errorf("nats %s has no route to %s yet", n.Name, o.Name)
+			}
+		}
+		slices.Sort(rids)
+		fmt.Fprintf(&b, "%s%v;", n.Name, rids)
+	}
+	return b.String(), nil
 }
 
 // kill kills every node of a cluster that failed to start.
