@@ -53,11 +53,7 @@ type OAuthClient struct {
 // CheckSecret reports whether secret is the client's (constant time).
 // A public client has none: any secret is wrong.
 func (c OAuthClient) CheckSecret(secret string) bool {
-	if !c.Confidential {
-		return false
-	}
-	sum := sha256.Sum256([]byte(secret))
-	return subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), []byte(c.secretHash)) == 1
+	return c.Confidential && sameHash(sha256Hex(secret), c.secretHash)
 }
 
 // randomString returns n random bytes as unpadded base64url.
@@ -191,11 +187,7 @@ func (s *Store) SaveOAuthCode(ctx context.Context, c OAuthCode) (code string, er
 		return "", fmt.Errorf("save code: purge: %w", err)
 	}
 	if strings.HasPrefix(c.ClientID, registeredClientPrefix) {
-		res, err := s.db.ExecContext(ctx, qUseOAuthClient, c.ClientID, ms)
-		var n int64
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
+		n, err := affected(s.db.ExecContext(ctx, qUseOAuthClient, c.ClientID, ms))
 		if err != nil {
 			return "", fmt.Errorf("save code: mark client used: %w", err)
 		}
@@ -319,11 +311,7 @@ func (s *Store) GrantOAuth(ctx context.Context, c OAuthCode, refreshTTL time.Dur
 	if _, err := s.db.ExecContext(ctx, qPurgeOAuthGrants, ms-grantKeep.Milliseconds()); err != nil {
 		return OAuthTokens{}, fmt.Errorf("grant: purge: %w", err)
 	}
-	res, err := s.db.ExecContext(ctx, qInsertOAuthGrant, c.GrantID, c.Spec.ClientID, c.Spec.UserID, tok.ID, sha256Hex(refresh), ms, exp.UnixMilli())
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
+	n, err := affected(s.db.ExecContext(ctx, qInsertOAuthGrant, c.GrantID, c.Spec.ClientID, c.Spec.UserID, tok.ID, sha256Hex(refresh), ms, exp.UnixMilli()))
 	if err != nil || n != 1 {
 		_ = s.deleteToken(ctx, tok.ID)
 		if err != nil {
@@ -354,6 +342,14 @@ func (s *Store) loadGrant(ctx context.Context, id string) (grantRow, bool, error
 }
 
 func sameHash(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// affected is the number of rows an ExecContext changed, or its error.
+func affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
 
 // OAuthRefresh is a refresh request (RefreshOAuth).
 type OAuthRefresh struct {
@@ -445,11 +441,7 @@ func (s *Store) RefreshOAuth(ctx context.Context, req OAuthRefresh) (_ OAuthToke
 	if err != nil {
 		return OAuthTokens{}, err
 	}
-	res, err := s.db.ExecContext(ctx, qRotateOAuthGrant, gid, sha256Hex(next), hash, exp.UnixMilli(), tok.ID)
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
+	n, err := affected(s.db.ExecContext(ctx, qRotateOAuthGrant, gid, sha256Hex(next), hash, exp.UnixMilli(), tok.ID))
 	if err != nil || n != 1 {
 		_ = s.deleteToken(ctx, tok.ID) // the grant never pointed at it
 		if err != nil {

@@ -159,10 +159,8 @@ func (s *Store) SetUserPassword(ctx context.Context, id string, password []byte)
 	if err != nil {
 		return fmt.Errorf("set password of user %s: %w", id, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("set password of user %s: %w", id, err)
-	} else if n == 0 {
-		return fmt.Errorf("user %s: %w", id, ErrNotFound)
+	if err := mustAffect(res); err != nil {
+		return fmt.Errorf("user %s: %w", id, err)
 	}
 	s.log.WithField("user", id).Info("changed user password")
 	return nil
@@ -183,10 +181,8 @@ func (s *Store) RemoveUser(ctx context.Context, id string) (revoked int, err err
 	if err != nil {
 		return 0, fmt.Errorf("remove user %s: %w", id, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return 0, fmt.Errorf("remove user %s: %w", id, err)
-	} else if n == 0 {
-		return 0, fmt.Errorf("user %s: %w", id, ErrNotFound)
+	if err := mustAffect(res); err != nil {
+		return 0, fmt.Errorf("user %s: %w", id, err)
 	}
 	_, ms := now()
 	res, err = tx.ExecContext(ctx, qRevokeTokensOfUser, id, ms)

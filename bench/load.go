@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/internal/logutil"
 )
 
 // HTTP clients of the load generator.
@@ -168,7 +170,7 @@ func (o LoadOptions) withDefaults() LoadOptions {
 	if o.MaxErrorSamples <= 0 {
 		o.MaxErrorSamples = 5
 	}
-	o.Logger = componentLogger(o.Logger, "bench-load")
+	o.Logger = logutil.Component(o.Logger, "bench-load")
 	return o
 }
 

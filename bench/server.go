@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/internal/logutil"
 )
 
 // Baseline server names, in the order a default run measures them.
@@ -62,7 +63,7 @@ func (o ServerOptions) withDefaults(component string) ServerOptions {
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 8 << 20
 	}
-	o.Logger = componentLogger(o.Logger, component)
+	o.Logger = logutil.Component(o.Logger, component)
 	return o
 }
 
@@ -175,13 +176,4 @@ func (h *httpServer) Close() error {
 		return errors.New("bench: server goroutine did not stop")
 	}
 	return err
-}
-
-func componentLogger(l *logrus.Entry, component string) *logrus.Entry {
-	if l == nil {
-		d := logrus.New()
-		d.Out = io.Discard
-		l = logrus.NewEntry(d)
-	}
-	return l.WithField("component", component)
 }

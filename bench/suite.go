@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/internal/logutil"
 )
 
 // Scenario is one measurement of a suite: a baseline the suite starts, or an
@@ -237,7 +239,7 @@ func RunSuite(ctx context.Context, opts SuiteOptions) (*Report, error) {
 			}
 		}
 	}
-	log := componentLogger(opts.Logger, "bench-suite")
+	log := logutil.Component(opts.Logger, "bench-suite")
 	if opts.Baseline == "" {
 		opts.Baseline = BaselineMCPGo
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/internal/logutil"
 )
 
 // Defaults of Options.
@@ -112,12 +112,7 @@ func New(opts Options) (*Bridge, error) {
 	}
 	opts.Command = append([]string(nil), opts.Command...)
 	opts.Header = opts.Header.Clone()
-	log := opts.Logger
-	if log == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		log = logrus.NewEntry(l)
-	}
+	log := logutil.OrDiscard(opts.Logger)
 	opts.Logger = nil
 	return &Bridge{
 		opts: opts,

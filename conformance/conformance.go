@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/internal/logutil"
 )
 
 // Defaults of Options.
@@ -111,12 +112,7 @@ func newFixture(opts Options) (*fixture, error) {
 	if opts.StepDelay <= 0 {
 		opts.StepDelay = DefaultStepDelay
 	}
-	log := opts.Logger
-	if log == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		log = logrus.NewEntry(l)
-	}
+	log := logutil.OrDiscard(opts.Logger)
 	opts.Logger = nil
 	now := opts.now
 	if now == nil {

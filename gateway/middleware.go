@@ -145,14 +145,15 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			g.refuse(w, r, http.StatusServiceUnavailable, "unavailable", "the token store is not available; try again")
 			return
 		}
-		// A token issued to an OAuth client is for one resource (RFC
-		// 8707). A platform tool's call into the API carries the token of
-		// the MCP request that already passed here.
-		if tok.Audience != "" && !platformtools.Injected(r.Context()) && !g.forResource(r, tok.Audience) {
+		// A platform tool's call into the API carries the token of the MCP
+		// request that already passed here: no audience check, no limit.
+		injected := platformtools.Injected(r.Context())
+		// A token issued to an OAuth client is for one resource (RFC 8707).
+		if tok.Audience != "" && !injected && !g.forResource(r, tok.Audience) {
 			g.unauthenticated(w, r, true, "the token was issued for another resource: "+tok.Audience)
 			return
 		}
-		if !platformtools.Injected(r.Context()) {
+		if !injected {
 			limits := g.limits.Load()
 			if ok, wait := limits.token.allow(tok.ID); !ok {
 				g.rateLimited(w, r, "this token", wait)

@@ -55,20 +55,9 @@ func startServeProc(t *testing.T, dataDir, httpAddr, mqttAddr string, extra ...s
 	args := append([]string{"serve", "--data-dir", dataDir, "--http-addr", httpAddr, "--mqtt-addr", mqttAddr,
 		"--log-format", "text"}, extra...)
 	p := startProc(t, lines, bins.toolbus, args...)
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case l := <-lines:
-			if m := serveLine.FindStringSubmatch(l); m != nil {
-				return &serveProc{proc: p, dataDir: dataDir, httpAddr: m[1], mqttAddr: m[2]}
-			}
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("toolbus serve exited before it started: %v", err)
-		case <-timeout:
-			t.Fatal("toolbus serve did not print its addresses")
-		}
-	}
+	l := p.waitLine(t, lines, 30*time.Second, "the line with its addresses", serveLine.MatchString)
+	m := serveLine.FindStringSubmatch(l)
+	return &serveProc{proc: p, dataDir: dataDir, httpAddr: m[1], mqttAddr: m[2]}
 }
 
 // cliToken mints a token with the real CLI (after `toolbus init`, which

@@ -99,6 +99,41 @@ func (p *proc) stop(t *testing.T, sig syscall.Signal, d time.Duration) error {
 	}
 }
 
+// wait waits up to d for the process to exit by itself and returns how it
+// ended; it fails the test if it is still running then.
+func (p *proc) wait(t *testing.T, d time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err // keep it for the cleanup
+		return err
+	case <-time.After(d):
+		t.Fatalf("process %s still running after %v", p.cmd.Path, d)
+		return nil
+	}
+}
+
+// waitLine returns the first of the process's lines (startProc's lines)
+// that match accepts, skipping others; it fails the test, saying what it
+// waited for, when the process exits first or d passes.
+func (p *proc) waitLine(t *testing.T, lines <-chan string, d time.Duration, what string, match func(string) bool) string {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case l := <-lines:
+			if match(l) {
+				return l
+			}
+		case err := <-p.done:
+			p.done <- err // keep it for the cleanup
+			t.Fatalf("%s exited (%v) before %s", p.cmd.Path, err, what)
+		case <-deadline:
+			t.Fatalf("%s: no %s within %v", p.cmd.Path, what, d)
+		}
+	}
+}
+
 // poll calls cond until it is true or d passes.
 var poll = testenv.Poll
 

@@ -278,14 +278,8 @@ func TestAgentWrongPassword(t *testing.T) {
 	srv := startServer(t, server.Config{DataDir: dataDir})
 	p := startProc(t, nil, bins.expertAgent, "--broker-url", "tcp://"+srv.MQTTAddr().String(),
 		"--username", "ref-agent", "--password", "not-the-password", "--connect-timeout", "2s")
-	select {
-	case err := <-p.done:
-		p.done <- err
-		if err == nil {
-			t.Fatal("agent with a wrong password exited 0")
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("agent with a wrong password kept running")
+	if err := p.wait(t, 20*time.Second); err == nil {
+		t.Fatal("agent with a wrong password exited 0")
 	}
 	if n := len(srv.Requester().Agents()); n != 0 {
 		t.Fatalf("gateway saw %d agents", n)

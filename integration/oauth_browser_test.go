@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,24 +63,12 @@ func startTSClient(t *testing.T, endpoint string, args ...string) *tsClient {
 // the test when the script exits first or d passes.
 func (c *tsClient) next(t *testing.T, kind string, d time.Duration) tsLine {
 	t.Helper()
-	deadline := time.After(d)
-	for {
-		select {
-		case l := <-c.lines:
-			var v tsLine
-			if err := json.Unmarshal([]byte(l), &v); err != nil {
-				continue // not one of its JSON lines
-			}
-			if v.Kind == kind {
-				return v
-			}
-		case err := <-c.p.done:
-			c.p.done <- err
-			t.Fatalf("the TypeScript client exited (%v) before saying %q", err, kind)
-		case <-deadline:
-			t.Fatalf("the TypeScript client said no %q within %v", kind, d)
-		}
-	}
+	var v tsLine
+	c.p.waitLine(t, c.lines, d, "the TypeScript client's "+strconv.Quote(kind), func(l string) bool {
+		v = tsLine{}
+		return json.Unmarshal([]byte(l), &v) == nil && v.Kind == kind // other lines are not its JSON
+	})
+	return v
 }
 
 // pageText is the text of the page the browser shows.

@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,13 +28,8 @@ func TestOAuthConformanceSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The suite's callback listens on a port we choose and must register.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	redirect := "http://127.0.0.1:" + strconv.Itoa(port) + "/callback"
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	redirect := "http://127.0.0.1:" + port + "/callback"
 	reg, err := oauthex.RegisterClient(ctx, e.base+"/oauth/register", &oauthex.ClientRegistrationMetadata{
 		ClientName: "MCP conformance suite", RedirectURIs: []string{redirect}, TokenEndpointAuthMethod: "none"}, nil)
 	if err != nil {
@@ -44,32 +38,14 @@ func TestOAuthConformanceSuite(t *testing.T) {
 	out := t.TempDir()
 	lines := make(chan string, 256)
 	p := startProc(t, lines, node, suite, "authorization", "--url", e.base, "--client-id", reg.ClientID,
-		"--resource", e.mcpURL(), "--port", strconv.Itoa(port), "--output-dir", out)
+		"--resource", e.mcpURL(), "--port", port, "--output-dir", out)
 	bctx := testenv.Browser(t, 90*time.Second)
-	deadline := time.After(60 * time.Second)
-	var authURL string
-	for authURL == "" {
-		select {
-		case l := <-lines:
-			if l = strings.TrimSpace(l); strings.HasPrefix(l, e.base+"/oauth/authorize?") {
-				authURL = l
-			}
-		case err := <-p.done:
-			p.done <- err // for startProc's cleanup
-			t.Fatalf("the suite exited (%v) before asking for a sign-in", err)
-		case <-deadline:
-			t.Fatal("the suite printed no authorization URL in 60 s")
-		}
-	}
-	signInInBrowser(t, bctx, authURL)
-	select {
-	case err := <-p.done:
-		p.done <- err // for startProc's cleanup
-		if err != nil {
-			t.Errorf("the suite exited with %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the suite did not finish within 60 s of the sign-in")
+	authURL := p.waitLine(t, lines, 60*time.Second, "an authorization URL", func(l string) bool {
+		return strings.HasPrefix(strings.TrimSpace(l), e.base+"/oauth/authorize?")
+	})
+	signInInBrowser(t, bctx, strings.TrimSpace(authURL))
+	if err := p.wait(t, 60*time.Second); err != nil {
+		t.Errorf("the suite exited with %v", err)
 	}
 	checked := 0
 	err = filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {

@@ -187,9 +187,10 @@ func TestOAuthSignIn(t *testing.T) {
 	}
 
 	// Every step of the sign-in is in the audit log.
+	waitAudit(t, e.srv.Store(), "the oauth records", acl.AuditQuery{Kind: acl.AuditOAuth}, 4)
+	records := auditAll(t, e.srv.Store(), acl.AuditQuery{Kind: acl.AuditOAuth})
 	for _, action := range []string{"register", "sign_in", "consent", "token"} {
-		waitAudit(t, e.srv.Store(), "oauth "+action, acl.AuditQuery{Kind: acl.AuditOAuth}, 4)
-		found := slices.ContainsFunc(auditAll(t, e.srv.Store(), acl.AuditQuery{Kind: acl.AuditOAuth}), func(ev acl.AuditEvent) bool {
+		found := slices.ContainsFunc(records, func(ev acl.AuditEvent) bool {
 			return ev.Action == action && ev.Outcome == "ok"
 		})
 		if !found {

@@ -214,7 +214,7 @@ func splitList(s string) []string {
 
 // authorizeSubmit handles the page's form: deny, or sign in and allow.
 func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		s.renderError(w, http.StatusBadRequest, "The form could not be read.")
 		return
@@ -300,8 +300,7 @@ func (s *Server) issueCode(w http.ResponseWriter, r *http.Request, req *authRequ
 
 // tooMany answers a rate-limited sign-in on the page, with Retry-After.
 func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, req *authRequest, f url.Values, ch consentChoices, user string, wait time.Duration) {
-	secs := max(1, int(wait.Seconds()+0.999))
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	secs := retryAfter(w, wait)
 	s.audit(r, acl.AuditEvent{Action: "sign_in", ClientID: req.client.ID, UserID: user, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})
 	s.renderConsent(w, http.StatusTooManyRequests, req, f, ch, user, "Too many sign-in attempts; wait "+strconv.Itoa(secs)+" s and try again.")
 }

@@ -25,8 +25,10 @@ import (
 	"github.com/toolbus/toolbus/acl"
 )
 
-// Limits of what a client may register or publish.
+// Limits of what a client may register or publish, and of a form posted
+// to the authorization, token or revocation endpoint.
 const (
+	maxFormBytes         = 64 << 10
 	maxRegistrationBytes = 64 << 10
 	maxRedirectURIs      = 16
 	maxURILen            = 2048
@@ -194,7 +196,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.log.WithError(err).Error("register client")
-		writeJSON(w, http.StatusServiceUnavailable, oauthError{Code: "temporarily_unavailable", Description: "the store is not available; try again"})
+		writeJSON(w, http.StatusServiceUnavailable, errUnavailable)
 		return
 	}
 	s.audit(r, acl.AuditEvent{Action: "register", ClientID: c.ID, Target: m.ClientName})

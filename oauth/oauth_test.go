@@ -370,27 +370,31 @@ func TestRefusals(t *testing.T) {
 	v := oauth2.GenerateVerifier()
 	authURL := conf.AuthCodeURL("s", oauth2.S256ChallengeOption(v))
 
-	t.Run("wrong password", func(t *testing.T) {
-		form := allow()
-		form.Set("password", "guess")
-		page(t, e.consent(authURL, form), http.StatusUnauthorized, "Wrong user name or password")
-		if !e.audited("sign_in", "refused") {
-			t.Fatal("not audited")
-		}
-	})
-	t.Run("unknown user", func(t *testing.T) {
-		form := allow()
-		form.Set("username", "mallory")
-		page(t, e.consent(authURL, form), http.StatusUnauthorized, "Wrong user name or password")
-	})
-	t.Run("cross-site form post", func(t *testing.T) {
-		form := allow()
-		form.Set("_sec_fetch_site", "cross-site")
-		page(t, e.consent(authURL, form), http.StatusForbidden, "sent from another site")
-		if !e.audited("authorize", "refused") {
-			t.Fatal("not audited")
-		}
-	})
+	// Consent forms refused on the page: field set to value ("" deletes
+	// it), and the refusal's audit action ("" none checked).
+	for _, tc := range []struct {
+		name, field, value string
+		status             int
+		text, audit        string
+	}{
+		{"wrong password", "password", "guess", http.StatusUnauthorized, "Wrong user name or password", "sign_in"},
+		{"unknown user", "username", "mallory", http.StatusUnauthorized, "Wrong user name or password", ""},
+		{"cross-site form post", "_sec_fetch_site", "cross-site", http.StatusForbidden, "sent from another site", "authorize"},
+		{"no scope ticked", "grant_scope", "", http.StatusBadRequest, "Choose at least one", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			form := allow()
+			if tc.value == "" {
+				delete(form, tc.field)
+			} else {
+				form.Set(tc.field, tc.value)
+			}
+			page(t, e.consent(authURL, form), tc.status, tc.text)
+			if tc.audit != "" && !e.audited(tc.audit, "refused") {
+				t.Fatal("not audited")
+			}
+		})
+	}
 	t.Run("changed redirect URI", func(t *testing.T) {
 		c := *conf
 		c.RedirectURL = "https://attacker.example/cb"
@@ -427,11 +431,6 @@ func TestRefusals(t *testing.T) {
 		if !e.audited("deny", "ok") {
 			t.Fatal("not audited")
 		}
-	})
-	t.Run("no scope ticked", func(t *testing.T) {
-		form := allow()
-		delete(form, "grant_scope")
-		page(t, e.consent(authURL, form), http.StatusBadRequest, "Choose at least one")
 	})
 	t.Run("code without its verifier", func(t *testing.T) {
 		code := codeFrom(t, e.consent(authURL, allow()), "s")

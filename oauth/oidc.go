@@ -144,6 +144,15 @@ func (s *Server) secure(r *http.Request) bool {
 	return strings.HasPrefix(s.opts.Issuer(r), "https://")
 }
 
+// setSigninCookie sets the cookie that binds a sign-in to the browser
+// (maxAge < 0 deletes it). Lax: the provider's redirect back is a
+// top-level GET, which carries it.
+func (s *Server) setSigninCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
+	secure := s.secure(r)
+	http.SetCookie(w, &http.Cookie{Name: browserCookie(secure), Value: value, Path: "/", MaxAge: maxAge,
+		Secure: secure, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+}
+
 // startOIDC sends the browser to the provider, remembering the request.
 func (s *Server) startOIDC(w http.ResponseWriter, r *http.Request, req *authRequest, f url.Values) {
 	p, err := s.oidc.provider(r.Context())
@@ -168,9 +177,7 @@ func (s *Server) startOIDC(w http.ResponseWriter, r *http.Request, req *authRequ
 		s.renderError(w, http.StatusServiceUnavailable, "The sign-in cannot start now; try again.")
 		return
 	}
-	// Lax: the provider's redirect back is a top-level GET, which carries it.
-	http.SetCookie(w, &http.Cookie{Name: browserCookie(s.secure(r)), Value: binding, Path: "/", MaxAge: int(pendingLoginTTL.Seconds()),
-		Secure: s.secure(r), HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	s.setSigninCookie(w, r, binding, int(pendingLoginTTL.Seconds()))
 	conf := s.oidc.config(p, s.opts.Issuer(r)+CallbackPath)
 	http.Redirect(w, r, conf.AuthCodeURL(state, oidc.Nonce(pl.Nonce), oauth2.S256ChallengeOption(pl.Verifier)), http.StatusSeeOther)
 }
@@ -204,7 +211,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, http.StatusForbidden, "This sign-in was started in another browser. Start it again from the application.")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: browserCookie(s.secure(r)), Path: "/", MaxAge: -1, Secure: s.secure(r), HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	s.setSigninCookie(w, r, "", -1)
 	req, bad, oerr := s.parseAuthorize(r, pl.Form)
 	switch {
 	case bad != nil:

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/time/rate"
 )
 
@@ -16,10 +16,10 @@ const keyedLimiters = 10000
 // keyedLimiter is a token bucket per key (a client address, a user name):
 // perMinute requests a minute, a minute's worth at once.
 type keyedLimiter struct {
-	mu    sync.Mutex
 	every rate.Limit
 	burst int
-	m     *lru.Cache[string, *rate.Limiter]
+	mu    sync.Mutex // guards m: a get and the add after it are one step
+	m     *simplelru.LRU[string, *rate.Limiter]
 }
 
 // newKeyedLimiter returns nil (no limit) for perMinute < 0.
@@ -27,7 +27,7 @@ func newKeyedLimiter(perMinute int) *keyedLimiter {
 	if perMinute < 0 {
 		return nil
 	}
-	m, _ := lru.New[string, *rate.Limiter](keyedLimiters) // size > 0 cannot fail
+	m, _ := simplelru.NewLRU[string, *rate.Limiter](keyedLimiters, nil) // size > 0 cannot fail
 	return &keyedLimiter{every: rate.Limit(float64(perMinute) / 60), burst: perMinute, m: m}
 }
 

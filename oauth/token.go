@@ -22,12 +22,23 @@ type tokenResponse struct {
 	Scope        string `json:"scope"`
 }
 
+// retryAfter sets Retry-After to wait in whole seconds, rounded up, at
+// least 1, and returns them.
+func retryAfter(w http.ResponseWriter, wait time.Duration) int {
+	secs := max(1, int(wait.Seconds()+0.999))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	return secs
+}
+
+// errUnavailable answers a request the store could not serve (503).
+var errUnavailable = oauthError{"temporarily_unavailable", "the store is not available; try again"}
+
 // allowIP applies the per-address rate limit of the token, registration
 // and revocation endpoints: 429 with Retry-After when it is spent.
 func (s *Server) allowIP(w http.ResponseWriter, r *http.Request, action string) bool {
 	ok, wait := s.perIP.allow(s.clientAddr(r))
 	if !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
+		retryAfter(w, wait)
 		s.audit(r, acl.AuditEvent{Action: action, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})
 		writeJSON(w, http.StatusTooManyRequests, oauthError{Code: "slow_down", Description: "too many requests from this address; retry later"})
 	}
@@ -67,7 +78,8 @@ func (s *Server) authenticateClient(r *http.Request) (string, *oauthError, int) 
 		return "", &oauthError{"invalid_client", "unknown client"}, http.StatusUnauthorized
 	case err != nil:
 		s.log.WithError(err).Error("look up client")
-		return "", &oauthError{"temporarily_unavailable", "the store is not available; try again"}, http.StatusServiceUnavailable
+		e := errUnavailable
+		return "", &e, http.StatusServiceUnavailable
 	case c.Confidential && !c.CheckSecret(secret):
 		return "", &oauthError{"invalid_client", "wrong or missing client secret"}, http.StatusUnauthorized
 	case !c.Confidential && secret != "":
@@ -76,14 +88,24 @@ func (s *Server) authenticateClient(r *http.Request) (string, *oauthError, int) 
 	return id, nil, 0
 }
 
-// token is the token endpoint: authorization_code and refresh_token.
-func (s *Server) token(w http.ResponseWriter, r *http.Request) {
-	if !s.allowIP(w, r, "token") {
-		return
+// readForm opens a request to the token or revocation endpoint: the
+// per-address rate limit, then the form, bounded to maxFormBytes. It
+// reports whether the request goes on; if not, it has answered.
+func (s *Server) readForm(w http.ResponseWriter, r *http.Request, action string) bool {
+	if !s.allowIP(w, r, action) {
+		return false
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "the body must be application/x-www-form-urlencoded"})
+		return false
+	}
+	return true
+}
+
+// token is the token endpoint: authorization_code and refresh_token.
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	if !s.readForm(w, r, "token") {
 		return
 	}
 	f := r.PostForm
@@ -105,20 +127,15 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var toks acl.OAuthTokens
-	var err error
 	switch grant {
 	case "authorization_code":
 		var e *oauthError
-		toks, e = s.exchangeCode(r, clientID)
-		if e != nil {
-			status := http.StatusBadRequest
-			if e.Code == "temporarily_unavailable" {
-				status = http.StatusServiceUnavailable // the store, not the client
-			}
+		if toks, e, status = s.exchangeCode(r, clientID); e != nil {
 			fail(status, *e, clientID)
 			return
 		}
 	case "refresh_token":
+		var err error
 		toks, err = s.opts.Store.RefreshOAuth(r.Context(), acl.OAuthRefresh{Token: f.Get("refresh_token"), ClientID: clientID,
 			Resource: f.Get("resource"), AccessTTL: s.opts.AccessTTL, RefreshTTL: s.opts.RefreshTTL, MaxAge: s.opts.GrantMaxAge})
 		switch {
@@ -131,7 +148,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			return
 		case err != nil:
 			s.log.WithError(err).Error("refresh")
-			writeJSON(w, http.StatusServiceUnavailable, oauthError{"temporarily_unavailable", "the store is not available; try again"})
+			writeJSON(w, http.StatusServiceUnavailable, errUnavailable)
 			return
 		}
 	default:
@@ -150,47 +167,49 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 }
 
 // exchangeCode redeems an authorization code of clientID: the code is
-// used up whatever follows, so a stolen one is worth one try.
-func (s *Server) exchangeCode(r *http.Request, clientID string) (acl.OAuthTokens, *oauthError) {
+// used up whatever follows, so a stolen one is worth one try. A refusal
+// comes with its status: 400, or 503 when the store failed.
+func (s *Server) exchangeCode(r *http.Request, clientID string) (acl.OAuthTokens, *oauthError, int) {
+	refuse := func(code, desc string) (acl.OAuthTokens, *oauthError, int) {
+		return acl.OAuthTokens{}, &oauthError{code, desc}, http.StatusBadRequest
+	}
+	unavailable := func(what string, err error) (acl.OAuthTokens, *oauthError, int) {
+		s.log.WithError(err).Error(what)
+		e := errUnavailable
+		return acl.OAuthTokens{}, &e, http.StatusServiceUnavailable // the store, not the client
+	}
 	f := r.PostForm
 	code := f.Get("code")
 	c, err := s.opts.Store.RedeemOAuthCode(r.Context(), code)
 	if errors.Is(err, acl.ErrInvalidGrant) {
-		return acl.OAuthTokens{}, &oauthError{"invalid_grant", err.Error()}
+		return refuse("invalid_grant", err.Error())
 	}
 	if err != nil {
-		s.log.WithError(err).Error("redeem code")
-		return acl.OAuthTokens{}, &oauthError{"temporarily_unavailable", "the store is not available; try again"}
+		return unavailable("redeem code", err)
 	}
 	switch {
 	case c.ClientID != clientID:
-		return acl.OAuthTokens{}, &oauthError{"invalid_grant", "the code was issued to another client"}
+		return refuse("invalid_grant", "the code was issued to another client")
 	case f.Get("redirect_uri") != "" && f.Get("redirect_uri") != c.RedirectURI:
-		return acl.OAuthTokens{}, &oauthError{"invalid_grant", "redirect_uri differs from the authorization request's"}
+		return refuse("invalid_grant", "redirect_uri differs from the authorization request's")
 	case !checkVerifier(f.Get("code_verifier"), c.Challenge):
-		return acl.OAuthTokens{}, &oauthError{"invalid_grant", "code_verifier missing or wrong (PKCE)"}
+		return refuse("invalid_grant", "code_verifier missing or wrong (PKCE)")
 	case f.Get("resource") != "" && !oauthex.MatchesResource([]string{c.Spec.Audience}, f.Get("resource")):
-		return acl.OAuthTokens{}, &oauthError{"invalid_target", "the code was issued for " + c.Spec.Audience}
+		return refuse("invalid_target", "the code was issued for "+c.Spec.Audience)
 	}
 	toks, err := s.opts.Store.GrantOAuth(r.Context(), c, s.opts.RefreshTTL)
 	if errors.Is(err, acl.ErrInvalidGrant) {
-		return acl.OAuthTokens{}, &oauthError{"invalid_grant", err.Error()}
+		return refuse("invalid_grant", err.Error())
 	}
 	if err != nil {
-		s.log.WithError(err).Error("grant")
-		return acl.OAuthTokens{}, &oauthError{"temporarily_unavailable", "the store is not available; try again"}
+		return unavailable("grant", err)
 	}
-	return toks, nil
+	return toks, nil, 0
 }
 
 // revoke is RFC 7009's endpoint: either token of a grant ends both.
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
-	if !s.allowIP(w, r, "revoke") {
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
-		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "the body must be application/x-www-form-urlencoded"})
+	if !s.readForm(w, r, "revoke") {
 		return
 	}
 	clientID, cerr, status := s.authenticateClient(r)
@@ -201,7 +220,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.opts.Store.RevokeOAuth(r.Context(), r.PostForm.Get("token"), clientID); err != nil {
 		s.log.WithError(err).Error("revoke")
-		writeJSON(w, http.StatusServiceUnavailable, oauthError{"temporarily_unavailable", "the store is not available; try again"})
+		writeJSON(w, http.StatusServiceUnavailable, errUnavailable)
 		return
 	}
 	s.audit(r, acl.AuditEvent{Action: "revoke", ClientID: clientID})

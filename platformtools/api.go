@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/requester"
 )
 
@@ -96,7 +97,7 @@ func NewAPI(opts APIOptions) *API {
 	if opts.ToolsTimeout <= 0 {
 		opts.ToolsTimeout = 5 * time.Second
 	}
-	return &API{opts: opts, log: componentLogger(opts.Logger, "platformtools.api")}
+	return &API{opts: opts, log: logutil.Component(opts.Logger, "platformtools.api")}
 }
 
 // ServeHTTP implements http.Handler.

@@ -93,15 +93,11 @@ func NewRegistry(opts Options) *Registry {
 	r := &Registry{
 		opts:    opts,
 		inj:     injector{api: opts.API, maxResp: opts.MaxInjectResponse, host: opts.InjectHost},
-		log:     componentLogger(opts.Logger, "platformtools"),
+		log:     logutil.Component(opts.Logger, "platformtools"),
 		printer: message.NewPrinter(language.English),
 	}
 	r.tabs.Store(&toolTable{byName: map[string]*entry{}})
 	return r
-}
-
-func componentLogger(l *logrus.Entry, component string) *logrus.Entry {
-	return logutil.Component(l, component)
 }
 
 // Add registers t. It fails (wrapping ErrInvalidTool) on a bad or duplicate

@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/internal/pahoconn"
 )
 
@@ -178,7 +179,7 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 		resubTimeout: opts.ResubscribeTimeout,
 		pubQoS:       pahoPublishQoS(opts.PublishQoS1),
 		allReps:      opts.AllReplies,
-		log:          requesterLogger(opts.Logger, "requester.pahobus").WithField("clientId", opts.ClientID),
+		log:          logutil.Component(opts.Logger, "requester.pahobus").WithField("clientId", opts.ClientID),
 		exact:        make(map[string]MessageHandler),
 		replies:      make(map[string]pahoReplyRoute),
 		lost:         make(chan struct{}),

@@ -253,17 +253,11 @@ func (p *pendingCall) unheardBy(key string, pool bool) bool {
 	return !p.heard && instanceKey(p.agent, p.instance) == key
 }
 
-// addressedCall is an open call addressed to an instance that has sent
-// nothing of it yet.
-type addressedCall struct {
-	key  string // the instance's instanceKey
-	sent time.Time
-}
-
-// lookAtInstances returns the open calls addressed to an instance that has
-// sent nothing of them yet, and the instances (instanceKeys) that have
-// sent something of an open call: they are alive.
-func (t *pendingTable) lookAtInstances() (unheard map[*pendingCall]addressedCall, alive map[string]bool) {
+// lookAtInstances returns the instances (instanceKeys) that have sent
+// nothing of an open call addressed to them before sentBefore, each with
+// the latest such call's time, and those that have sent something of an
+// open call: they are alive.
+func (t *pendingTable) lookAtInstances(sentBefore time.Time) (silent map[string]time.Time, alive map[string]bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range t.calls {
@@ -277,14 +271,16 @@ func (t *pendingTable) lookAtInstances() (unheard map[*pendingCall]addressedCall
 				alive = make(map[string]bool)
 			}
 			alive[instanceKey(p.agent, in)] = true
-		case !sent.IsZero():
-			if unheard == nil {
-				unheard = make(map[*pendingCall]addressedCall)
+		case !sent.IsZero() && sent.Before(sentBefore):
+			if silent == nil {
+				silent = make(map[string]time.Time)
 			}
-			unheard[p] = addressedCall{key: instanceKey(p.agent, in), sent: sent}
+			if key := instanceKey(p.agent, in); sent.After(silent[key]) {
+				silent[key] = sent
+			}
 		}
 	}
-	return unheard, alive
+	return silent, alive
 }
 
 // failAgent fails with err the open calls that went to agent.

@@ -234,20 +234,18 @@ func (w *presenceWatch) instanceOnline(agent, clientID string) bool {
 // if none is online.
 func (w *presenceWatch) pickInstance(agent string, n uint64) (string, bool) {
 	w.mu.Lock()
-	var ids []string
-	healthy := 0 // the first healthy ones of ids, moved there as found
+	var ids, healthy []string
 	for key, st := range w.agents {
 		if st.Online && st.Agent == agent {
 			ids = append(ids, st.ClientID)
-			if len(w.suspect) > 0 && !w.suspect[key] {
-				ids[healthy], ids[len(ids)-1] = ids[len(ids)-1], ids[healthy]
-				healthy++
+			if !w.suspect[key] {
+				healthy = append(healthy, st.ClientID)
 			}
 		}
 	}
 	w.mu.Unlock()
-	if healthy > 0 {
-		ids = ids[:healthy]
+	if len(healthy) > 0 {
+		ids = healthy
 	}
 	if len(ids) == 0 {
 		return "", false

@@ -185,11 +185,6 @@ type publishWaiter interface {
 	PublishWaits() bool
 }
 
-// requesterLogger returns l (or a discard logger) with a component field.
-func requesterLogger(l *logrus.Entry, component string) *logrus.Entry {
-	return logutil.Component(l, component)
-}
-
 // New makes a Requester over bus. Call Start before Request.
 func New(bus Bus, opts Options) *Requester {
 	if opts.CallTimeout <= 0 {
@@ -210,7 +205,7 @@ func New(bus Bus, opts Options) *Requester {
 	r := &Requester{
 		bus:      bus,
 		opts:     opts,
-		log:      requesterLogger(opts.Logger, "requester"),
+		log:      logutil.Component(opts.Logger, "requester"),
 		presence: newPresenceWatch(),
 		// The prefix tells this requester's IDs from other gateways'.
 		idPrefix: "c-" + contract.RandomID(6) + "-",
@@ -229,7 +224,7 @@ func New(bus Bus, opts Options) *Requester {
 		maxEntries: opts.MaxContexts,
 		ttl:        opts.ContextTTL,
 		now:        opts.now,
-		logger:     requesterLogger(opts.Logger, "requester.subcache"),
+		logger:     logutil.Component(opts.Logger, "requester.subcache"),
 	})
 	return r
 }
@@ -294,7 +289,6 @@ func (r *Requester) expirePresence() {
 		defer st.Stop()
 		suspectTick = st.C
 	}
-	var unheard map[*pendingCall]addressedCall
 	for {
 		select {
 		case now := <-t.C:
@@ -302,31 +296,27 @@ func (r *Requester) expirePresence() {
 				r.log.WithField("instance", ch.instanceGone).Warn("an agent instance stopped repeating its presence: taken for gone")
 				r.presenceChanged(ch)
 			}
-		case <-suspectTick:
-			unheard = r.suspectSilent(unheard)
+		case now := <-suspectTick:
+			r.suspectSilent(now)
 		case <-r.expireDone:
 			return
 		}
 	}
 }
 
-// suspectSilent takes for unresponsive the instances that still have said
-// nothing of a call addressed to them that was open at the previous look
-// (before, a SuspectAfter ago), and no longer those that have said
-// something of an open call since. It returns this look's snapshot.
-func (r *Requester) suspectSilent(before map[*pendingCall]addressedCall) map[*pendingCall]addressedCall {
-	now, alive := r.pending.lookAtInstances()
-	silent := map[string]time.Time{} // by instanceKey: the latest call it left unheard
-	for p, c := range before {
-		if _, still := now[p]; still && !alive[c.key] && c.sent.After(silent[c.key]) {
-			silent[c.key] = c.sent
-		}
+// suspectSilent takes for unresponsive the instances that have said
+// nothing of a call addressed to them a SuspectAfter or more before now,
+// and no longer those that have said something of an open call. Looking
+// every SuspectAfter, it finds one between one and two of them late.
+func (r *Requester) suspectSilent(now time.Time) {
+	silent, alive := r.pending.lookAtInstances(now.Add(-r.opts.SuspectAfter))
+	for key := range alive {
+		delete(silent, key)
 	}
 	for _, key := range r.presence.markSuspect(silent, alive) {
 		r.log.WithFields(logrus.Fields{"instance": key, "after": r.opts.SuspectAfter}).
 			Warn("an agent instance has neither answered nor claimed a call sent to it: new calls go to its agent's other instances until it is heard from")
 	}
-	return now
 }
 
 // enter registers a running Request; it fails once Close has begun.

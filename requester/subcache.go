@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/sirupsen/logrus"
+
+	"github.com/toolbus/toolbus/internal/logutil"
 )
 
 // subscriber is what the subscription cache needs from the bus: one
@@ -123,7 +125,7 @@ func newSubCache(sub subscriber, opts subCacheOptions) *subCache {
 		opts.unsubTimeout = 10 * time.Second
 	}
 	if opts.logger == nil {
-		opts.logger = requesterLogger(nil, "subcache")
+		opts.logger = logutil.Component(nil, "subcache")
 	}
 	c := &subCache{
 		sub:          sub,

@@ -32,7 +32,8 @@ const (
 	// before a cluster counts as started. A route dialled before its peer
 	// listened is dialled again a second later, and the duplicate that
 	// makes is closed; a gateway that subscribed during that churn was
-	// seen to miss another node's messages for good.
+	// seen to miss an agent's status from another node for the whole test
+	// (it would see the agent's next repeat, 30 s later).
 	natsRoutesSettle = 1500 * time.Millisecond
 )
 
