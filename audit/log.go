@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +77,27 @@ type Options struct {
 	// WriteTimeout bounds one batch's transaction and one prune; 0 means
 	// DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// AggregateWindow is the window over which repeated refusals of one
+	// kind from one source are counted rather than recorded one by one: the
+	// count is one record, written when the window ends, whose Reason ends
+	// with "(×N more from SOURCE in 10s)". 0 means DefaultAggregateWindow;
+	// negative records every refusal by itself.
+	AggregateWindow time.Duration
+	// AggregateAfter is how many refusals of one kind from one source are
+	// recorded one by one in a window before the rest are counted; 0 means
+	// DefaultAggregateAfter.
+	AggregateAfter int
+	// AggregateKeys bounds the sources (and kinds of refusal) tracked in a
+	// window: refusals of further ones are counted into one record per
+	// kind. One source holds at most 16 of them; its further kinds of
+	// refusal are counted together, in one record per kind that names the
+	// source. 0 means DefaultAggregateKeys.
+	AggregateKeys int
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client of a refused HTTP request (Refused), as the source its
+	// refusals are aggregated by; nil means none: the connection's peer is
+	// the source, and behind a proxy every client shares the proxy's.
+	TrustedProxies []netip.Prefix
 	// Now is the clock of the retention cutoff; nil means time.Now.
 	Now func() time.Time
 	// Logger receives warnings (component "audit"); nil discards them.
@@ -89,6 +111,9 @@ type Stats struct {
 	Dropped     uint64 // records lost: queue full, or unwritten at Close
 	WriteErrors uint64 // batches whose write failed (retried)
 	Pruned      uint64 // records deleted by retention
+	// Aggregated counts the refusals counted into another record (see
+	// Options.AggregateWindow) rather than recorded by themselves.
+	Aggregated uint64
 }
 
 // Log is the audit log's write path. It is a gateway.Observer; its methods
@@ -103,7 +128,9 @@ type Log struct {
 	closed bool
 	depth  atomic.Int64
 
-	written, dropped, writeErrors, pruned atomic.Uint64
+	written, dropped, writeErrors, pruned, aggregated atomic.Uint64
+
+	agg *aggregator // nil: every refusal is recorded by itself
 
 	warnMu      sync.Mutex
 	lastWarn    time.Time
@@ -149,6 +176,15 @@ func New(opts Options) (*Log, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.AggregateWindow == 0 {
+		opts.AggregateWindow = DefaultAggregateWindow
+	}
+	if opts.AggregateAfter <= 0 {
+		opts.AggregateAfter = DefaultAggregateAfter
+	}
+	if opts.AggregateKeys <= 0 {
+		opts.AggregateKeys = DefaultAggregateKeys
+	}
 	log := logutil.OrDiscard(opts.Logger)
 	l := &Log{
 		opts:      opts,
@@ -158,6 +194,9 @@ func New(opts Options) (*Log, error) {
 		done:      make(chan struct{}),
 		exited:    make(chan struct{}),
 	}
+	if opts.AggregateWindow > 0 {
+		l.agg = newAggregator(opts.AggregateWindow, opts.AggregateAfter, opts.AggregateKeys)
+	}
 	go l.run()
 	return l, nil
 }
@@ -165,12 +204,34 @@ func New(opts Options) (*Log, error) {
 // Stats returns the Log's counters.
 func (l *Log) Stats() Stats {
 	return Stats{Depth: l.depth.Load(), Written: l.written.Load(), Dropped: l.dropped.Load(),
-		WriteErrors: l.writeErrors.Load(), Pruned: l.pruned.Load()}
+		WriteErrors: l.writeErrors.Load(), Pruned: l.pruned.Load(), Aggregated: l.aggregated.Load()}
 }
 
 // Record queues e for writing. It never blocks: when the queue is full (or
-// the Log closed) e is dropped and counted.
+// the Log closed) e is dropped and counted. Its text fields are cut to a
+// short bound, and a refusal (Outcome refused, Kind refused, mqtt_denied
+// or oauth) is aggregated with the others of its Kind, Action, Status and
+// reason from the same Source (see Options.AggregateWindow).
 func (l *Log) Record(e acl.AuditEvent) {
+	l.record(e, e.Source, "")
+}
+
+// record is Record with the aggregation key's source (a remote address)
+// and who (an authenticated actor, or "").
+func (l *Log) record(e acl.AuditEvent, source, who string) {
+	clipEvent(&e)
+	if l.agg != nil && aggregatable(&e) {
+		k := aggKey{kind: e.Kind, action: e.Action, reason: reasonClass(e.Reason), who: who, source: source, status: e.Status}
+		if !l.agg.add(&e, k) {
+			l.aggregated.Add(1)
+			return
+		}
+	}
+	l.enqueue(e)
+}
+
+// enqueue queues e as it is.
+func (l *Log) enqueue(e acl.AuditEvent) {
 	l.mu.Lock()
 	if l.closed || l.depth.Load() >= int64(l.opts.QueueSize) {
 		l.mu.Unlock()
@@ -211,6 +272,11 @@ func (l *Log) Close(ctx context.Context) error {
 	l.once.Do(func() {
 		close(l.stopWatch)
 		l.watchers.Wait() // their last records go in the last batch
+		if l.agg != nil {
+			for _, e := range l.agg.close() { // the last window's counts too
+				l.enqueue(e)
+			}
+		}
 		l.mu.Lock()
 		l.closed = true
 		l.closeCtx = ctx
@@ -230,6 +296,12 @@ func (l *Log) run() {
 	defer flush.Stop()
 	prune := time.NewTicker(l.opts.PruneInterval)
 	defer prune.Stop()
+	var window <-chan time.Time // nil without aggregation
+	if l.agg != nil {
+		t := time.NewTicker(l.opts.AggregateWindow)
+		defer t.Stop()
+		window = t.C
+	}
 	var pending []acl.AuditEvent // taken from the queue, not yet written
 	l.prune()
 	for {
@@ -249,6 +321,10 @@ func (l *Log) run() {
 			pending = l.write(context.Background(), pending)
 		case <-prune.C:
 			l.prune()
+		case <-window:
+			for _, e := range l.agg.flush() {
+				l.enqueue(e)
+			}
 		}
 	}
 }

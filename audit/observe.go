@@ -4,44 +4,51 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/gateway"
+	"github.com/toolbus/toolbus/internal/clip"
+	"github.com/toolbus/toolbus/internal/netsrc"
 )
 
-// maxField bounds every text field of a record: a path, a topic or an
-// error text from a client cannot grow the log without bound.
+// maxField bounds every text field of a record (clipEvent): a user name, a
+// client ID, a path, a topic or an error text from a client cannot grow
+// the log without bound.
 const maxField = 256
 
 var _ gateway.Observer = (*Log)(nil)
 
 // ToolCall implements gateway.Observer: one record per tools/call, at its
-// start time, without its arguments.
+// start time, without its arguments. Like every record, its text fields
+// are clipped by Record.
 func (l *Log) ToolCall(tc *gateway.ToolCall) {
 	l.Record(acl.AuditEvent{
-		Time: tc.Start, Kind: acl.AuditToolCall, TokenID: tc.TokenID, UserID: tc.UserID, SessionID: clip(tc.SessionID),
-		EntityType: tc.EntityType, EntityID: tc.EntityID, Tool: clip(tc.Tool), Source: tc.Source,
-		Duration: tc.Duration, Outcome: tc.Outcome, Reason: clip(tc.Reason), RequestID: tc.RequestID,
+		Time: tc.Start, Kind: acl.AuditToolCall, TokenID: tc.TokenID, UserID: tc.UserID, SessionID: tc.SessionID,
+		EntityType: tc.EntityType, EntityID: tc.EntityID, Tool: tc.Tool, Source: tc.Source,
+		Duration: tc.Duration, Outcome: tc.Outcome, Reason: tc.Reason, RequestID: tc.RequestID,
 	})
 }
 
 // Refused implements gateway.Observer: one record per request refused
 // before it ran. A request refused for its token (401) is attributed to the
-// token ID the bearer secret claims, never to the secret.
+// token ID the bearer secret claims, never to the secret. Its aggregation
+// source is the client's address (Options.TrustedProxies), and a method
+// HTTP does not define is recorded as "other".
 func (l *Log) Refused(r *http.Request, status int, reason string) {
 	e := acl.AuditEvent{
-		Time: time.Now(), Kind: acl.AuditRefused, Status: status, Outcome: gateway.OutcomeRefused, Reason: clip(reason),
-		Action: r.Method, Target: clip(r.URL.Path), RequestID: gateway.RequestID(r.Context()),
+		Time: time.Now(), Kind: acl.AuditRefused, Status: status, Outcome: gateway.OutcomeRefused, Reason: reason,
+		Action: httpMethod(r.Method), Target: r.URL.Path, RequestID: gateway.RequestID(r.Context()),
 	}
+	who := "" // the aggregation key's actor: only one the gateway authenticated
 	if tok, _, ok := acl.TokenFrom(r.Context()); ok {
 		e.TokenID, e.UserID = tok.ID, tok.UserID
+		who = tok.ID
 	} else if scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		e.TokenID = acl.TokenIDOf(strings.TrimSpace(secret))
 	}
-	l.Record(e)
+	l.record(e, netsrc.ClientKey(r, l.opts.TrustedProxies), who)
 }
 
 // Request implements gateway.Observer; the audit log keeps tools/call
@@ -61,13 +68,14 @@ func (l *Log) AdminChange(c admin.Change) {
 // the token and its user, through a data directory Source is "data-dir".
 func adminEvent(c admin.Change) acl.AuditEvent {
 	e := acl.AuditEvent{Time: c.Time, Kind: acl.AuditAdmin, TokenID: c.TokenID, UserID: c.User,
-		Action: c.Action, Target: clip(c.Target), Outcome: gateway.OutcomeOK, Source: "api"}
+		Action: c.Action, Target: c.Target, Outcome: gateway.OutcomeOK, Source: "api"}
 	if c.Local {
 		e.Source = "data-dir"
 	}
 	if c.Err != nil {
-		e.Outcome, e.Reason = gateway.OutcomeError, clip(c.Err.Error())
+		e.Outcome, e.Reason = gateway.OutcomeError, c.Err.Error()
 	}
+	clipEvent(&e) // also for the CLI, which writes it itself
 	return e
 }
 
@@ -76,9 +84,13 @@ func adminEvent(c admin.Change) acl.AuditEvent {
 func AdminChangeEvent(c admin.Change) acl.AuditEvent { return adminEvent(c) }
 
 // BrokerEvent records what the embedded broker reports (broker.Options.Events):
-// the connects and disconnects of expert agents, and every ACL refusal.
+// the connects and disconnects of expert agents, and every ACL refusal and
+// refused login. A refused login's user name and client ID are the
+// client's to choose: they are clipped like every field, and its
+// aggregation key is its remote address alone (Target holds it).
 func (l *Log) BrokerEvent(e broker.Event) {
-	r := acl.AuditEvent{Time: e.Time, UserID: e.Username, ClientID: clip(e.ClientID), Outcome: gateway.OutcomeOK, Source: "mqtt"}
+	r := acl.AuditEvent{Time: e.Time, UserID: e.Username, ClientID: e.ClientID, Outcome: gateway.OutcomeOK, Source: "mqtt"}
+	who := "" // the aggregation key's actor: a logged-in client only
 	switch e.Kind {
 	case broker.EventConnect, broker.EventDisconnect:
 		if e.Role != acl.RoleExpertAgent {
@@ -88,35 +100,35 @@ func (l *Log) BrokerEvent(e broker.Event) {
 		if e.Kind == broker.EventDisconnect {
 			r.Kind = acl.AuditAgentDisconnect
 			if e.Err != nil {
-				r.Reason = clip(e.Err.Error())
+				r.Reason = e.Err.Error()
 			}
 		}
 	case broker.EventDenied:
-		r.Kind, r.Outcome, r.Action, r.Target = acl.AuditMQTTDenied, gateway.OutcomeRefused, e.Action, clip(e.Topic)
+		r.Kind, r.Outcome, r.Action, r.Target = acl.AuditMQTTDenied, gateway.OutcomeRefused, e.Action, e.Topic
 		r.Reason = "acl"
 		if e.Err != nil {
-			r.Reason = "acl: " + clip(e.Err.Error())
+			r.Reason = "acl: " + e.Err.Error()
 		}
+		// A logged-in client: its identity and client ID are its own.
+		who = clip.String(e.Username, maxField) + "\x00" + clip.String(e.ClientID, maxField)
 	case broker.EventLoginRefused:
-		r.Kind, r.Outcome, r.Action = acl.AuditMQTTDenied, gateway.OutcomeRefused, "connect"
+		r.Kind, r.Outcome, r.Action, r.Target = acl.AuditMQTTDenied, gateway.OutcomeRefused, "connect", e.Remote
 		r.Reason = "login"
 		if e.Err != nil {
-			r.Reason = "login: " + clip(e.Err.Error())
+			r.Reason = "login: " + e.Err.Error()
 		}
 	default:
 		return
 	}
-	l.Record(r)
+	l.record(r, netsrc.Key(e.Remote), who)
 }
 
-// clip cuts s to maxField bytes, on a rune boundary.
-func clip(s string) string {
-	if len(s) <= maxField {
-		return s
+// clipEvent cuts every text field of e to maxField bytes: whichever a
+// client can choose (an MQTT user name or client ID, a path, a reason
+// quoting a client's input) stays short in the store.
+func clipEvent(e *acl.AuditEvent) {
+	for _, f := range []*string{&e.Kind, &e.TokenID, &e.UserID, &e.ClientID, &e.SessionID, &e.EntityType, &e.EntityID,
+		&e.Tool, &e.Source, &e.Action, &e.Target, &e.Outcome, &e.Reason, &e.RequestID} {
+		*f = clip.String(*f, maxField)
 	}
-	s = s[:maxField]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }

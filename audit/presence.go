@@ -51,7 +51,7 @@ func (l *Log) presenceChanges(seen map[string]requester.AgentStatus, now []reque
 		if !a.Online {
 			kind = acl.AuditAgentDisconnect
 		}
-		l.Record(acl.AuditEvent{Time: a.Since, Kind: kind, ClientID: clip(a.ClientID), Target: clip(a.Name),
+		l.Record(acl.AuditEvent{Time: a.Since, Kind: kind, ClientID: a.ClientID, Target: a.Name,
 			Outcome: gateway.OutcomeOK, Source: "presence"})
 	}
 }

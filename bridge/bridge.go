@@ -20,6 +20,9 @@ const (
 	DefaultInitTimeout    = 30 * time.Second
 	DefaultRestartBackoff = 500 * time.Millisecond
 	DefaultRestartMax     = 30 * time.Second
+	// DefaultMaxMessage is the largest message read from an upstream: the
+	// broker's default packet limit, over which no answer reaches a caller.
+	DefaultMaxMessage = expertagent.DefaultAgentMaxPacketSize
 )
 
 // CallerMetaKey is the _meta member that tells the upstream who the
@@ -60,6 +63,14 @@ type Options struct {
 	// newest the go-sdk client knows, which the upstream may lower.
 	ProtocolVersion string
 
+	// MaxMessage bounds one message read from the upstream, in bytes: a
+	// stdio line, an HTTP body, an event of an event stream. A longer
+	// answer is not kept: the call it answers fails (a tool error for
+	// tools/call, a JSON-RPC error -32603 for the others) and the session
+	// goes on; any other message that long is dropped. 0 =
+	// DefaultMaxMessage.
+	MaxMessage int
+
 	// HoldTimeout is how long a call waiting for the client's input is
 	// held for the round that brings it; then the upstream's call is
 	// cancelled. 0 = DefaultHoldTimeout.
@@ -80,8 +91,9 @@ type Options struct {
 
 // Bridge serves one upstream MCP server on the bus. A Bridge runs once.
 type Bridge struct {
-	opts Options
-	log  *logrus.Entry
+	opts   Options
+	log    *logrus.Entry
+	redact redactor // every error that may name the upstream's URL goes through it
 }
 
 // New returns a Bridge with opts (copied, defaults filled in), or an error
@@ -110,14 +122,19 @@ func New(opts Options) (*Bridge, error) {
 	if opts.RestartMax <= 0 {
 		opts.RestartMax = DefaultRestartMax
 	}
+	if opts.MaxMessage <= 0 {
+		opts.MaxMessage = DefaultMaxMessage
+	}
 	opts.Command = append([]string(nil), opts.Command...)
 	opts.Header = opts.Header.Clone()
 	log := logutil.OrDiscard(opts.Logger)
 	opts.Logger = nil
-	return &Bridge{
+	b := &Bridge{
 		opts: opts,
 		log:  log.WithFields(logrus.Fields{"component": "bridge", "agent": opts.Agent.Username, "clientId": opts.Agent.ClientID}),
-	}, nil
+	}
+	b.redact = newRedactor(opts.URL, b.upstreamName())
+	return b, nil
 }
 
 // ClientID is the instance the bridge serves as on the bus.
@@ -142,7 +159,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		if time.Since(started) >= b.opts.RestartMax {
 			delay, attempt = b.opts.RestartBackoff, 1
 		}
-		b.log.WithError(err).WithFields(logrus.Fields{"attempt": attempt, "retryIn": delay.String()}).Warn("upstream not serving; starting it again")
+		b.log.WithError(b.redact.err(err)).WithFields(logrus.Fields{"attempt": attempt, "retryIn": delay.String()}).Warn("upstream not serving; starting it again")
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -208,7 +225,7 @@ func (b *Bridge) serveOnce(ctx context.Context) error {
 		if err == nil {
 			err = errors.New("the session closed")
 		}
-		return fmt.Errorf("upstream ended: %w", err)
+		return fmt.Errorf("upstream ended: %w", b.redact.err(err))
 	case err := <-agentDone:
 		l.close()
 		<-upDone

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"mime"
 	"net/http"
 	"sync"
 )
@@ -188,10 +189,13 @@ func (t *tapReader) emit(line []byte) {
 	}
 }
 
-// tapTransport taps the event streams of an HTTP upstream's responses.
+// tapTransport taps the event streams of an HTTP upstream's responses,
+// and reads every response through a frameReader (max, over).
 type tapTransport struct {
 	base http.RoundTripper
 	tap  func([]byte)
+	max  int
+	over func(int, json.RawMessage)
 }
 
 func (t tapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -203,7 +207,12 @@ func (t tapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.base.RoundTrip(req)
 	if err == nil && resp.Body != nil {
-		resp.Body = &tapReader{r: resp.Body, tap: t.tap, sse: true}
+		mode := frameBody
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+			mode = frameEvents
+		}
+		resp.Body = &tapReader{r: newFrameReader(resp.Body, mode, t.max, t.over), tap: t.tap, sse: true}
+		resp.ContentLength = -1 // a body over max is replaced
 	}
 	return resp, err
 }

@@ -187,11 +187,11 @@ func TestAloneOnlyWhenNothingElseIsInFlight(t *testing.T) {
 // What callers read of the upstream never holds its credentials, and what
 // the upstream reads of the caller is the gateway's word only.
 func TestUpstreamNameAndCallerMeta(t *testing.T) {
-	b, err := New(Options{URL: "https://user:secret@mcp.example/mcp?api_key=k#x", Agent: expertagent.AgentOptions{Username: "u"}})
+	b, err := New(Options{URL: "https://user:secret@mcp.example:8443/s/path-key/mcp?api_key=k#x", Agent: expertagent.AgentOptions{Username: "u"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := b.upstreamName(); got != "https://mcp.example/mcp" {
+	if got := b.upstreamName(); got != "https://mcp.example:8443" {
 		t.Errorf("upstreamName = %q", got)
 	}
 	l := newLifetime(b)

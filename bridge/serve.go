@@ -114,7 +114,7 @@ func (l *lifetime) wait() {
 // ended forgets the calls open upstream: the upstream that held them is
 // gone. (The calls running fail on their own too, with the session.)
 func (l *lifetime) ended(err error) {
-	l.log.WithError(err).Warn("upstream ended")
+	l.log.WithError(l.b.redact.err(err)).Warn("upstream ended")
 	l.forgetAll()
 }
 
@@ -421,9 +421,11 @@ func (l *lifetime) nextToken() string {
 func (l *lifetime) upstreamErr(err error) error {
 	var we *sdkrpc.Error
 	if errors.As(err, &we) {
-		return &jsonrpc.Error{Code: int(we.Code), Message: we.Message, Data: we.Data}
+		// The upstream's own words and data; redacted all the same,
+		// should they quote the URL it was reached at.
+		return &jsonrpc.Error{Code: int(we.Code), Message: l.b.redact.text(we.Message), Data: l.b.redact.json(we.Data)}
 	}
-	return jsonrpc.NewError(jsonrpc.CodeInternalError, "the upstream MCP server %s failed: %v", l.b.upstreamName(), err)
+	return jsonrpc.NewError(jsonrpc.CodeInternalError, "the upstream MCP server %s failed: %v", l.b.upstreamName(), l.b.redact.err(err))
 }
 
 func (l *lifetime) upstreamErrOrNil(err error) error {

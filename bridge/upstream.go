@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -49,7 +50,10 @@ func (l *lifetime) connect(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("start the upstream %s: %w", l.b.upstreamName(), err)
 		}
-		t = &sdk.IOTransport{Reader: &tapReader{r: p.stdout, tap: l.tap}, Writer: p}
+		// The frameReader bounds each line; the go-sdk's own bound would
+		// end the session.
+		t = &sdk.IOTransport{Reader: &tapReader{r: newFrameReader(p.stdout, frameLines, o.MaxMessage, l.overMax), tap: l.tap},
+			Writer: p, MaxLineLength: -1}
 	} else {
 		hc := o.HTTPClient
 		if hc == nil {
@@ -63,8 +67,11 @@ func (l *lifetime) connect(ctx context.Context) error {
 		if len(o.Header) > 0 {
 			base = headerTransport{base: base, header: o.Header}
 		}
-		c.Transport = tapTransport{base: base, tap: l.tap}
-		t = &sdk.StreamableClientTransport{Endpoint: o.URL, HTTPClient: &c}
+		c.Transport = tapTransport{base: base, tap: l.tap, max: o.MaxMessage, over: l.overMax}
+		// The frameReader bounds each event (and each body, which the
+		// go-sdk reads unbounded); the go-sdk's bound, a backstop, would
+		// end the stream.
+		t = &sdk.StreamableClientTransport{Endpoint: o.URL, HTTPClient: &c, MaxEventSize: o.MaxMessage + frameChunk}
 	}
 	ictx, cancel := context.WithTimeout(ctx, o.InitTimeout)
 	defer cancel()
@@ -78,10 +85,21 @@ func (l *lifetime) connect(ctx context.Context) error {
 			_ = l.proc.Close()
 		}
 		l.stderr.flush()
-		return fmt.Errorf("initialize the upstream %s: %w", l.b.upstreamName(), err)
+		return fmt.Errorf("initialize the upstream %s: %w", l.b.upstreamName(), l.b.redact.err(err))
 	}
 	l.cs = cs
 	return nil
+}
+
+// overMax logs a message of the upstream over MaxMessage, which the
+// frameReader dropped.
+func (l *lifetime) overMax(size int, id json.RawMessage) {
+	log := l.log.WithFields(logrus.Fields{"bytes": size, "maxMessage": l.b.opts.MaxMessage})
+	if id == nil {
+		log.Warn("upstream message over the size limit dropped")
+		return
+	}
+	log.WithField("id", string(id)).Warn("upstream answer over the size limit; the call is answered with an error")
 }
 
 // processStopWait is how long a stdio upstream gets to exit after its
@@ -156,17 +174,17 @@ func (p *process) Close() error {
 }
 
 // upstreamName names the upstream in logs and errors, which callers read:
-// its program, or its URL without credentials or query.
+// its program, or its URL's scheme and host, without the user info, path
+// and query that may hold a credential.
 func (b *Bridge) upstreamName() string {
 	if len(b.opts.Command) > 0 {
 		return fmt.Sprintf("%q", b.opts.Command[0])
 	}
 	u, err := url.Parse(b.opts.URL)
-	if err != nil {
+	if err != nil || u.Host == "" {
 		return "(its URL)"
 	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
 }
 
 func serverName(init *sdk.InitializeResult) string {

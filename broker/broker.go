@@ -89,6 +89,13 @@ func New(opts Options) (*Broker, error) {
 		// rarely.
 		SysTopicResendInterval: 3600,
 	})
+	// Before the ACL hook, whose OnConnect runs the login: the budget
+	// hears first that a login began.
+	b.preauth = newPreauth(o.MaxPreAuthConns, o.MaxPreAuthPerSource)
+	if err := b.srv.AddHook(&preauthHook{p: b.preauth}, nil); err != nil {
+		cancel()
+		return nil, fmt.Errorf("broker: add preauth hook: %w", err)
+	}
 	b.hook = newACLHook(ctx, b.srv, o, 2*runtime.GOMAXPROCS(0))
 	if err := b.srv.AddHook(b.hook, nil); err != nil {
 		cancel()
@@ -104,10 +111,11 @@ func New(opts Options) (*Broker, error) {
 		cancel()
 		return nil, fmt.Errorf("broker: add takeover hook: %w", err)
 	}
-	b.preauth = newPreauth(o.MaxPreAuthConns, o.MaxPreAuthPerSource)
-	if err := b.srv.AddHook(&preauthHook{p: b.preauth}, nil); err != nil {
+	// After the ACL hook: it sees only the publishes the ACL hook let
+	// through.
+	if err := b.srv.AddHook(newPresenceHook(ctx, b.srv, b.takeover, b.log), nil); err != nil {
 		cancel()
-		return nil, fmt.Errorf("broker: add preauth hook: %w", err)
+		return nil, fmt.Errorf("broker: add presence hook: %w", err)
 	}
 	if err := b.srv.AddHook(&shareHook{srv: b.srv}, nil); err != nil {
 		cancel()
@@ -270,6 +278,7 @@ func (b *Broker) Close() error {
 		if err := b.srv.Close(); err != nil {
 			b.closeErr = fmt.Errorf("broker: close: %w", err)
 		}
+		b.hook.lines.Close() // the counts of repeated lines, and no timer left
 		b.log.Info("mqtt broker stopped")
 	})
 	return b.closeErr

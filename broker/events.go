@@ -22,7 +22,9 @@ const (
 )
 
 // Event is something the audit log wants to know of the broker
-// (Options.Events).
+// (Options.Events). Every string a client chose (ClientID, Username, Topic,
+// the text of Err) is cut to a few hundred bytes: MQTT allows 64 KiB each,
+// and a client can make refusals as fast as it can send.
 type Event struct {
 	Time time.Time
 	Kind string
@@ -78,7 +80,7 @@ func (h *eventsHook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	if cl.Net.Inline {
 		return
 	}
-	e := Event{Time: time.Now(), Kind: EventConnect, ClientID: cl.ID, Username: string(cl.Properties.Username), Remote: cl.Net.Remote}
+	e := Event{Time: time.Now(), Kind: EventConnect, ClientID: cut(cl.ID), Username: cut(string(cl.Properties.Username)), Remote: cut(cl.Net.Remote)}
 	if id, ok := h.acl.ids.get(cl); ok {
 		e.Username, e.Role = id.Username, id.Role
 	}
@@ -92,7 +94,7 @@ func (h *eventsHook) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 		return // never logged in
 	}
 	e := *v.(*Event)
-	e.Time, e.Kind, e.Err = time.Now(), EventDisconnect, err
+	e.Time, e.Kind, e.Err = time.Now(), EventDisconnect, cutErr(err)
 	h.emit(e)
 }
 
@@ -120,8 +122,8 @@ func (h *eventsHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCode
 }
 
 func (h *eventsHook) denied(cl *mqtt.Client, action, topic string, err error) Event {
-	e := Event{Time: time.Now(), Kind: EventDenied, ClientID: cl.ID, Username: string(cl.Properties.Username),
-		Remote: cl.Net.Remote, Action: action, Topic: topic, Err: err}
+	e := Event{Time: time.Now(), Kind: EventDenied, ClientID: cut(cl.ID), Username: cut(string(cl.Properties.Username)),
+		Remote: cut(cl.Net.Remote), Action: action, Topic: cut(topic), Err: cutErr(err)}
 	if id, ok := h.acl.ids.get(cl); ok {
 		e.Role = id.Role
 	}

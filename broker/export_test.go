@@ -51,3 +51,17 @@ func (b *Broker) TreeMatches(clientID, topic string) bool {
 func (b *Broker) InlineTreeMatches(topic string) bool {
 	return len(b.srv.Topics.Subscribers(topic).InlineSubscriptions) > 0
 }
+
+// PreAuthWaiting is how many connections wait to log in, from src (a
+// source key, as netsrc.Key gives) or, for "", in all.
+func (b *Broker) PreAuthWaiting(src string) int {
+	if src == "" {
+		return b.preauth.waiting()
+	}
+	b.preauth.mu.Lock()
+	defer b.preauth.mu.Unlock()
+	if q := b.preauth.bySource[src]; q != nil {
+		return q.len()
+	}
+	return 0
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/internal/logutil"
+	"github.com/toolbus/toolbus/internal/netsrc"
 )
 
 // aclHook is the mochi hook that decides who may log in and what each client
@@ -53,8 +56,9 @@ type aclHook struct {
 	v1Warned       sync.Map    // *mqtt.Client -> struct{}: told once that it speaks contract v1
 	events         func(Event) // Options.Events: refused logins are audited
 	throttle       *loginThrottle
-	approved       sync.Map   // *mqtt.Client -> struct{}: logged in by OnConnect, until OnConnectAuthenticate
-	refusals       *sparseLog // the "login refused" lines
+	approved       sync.Map         // *mqtt.Client -> struct{}: logged in by OnConnect, until OnConnectAuthenticate
+	lines          *logutil.Repeats // lines a client can make at will: refusals of every kind
+	maxPresence    int              // Options.MaxPresenceBytes
 }
 
 func newACLHook(ctx context.Context, srv *mqtt.Server, o Options, maxLogins int) *aclHook {
@@ -69,16 +73,22 @@ func newACLHook(ctx context.Context, srv *mqtt.Server, o Options, maxLogins int)
 		log:            o.Logger,
 		events:         o.Events,
 		throttle:       newLoginThrottle(o),
-		refusals:       newSparseLog(refusalLinesPerSecond, refusalLinesBurst),
+		lines:          logutil.NewRepeats(o.Logger, 0, 0),
+		maxPresence:    o.MaxPresenceBytes,
 	}
 }
 
-// The "login refused" lines written at most, a second and at once: anyone
-// can make refusals for free, and 20 000 lines in 3 s came from one loop.
-const (
-	refusalLinesPerSecond = 10
-	refusalLinesBurst     = 50
-)
+// clientLine writes a line about what a logged-in client did, counted by
+// its client ID (logutil.Repeats): a client that repeats it gets one line and
+// then one summary a window.
+func (h *aclHook) clientLine(level logrus.Level, msg string, cl *mqtt.Client, fields logrus.Fields) {
+	id, user := cut(cl.ID), cut(string(cl.Properties.Username))
+	all := logrus.Fields{"client": id, "username": user}
+	for k, v := range fields {
+		all[k] = v
+	}
+	h.lines.Line(level, msg, id, logrus.Fields{"client": id, "username": user}, all)
+}
 
 // cachedAuthenticator is an Authenticator that can check a login against
 // the recent successful ones without the KDF (*acl.Store).
@@ -127,18 +137,57 @@ func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, _ packets.Packet) bool 
 	return ok
 }
 
-// refusalCode is the CONNACK code of a refused login: "bad username or
+// Why a login was refused, as far as its CONNACK code tells.
+type refusal int
+
+const (
+	// refusedCredentials: a fault of the credentials, an unknown user and
+	// a wrong password alike.
+	refusedCredentials refusal = iota
+	// refusedDenied: a refusal that does not depend on the credentials (a
+	// reserved client ID) or that comes after they were found right.
+	refusedDenied
+	// refusedThrottled: too many failed logins from the client's address
+	// (for this username, or in all); the password was not checked.
+	refusedThrottled
+	// refusedBusy: no KDF slot came free within ConnectTimeout; the
+	// password was not checked.
+	refusedBusy
+)
+
+// Codes with the reason string an MQTT 5 client is told.
+var (
+	errThrottledCode = packets.Code{Code: packets.ErrConnectionRateExceeded.Code, Reason: "too many failed logins from this address; try again later"}
+	errBusyCode      = packets.Code{Code: packets.ErrServerBusy.Code, Reason: "too many logins at once; try again later"}
+)
+
+// refusalCode is the CONNACK code of a refused login. "Bad username or
 // password" for any fault of the credentials (unknown user and wrong
-// password alike, so that a client cannot probe which identities exist),
-// "not authorized" for a refusal that does not depend on them (a reserved
-// client ID) or that comes after they were checked. MQTT 3.1.1 has one
-// code of each (0x04, 0x05).
-func refusalCode(cl *mqtt.Client, denied bool) packets.Code {
+// password alike, so that a client cannot probe which identities exist);
+// "not authorized" for a refusal that does not depend on them or that comes
+// after they were checked (MQTT 3.1.1: 0x04 and 0x05).
+//
+// A login refused before its password was checked says so, rather than
+// "bad username or password": an agent with the right password that is
+// told its password is wrong stops, or pages its operator, for nothing.
+// MQTT 5 has the exact codes, 0x9F "connection rate exceeded" for the
+// throttle and 0x89 "server busy" for a full login queue; MQTT 3.1.1 has
+// only 0x03 "server unavailable" for both, which its clients take as
+// "retry later". Neither tells anything about the username: the throttle
+// counts the failures of unknown usernames as of known ones, and the queue
+// is the same for all.
+func refusalCode(cl *mqtt.Client, why refusal) packets.Code {
 	v5 := cl.Properties.ProtocolVersion >= 5
 	switch {
-	case denied && v5:
+	case why == refusedThrottled && v5:
+		return errThrottledCode
+	case why == refusedBusy && v5:
+		return errBusyCode
+	case why == refusedThrottled, why == refusedBusy:
+		return packets.Err3ServerUnavailable
+	case why == refusedDenied && v5:
 		return packets.ErrNotAuthorized
-	case denied:
+	case why == refusedDenied:
 		return packets.Err3NotAuthorized
 	case v5:
 		return packets.ErrBadUsernameOrPassword
@@ -150,25 +199,36 @@ func refusalCode(cl *mqtt.Client, denied bool) packets.Code {
 // login checks a client's login: username and password through the
 // Authenticator (anonymous logins are refused), then the client ID and the
 // Will. A refusal says why in the log and the audit, and its CONNACK code
-// only whether the credentials were at fault (refusalCode).
+// only whether the credentials were at fault or were not checked
+// (refusalCode).
+//
+// Anyone who reaches the listener can make refusals, as many as they
+// like, with a username and a client ID of up to 64 KiB each: both are cut
+// (maxField) before they reach a log line or an Event, and the lines are
+// counted by source address (logutil.Repeats): the first is written, the rest
+// summed up once a window.
 func (h *aclHook) login(cl *mqtt.Client, pk packets.Packet) (packets.Code, bool) {
 	username := string(pk.Connect.Username)
-	log := h.log.WithFields(logrus.Fields{
-		"client": cl.ID, "username": username, "remote": cl.Net.Remote, "listener": cl.Net.Listener,
-	})
-	denied := false // the refusal does not depend on the credentials
+	src := netsrc.Key(cl.Net.Remote)
+	fields := logrus.Fields{
+		"client": cut(cl.ID), "username": cut(username), "remote": cut(cl.Net.Remote), "listener": cl.Net.Listener,
+	}
+	log := h.log.WithFields(fields)
+	why := refusedCredentials
 	refuse := func(reason string, err error) (packets.Code, bool) {
-		if e := h.refusals.entry(log); e != nil {
-			if err != nil {
-				e = e.WithError(err)
-			}
-			e.WithField("reason", reason).Info("login refused")
+		line := logrus.Fields{"reason": reason}
+		for k, v := range fields {
+			line[k] = v
 		}
+		if err != nil {
+			line[logrus.ErrorKey] = cutErr(err)
+		}
+		h.lines.Line(logrus.InfoLevel, "login refused", src, logrus.Fields{"source": src}, line)
 		if h.events != nil {
-			h.events(Event{Time: time.Now(), Kind: EventLoginRefused, ClientID: cl.ID, Username: username,
-				Remote: cl.Net.Remote, Action: "connect", Err: errors.New(reason)})
+			h.events(Event{Time: time.Now(), Kind: EventLoginRefused, ClientID: cut(cl.ID), Username: cut(username),
+				Remote: cut(cl.Net.Remote), Action: "connect", Err: errors.New(reason)})
 		}
-		return refusalCode(cl, denied), false
+		return refusalCode(cl, why), false
 	}
 
 	if !pk.Connect.UsernameFlag || username == "" {
@@ -176,7 +236,7 @@ func (h *aclHook) login(cl *mqtt.Client, pk packets.Packet) (packets.Code, bool)
 	}
 	if cl.ID == mqtt.InlineClientId {
 		// Taking over this ID would disconnect the gateway's own client.
-		denied = true
+		why = refusedDenied
 		return refuse("reserved client ID", nil)
 	}
 	if !acl.ValidLevel(username) {
@@ -189,30 +249,34 @@ func (h *aclHook) login(cl *mqtt.Client, pk packets.Packet) (packets.Code, bool)
 	id, err := h.authenticate(ctx, username, pk.Connect.Password, cl.Net.Remote)
 	switch {
 	case errors.Is(err, errThrottled):
+		why = refusedThrottled
 		return refuse("too many failed logins", nil)
 	case errors.Is(err, errLoginQueue):
+		why = refusedBusy
 		return refuse("login queue timeout", ctx.Err())
 	case errors.Is(err, acl.ErrBadCredentials):
 		return refuse("bad credentials", nil)
 	case errors.Is(err, acl.ErrDisabled), err == nil && id.Disabled:
-		denied = true // the store says so only to whoever knows the password
+		why = refusedDenied // the store says so only to whoever knows the password
 		return refuse("identity disabled", nil)
 	case err != nil:
 		return refuse("authentication failed", err)
 	}
 
 	// The password was right: what follows is refused as not authorized.
-	denied = true
+	why = refusedDenied
 	// A client ID names a session. Another identity taking it over would
 	// cut the owner off (and, with clean session off, inherit its
 	// subscriptions), so only the same username may.
 	if old, ok := h.srv.Clients.Get(cl.ID); ok && old != cl && string(old.Properties.Username) != username {
-		log.WithField("owner", string(old.Properties.Username)).Warn("client ID held by another identity")
+		h.lines.Line(logrus.WarnLevel, "client ID held by another identity", cut(cl.ID), logrus.Fields{"client": cut(cl.ID)},
+			logrus.Fields{"client": cut(cl.ID), "username": username, "owner": string(old.Properties.Username)})
 		return refuse("client ID in use", nil)
 	}
 	if pk.Connect.WillFlag {
 		if reason := h.willRefused(cl, id, pk); reason != "" {
-			log.WithFields(logrus.Fields{"will": pk.Connect.WillTopic, "retain": pk.Connect.WillRetain}).Warn(reason)
+			h.lines.Line(logrus.WarnLevel, reason, cut(cl.ID), logrus.Fields{"client": cut(cl.ID), "username": username},
+				logrus.Fields{"client": cut(cl.ID), "username": username, "will": cut(pk.Connect.WillTopic), "retain": pk.Connect.WillRetain})
 			return refuse("will not allowed", nil)
 		}
 	}
@@ -267,6 +331,8 @@ func (h *aclHook) willRefused(cl *mqtt.Client, id acl.Identity, pk packets.Packe
 		return "a will under " + mcpPrefix + " must be the client's own presence topic"
 	case pk.Connect.WillRetain && isContextTopic(topic):
 		return "retained will on a request/response topic"
+	case isPresenceTopic(topic) && len(pk.Connect.WillPayload) > h.maxPresence:
+		return "presence will payload over " + strconv.Itoa(h.maxPresence) + " bytes"
 	case !h.authz.Allow(id, cl.ID, acl.Publish, topic):
 		return "will topic not allowed"
 	}
@@ -313,7 +379,7 @@ func (h *aclHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	id, ok := h.ids.get(cl)
 	if !ok {
 		if h.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
-			h.log.WithFields(logrus.Fields{"client": cl.ID, "topic": topic}).Debug("acl: no identity for client")
+			h.clientLine(logrus.DebugLevel, "acl: no identity for client", cl, logrus.Fields{"topic": cut(topic)})
 		}
 		return false
 	}
@@ -330,15 +396,16 @@ func (h *aclHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	}
 	// Refused subscriptions are logged by OnSubscribed; a refused delivery
 	// is routine (a filter that also matches topics the client may not
-	// read), so only refused publishes are worth Info.
+	// read), so only refused publishes are worth Info. A client may repeat
+	// a refused QoS 0 publish as fast as it can send it: one line, then a
+	// count a window (clientLine).
 	level := logrus.DebugLevel
+	msg := "acl: denied delivery"
 	if write {
-		level = logrus.InfoLevel
+		level, msg = logrus.InfoLevel, "acl: denied"
 	}
 	if h.log.Logger.IsLevelEnabled(level) {
-		h.log.WithFields(logrus.Fields{
-			"client": cl.ID, "username": id.Username, "action": action.String(), "topic": topic,
-		}).Log(level, "acl: denied")
+		h.clientLine(level, msg, cl, logrus.Fields{"action": action.String(), "topic": cut(topic)})
 	}
 	return false
 }
@@ -368,7 +435,7 @@ func (h *aclHook) warnV1(cl *mqtt.Client, username, topic string) {
 	if n > maxV1Warned {
 		h.v1Warned.Clear()
 	}
-	h.log.WithFields(logrus.Fields{"client": cl.ID, "username": username, "topic": topic}).
+	h.log.WithFields(logrus.Fields{"client": cut(cl.ID), "username": cut(username), "topic": cut(topic)}).
 		Warn("a client speaks MQTT contract v1 (ff/v1/mcp/): its subscriptions and publishes are refused; upgrade it to contract v2 (docs/protocol.md)")
 }
 
@@ -383,9 +450,7 @@ func (h *aclHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes [
 			continue
 		}
 		if i < len(reasonCodes) && reasonCodes[i] >= packets.ErrUnspecifiedError.Code {
-			h.log.WithFields(logrus.Fields{
-				"client": cl.ID, "username": string(cl.Properties.Username), "filter": f.Filter, "code": reasonCodes[i],
-			}).Info("subscription refused")
+			h.clientLine(logrus.InfoLevel, "subscription refused", cl, logrus.Fields{"filter": cut(f.Filter), "code": reasonCodes[i]})
 		}
 	}
 }
@@ -395,31 +460,45 @@ var errRetainedContext = packets.Code{Code: packets.ErrNotAuthorized.Code, Reaso
 
 // OnPublish refuses retained messages on request/response topics: the broker
 // would replay them to every later subscriber (an agent would run the
-// request again, a gateway would see a stale reply). The message is dropped,
-// not delivered unretained. A v5 client publishing at QoS 1/2 gets the
-// refusal in its PUBACK/PUBREC; a v3 client has no way to hear it, so it
-// gets a normal acknowledgement (rather than a hanging QoS flow).
+// request again, a gateway would see a stale reply). It also refuses a
+// presence status over MaxPresenceBytes: the broker keeps it retained for
+// good and every gateway holds and lists it, so an agent could make the
+// gateways hold and answer megabytes for each of its client IDs. The
+// message is dropped, not delivered unretained. A v5 client publishing at
+// QoS 1/2 gets the refusal in its PUBACK/PUBREC; a v3 client has no way
+// to hear it, so it gets a normal acknowledgement (rather than a hanging
+// QoS flow).
 func (h *aclHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if !pk.FixedHeader.Retain || !isContextTopic(pk.TopicName) {
-		return pk, nil
+	switch {
+	case pk.FixedHeader.Retain && isContextTopic(pk.TopicName):
+		h.clientLine(logrus.InfoLevel, "retained publish refused", cl, logrus.Fields{"topic": cut(pk.TopicName)})
+		return h.refusePublish(cl, pk, errRetainedContext)
+	case !cl.Net.Inline && len(pk.Payload) > h.maxPresence && isPresenceTopic(pk.TopicName):
+		h.clientLine(logrus.InfoLevel, "presence status refused: too large", cl,
+			logrus.Fields{"topic": cut(pk.TopicName), "bytes": len(pk.Payload), "max": h.maxPresence})
+		return h.refusePublish(cl, pk, packets.Code{Code: packets.ErrPayloadFormatInvalid.Code,
+			Reason: "presence status over " + strconv.Itoa(h.maxPresence) + " bytes"})
 	}
-	h.log.WithFields(logrus.Fields{
-		"client": cl.ID, "username": string(cl.Properties.Username), "topic": pk.TopicName,
-	}).Info("retained publish refused")
+	return pk, nil
+}
+
+// refusePublish drops pk, telling the client code where it can (MQTT 5,
+// QoS 1 or 2).
+func (h *aclHook) refusePublish(cl *mqtt.Client, pk packets.Packet, code packets.Code) (packets.Packet, error) {
 	if cl.Net.Inline || cl.Properties.ProtocolVersion < 5 || pk.FixedHeader.Qos == 0 {
 		return pk, packets.CodeSuccessIgnore // acknowledged as usual, neither retained nor delivered
 	}
 	ack := packets.Packet{
 		FixedHeader: packets.FixedHeader{Type: packets.Puback},
 		PacketID:    pk.PacketID,
-		ReasonCode:  errRetainedContext.Code,
-		Properties:  packets.Properties{ReasonString: errRetainedContext.Reason},
+		ReasonCode:  code.Code,
+		Properties:  packets.Properties{ReasonString: code.Reason},
 	}
 	if pk.FixedHeader.Qos == 2 {
 		ack.FixedHeader.Type = packets.Pubrec // a failing PUBREC ends the QoS 2 flow
 	}
 	if err := cl.WritePacket(ack); err != nil {
-		h.log.WithError(err).WithField("client", cl.ID).Debug("write refusal ack")
+		h.log.WithError(err).WithField("client", cut(cl.ID)).Debug("write refusal ack")
 	}
 	return pk, packets.ErrRejectPacket
 }

@@ -70,8 +70,17 @@ type connLimits struct {
 }
 
 // admit registers c, unless the tracker is closed (it reports false) or full
-// (it reports true but closes c). Either way a refused c is closed.
+// (it reports true but closes c). Either way a refused c is closed. The
+// connections the pre-login budget gives up for c (preauth.enter) are
+// closed here too, after the lock.
 func (t *connTracker) admit(c net.Conn) (open, admitted bool) {
+	var evicted []net.Conn
+	defer func() {
+		for _, old := range evicted {
+			_ = old.Close()
+			t.log.WithField("remote", old.RemoteAddr().String()).Debug("connection closed: waited longest to log in while the budget was spent")
+		}
+	}()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
@@ -82,10 +91,9 @@ func (t *connTracker) admit(c net.Conn) (open, admitted bool) {
 		_ = c.Close()
 		t.log.WithField("remote", c.RemoteAddr().String()).Debug("connection refused: too many open connections")
 		return true, false
-	case t.preauth != nil && !t.preauth.enter(c):
-		_ = c.Close()
-		t.log.WithField("remote", c.RemoteAddr().String()).Debug("connection refused: too many connections waiting to log in")
-		return true, false
+	}
+	if t.preauth != nil {
+		evicted = t.preauth.enter(c)
 	}
 	t.conns[c] = struct{}{}
 	t.wg.Add(1) // under mu, so that it cannot race with close's Wait

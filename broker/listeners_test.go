@@ -118,11 +118,15 @@ func TestMaxClients(t *testing.T) {
 
 // Connections that never log in have a budget of their own, in all and per
 // source address, so that a flood of them cannot lock out clients that log
-// in; logged-in clients do not count against it.
+// in; logged-in clients do not count against it. When it is spent, the
+// connection that has waited longest goes: a few addresses holding their
+// sockets open (nine of them held the whole default budget) cannot keep a
+// client from logging in.
 func TestPreAuthBudget(t *testing.T) {
+	const sources, perSource = 5, 4
 	e := newEnv(t, func(o *broker.Options) {
 		o.ConnectTimeout = time.Minute // so that only the budget can close a silent connection
-		o.MaxPreAuthConns, o.MaxPreAuthPerSource = 6, 4
+		o.MaxPreAuthConns, o.MaxPreAuthPerSource = (sources-1)*perSource, perSource
 	})
 	pwa := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
 	for i := range 5 { // logged in: not waiting
@@ -138,44 +142,59 @@ func TestPreAuthBudget(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
-	var held []net.Conn
-	for i := range 6 { // one source: 4 wait, 2 are closed
-		c := dial("127.0.0.2")
-		if open := stillOpen(t, c); open != (i < 4) {
-			t.Fatalf("silent connection %d from one source open = %v", i, open)
+	// waiting waits until the budget counts want connections from each
+	// source: those still open, the broker's way.
+	waiting := func(t *testing.T, want map[string]int) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("waiting connections %v", want), func() bool {
+			for src, n := range want {
+				if e.Broker.PreAuthWaiting(src) != n {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	// Four sources fill the budget in all, each its own.
+	held := make([][]net.Conn, sources)
+	for s := 1; s < sources; s++ {
+		for range perSource {
+			held[s] = append(held[s], dial(fmt.Sprintf("127.0.0.%d", s+1)))
 		}
-		if i < 4 {
-			held = append(held, c)
-		}
 	}
-	if c, err := e.connect(t, "agent1-x", "agent1", pwa, nil); err != nil {
-		t.Fatalf("a login while one source holds its budget: %v", err)
-	} else {
-		c.Disconnect(0)
-	}
-	for i := range 3 { // another source: 2 more wait, then the budget is spent
-		if open := stillOpen(t, dial("127.0.0.3")); open != (i < 2) {
-			t.Fatalf("silent connection %d from a second source open = %v", i, open)
-		}
-	}
-	for _, c := range held { // they go: the budget is free again
-		_ = c.Close()
-	}
-	testenv.Poll(t, waitFor, "a login once the silent connections are gone", func() bool {
-		c, err := e.connect(t, "agent1-y", "agent1", pwa, nil)
-		if err == nil {
+	waiting(t, map[string]int{"": (sources - 1) * perSource}) // none closed while the budget had room
+
+	t.Run("a login while the budget is spent", func(t *testing.T) {
+		if c, err := e.connect(t, "agent1-x", "agent1", pwa, nil); err != nil {
+			t.Fatalf("a login while silent sockets hold the budget: %v", err)
+		} else {
 			c.Disconnect(0)
 		}
-		return err == nil
+		closed(t, held[1][0]) // the connection that waited longest
+		waiting(t, map[string]int{"": (sources-1)*perSource - 1, "127.0.0.2": perSource - 1})
+		held[1] = held[1][1:]
+	})
+
+	t.Run("one source over its share", func(t *testing.T) {
+		dial("127.0.0.3") // source 2's fifth
+		closed(t, held[2][0])
+		// Its newest is open (its oldest, not it, made room) and no other
+		// source's connection closed for it.
+		waiting(t, map[string]int{"": (sources-1)*perSource - 1, "127.0.0.3": perSource, "127.0.0.4": perSource})
 	})
 }
 
-// stillOpen reports whether the broker keeps c open: a read that times out
-// (nothing to read) rather than ending.
-func stillOpen(t *testing.T, c net.Conn) bool {
+// closed fails unless the broker closes c: a read ends (rather than
+// timing out).
+func closed(t *testing.T, c net.Conn) {
 	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	_ = c.SetReadDeadline(time.Now().Add(waitFor))
 	_, err := c.Read(make([]byte, 1))
 	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	switch {
+	case err == nil:
+		t.Fatalf("connection from %s: the broker wrote before CONNECT", c.LocalAddr())
+	case errors.As(err, &ne) && ne.Timeout():
+		t.Fatalf("connection from %s still open after %v", c.LocalAddr(), waitFor)
+	}
 }

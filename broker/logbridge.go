@@ -102,9 +102,14 @@ func addAttr(fields logrus.Fields, prefix string, a slog.Attr) {
 // fieldValue converts a slog value for logrus. mochi logs whole packets and
 // Wills on some paths (rejected publishes, failed deliveries, packet
 // errors); those hold payloads and passwords, which must not reach the logs,
-// so they are reduced to a summary.
+// so they are reduced to a summary. Strings a client chose (client IDs,
+// topics, filters) are cut, as in the broker's own lines.
 func fieldValue(v slog.Value) any {
-	if v.Kind() != slog.KindAny {
+	switch v.Kind() {
+	case slog.KindString:
+		return cut(v.String())
+	case slog.KindAny:
+	default:
 		return v.Any()
 	}
 	switch x := v.Any().(type) {
@@ -116,9 +121,9 @@ func fieldValue(v slog.Value) any {
 		}
 		return packetSummary(x)
 	case mqtt.Will:
-		return fmt.Sprintf("will topic=%q qos=%d retain=%t payload=%dB", x.TopicName, x.Qos, x.Retain, len(x.Payload))
+		return fmt.Sprintf("will topic=%q qos=%d retain=%t payload=%dB", cut(x.TopicName), x.Qos, x.Retain, len(x.Payload))
 	case error:
-		return x
+		return cutErr(x)
 	default:
 		return x
 	}
@@ -131,15 +136,16 @@ func packetSummary(pk *packets.Packet) string {
 	}
 	switch pk.FixedHeader.Type {
 	case packets.Publish:
-		return fmt.Sprintf("%s id=%d topic=%q qos=%d retain=%t payload=%dB", name, pk.PacketID, pk.TopicName, pk.FixedHeader.Qos, pk.FixedHeader.Retain, len(pk.Payload))
+		return fmt.Sprintf("%s id=%d topic=%q qos=%d retain=%t payload=%dB", name, pk.PacketID, cut(pk.TopicName), pk.FixedHeader.Qos, pk.FixedHeader.Retain, len(pk.Payload))
 	case packets.Subscribe, packets.Unsubscribe:
-		filters := make([]string, 0, len(pk.Filters))
-		for _, f := range pk.Filters {
-			filters = append(filters, f.Filter)
+		const maxFilters = 8 // a SUBSCRIBE may hold thousands
+		filters := make([]string, 0, min(len(pk.Filters), maxFilters))
+		for _, f := range pk.Filters[:min(len(pk.Filters), maxFilters)] {
+			filters = append(filters, cut(f.Filter))
 		}
-		return fmt.Sprintf("%s id=%d filters=%q", name, pk.PacketID, filters)
+		return fmt.Sprintf("%s id=%d filters=%q of %d", name, pk.PacketID, filters, len(pk.Filters))
 	case packets.Connect:
-		return fmt.Sprintf("%s client=%q", name, pk.Connect.ClientIdentifier)
+		return fmt.Sprintf("%s client=%q", name, cut(pk.Connect.ClientIdentifier))
 	}
 	return fmt.Sprintf("%s id=%d reason=%#x", name, pk.PacketID, pk.ReasonCode)
 }

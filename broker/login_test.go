@@ -1,13 +1,19 @@
 package broker_test
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+	pahopackets "github.com/eclipse/paho.mqtt.golang/packets"
+	mochipk "github.com/mochi-mqtt/server/v2/packets"
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
@@ -100,5 +106,95 @@ func TestCachedLoginSkipsTheQueue(t *testing.T) {
 	e.mustConnect(t, "agent1-b", "agent1", pw, nil)
 	if n := guessed.Load(); n > 0 {
 		t.Errorf("the cached login came back after %d guesses: it waited behind them", n)
+	}
+}
+
+// dialFrom is a paho option that connects from the loopback address src.
+func dialFrom(src string) clientOption {
+	return func(o *paho.ClientOptions) {
+		o.SetDialer(&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: waitFor})
+	}
+}
+
+// Wrong passwords from one address do not lock the username out for
+// another address (whose login the cache does not know): failures count
+// per (username, source). The guesser's own address is held back, and
+// told so as what it is, "connection rate exceeded" (MQTT 5) or "server
+// unavailable" (3.1.1), not "bad user name or password", for a known and
+// an unknown username alike.
+func TestFailedLoginsDoNotLockOutOthers(t *testing.T) {
+	seen := &refusals{}
+	e := newEnv(t, func(o *broker.Options) {
+		o.MaxFailedLogins, o.FailedLoginRefill = 3, time.Hour
+		o.Events = seen.event
+	})
+	pw := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	for _, user := range []string{"agent1", "nobody"} {
+		for i := range 6 { // twice what the username may fail
+			if c, err := e.connect(t, fmt.Sprintf("guess-%s-%d", user, i), user, "wrong-password", nil, dialFrom("127.0.0.2")); err == nil {
+				c.Disconnect(0)
+				t.Fatalf("%s logged in with a wrong password", user)
+			}
+		}
+	}
+
+	// First, while agent1's login is not in the cache (which lets in
+	// whoever gives the right password, from anywhere).
+	for _, user := range []string{"agent1", "nobody"} {
+		t.Run("the guesser's address/"+user, func(t *testing.T) {
+			_, err := e.connect(t, "agent1-b", user, pw, nil, dialFrom("127.0.0.2"))
+			if !errors.Is(err, pahopackets.ErrorRefusedServerUnavailable) {
+				t.Errorf("3.1.1: %v, want %v", err, pahopackets.ErrorRefusedServerUnavailable)
+			}
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: waitFor}
+			conn, err := d.Dial("tcp", e.Broker.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &rawClient{t: t, conn: conn, r: bufio.NewReader(conn)}
+			t.Cleanup(func() { _ = conn.Close() })
+			if ack := c.connect("agent1-c", user, pw, 30); ack.ReasonCode != mochipk.ErrConnectionRateExceeded.Code {
+				t.Errorf("MQTT 5: CONNACK %#x %q, want %#x", ack.ReasonCode, ack.Properties.ReasonString, mochipk.ErrConnectionRateExceeded.Code)
+			}
+		})
+	}
+
+	t.Run("another address", func(t *testing.T) {
+		if _, err := e.connect(t, "agent1-a", "agent1", pw, nil, dialFrom("127.0.0.3")); err != nil {
+			t.Fatalf("the right password from another address: %v (%s)", err, seen.last())
+		}
+	})
+}
+
+// Guesses for one username spread over many addresses, each failing no
+// more than its own buckets allow, spend the username's bucket: then every
+// new address is refused at once, without the KDF, until it refills.
+func TestFailedLoginsSpreadOverAddresses(t *testing.T) {
+	seen := &refusals{}
+	e := newEnv(t, func(o *broker.Options) {
+		o.MaxFailedLogins, o.FailedLoginRefill = 1, time.Hour // the username's bucket: 10
+		o.Events = seen.event
+	})
+	pw := e.addIdentity(t, "agent1", acl.RoleExpertAgent)
+	for i := range 10 {
+		src := fmt.Sprintf("127.0.0.%d", 10+i)
+		if c, err := e.connect(t, "guess-"+src, "agent1", "wrong-password", nil, dialFrom(src)); err == nil {
+			c.Disconnect(0)
+			t.Fatalf("logged in with a wrong password from %s", src)
+		}
+		if got, want := seen.last(), "agent1: bad credentials"; got != want {
+			t.Fatalf("refusal from %s %q, want %q", src, got, want)
+		}
+	}
+	runs := e.Store.KDFRuns()
+	if c, err := e.connect(t, "agent1-a", "agent1", pw, nil, dialFrom("127.0.0.20")); err == nil {
+		c.Disconnect(0)
+		t.Fatal("the right password from a new address got in with the username's bucket spent")
+	}
+	if got, want := seen.last(), "agent1: too many failed logins"; got != want {
+		t.Errorf("refusal %q, want %q", got, want)
+	}
+	if n := e.Store.KDFRuns() - runs; n != 0 {
+		t.Errorf("the refused login ran the KDF %d times", n)
 	}
 }

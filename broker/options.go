@@ -40,6 +40,8 @@ const (
 	// of Options.MaxFailedLogins and FailedLoginRefill.
 	DefaultMaxFailedLogins   = 10
 	DefaultFailedLoginRefill = 6 * time.Second
+	// DefaultMaxPresenceBytes is the default of Options.MaxPresenceBytes.
+	DefaultMaxPresenceBytes = 4 << 10
 )
 
 // Options configure a Broker. Zero fields take the documented defaults.
@@ -80,20 +82,38 @@ type Options struct {
 	// call. 0 means 10s.
 	ConnectTimeout time.Duration
 	// MaxPreAuthConns bounds the connections that have not logged in yet,
-	// across the listeners, and MaxPreAuthPerSource those from one IP
-	// address: more are closed at once. Such connections wait at most
-	// ConnectTimeout; the budget keeps a flood of them from filling the
-	// listeners' cap, so that clients can still log in. 0 means 1024 and
-	// 128.
+	// across the listeners, and MaxPreAuthPerSource those from one source
+	// (an IPv4 address, an IPv6 /64). A new connection is always let in:
+	// when the budget is spent, the one that has waited longest is closed
+	// (one that sent no CONNECT before one whose login is under way), so
+	// that held-open sockets cannot lock out a client that logs in
+	// promptly. Such connections wait at most ConnectTimeout; the budget
+	// keeps a flood of them from filling the listeners' cap. 0 means 1024
+	// and 128.
 	MaxPreAuthConns, MaxPreAuthPerSource int
-	// MaxFailedLogins is how many failed logins in a row a username may
-	// have before the next one must wait for FailedLoginRefill (and a
-	// source address three times as many, refilled three times as fast);
-	// until then its logins are refused at once, without the KDF. A login
+	// MaxFailedLogins is how many failed logins in a row one source (an
+	// IPv4 address, an IPv6 /64) may have for one username before its next
+	// one must wait for FailedLoginRefill (and a source, across usernames,
+	// three times as many, refilled three times as fast); until then its
+	// logins are refused at once, without the KDF, and told so (MQTT 5:
+	// 0x9F; 3.1.1: 0x03), not "bad username or password". A username, from
+	// all sources together, has 10 × MaxFailedLogins, one back every
+	// FailedLoginRefill/6 (twice a source's pace): guesses spread over many
+	// addresses get that many, then one a refill, however many addresses
+	// they come from, while one or two sources failing as fast as they may
+	// never spend them, so they cannot lock the username out for another
+	// address. A login
 	// the cache of recent successful ones knows is never held back. 0
 	// means 10 and 6s.
 	MaxFailedLogins   int
 	FailedLoginRefill time.Duration
+	// MaxPresenceBytes bounds the payload of a presence status (topic
+	// ff/v2/mcp/<agent>/<client ID>/status, and a Will on it): the broker
+	// keeps it retained and every gateway holds and lists it. A bigger
+	// publish is dropped (MQTT 5 QoS 1/2: PUBACK 0x99), a bigger Will
+	// refused at login. The statuses of docs/protocol.md take some
+	// hundred bytes. 0 means 4 KiB.
+	MaxPresenceBytes int
 	// InlineQoS is the QoS of messages the InlineBus publishes, as delivered
 	// to subscribers (each subscription's own QoS caps it). 0 means QoS 0,
 	// which is enough on a broker in the same process; 1 gives subscribers
@@ -127,7 +147,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: InlineQoS %d (want 0, 1 or 2)", ErrInvalidOptions, o.InlineQoS)
 	}
 	if o.MaxClients < 0 || o.SessionExpiry < 0 || o.MaxKeepAlive < 0 || o.ConnectTimeout < 0 || o.MaxPreAuthConns < 0 || o.MaxPreAuthPerSource < 0 ||
-		o.MaxFailedLogins < 0 || o.FailedLoginRefill < 0 {
+		o.MaxFailedLogins < 0 || o.FailedLoginRefill < 0 || o.MaxPresenceBytes < 0 {
 		return o, fmt.Errorf("%w: negative limit", ErrInvalidOptions)
 	}
 	if o.TLSConfig != nil {
@@ -153,6 +173,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FailedLoginRefill == 0 {
 		o.FailedLoginRefill = DefaultFailedLoginRefill
+	}
+	if o.MaxPresenceBytes == 0 {
+		o.MaxPresenceBytes = DefaultMaxPresenceBytes
 	}
 	if o.MaxPreAuthConns == 0 {
 		o.MaxPreAuthConns = DefaultMaxPreAuthConns

@@ -166,6 +166,15 @@ func (h *takeoverHook) succeedLocked(old, next *mqtt.Client) {
 	}
 }
 
+// replaced reports whether a takeover replaced cl's connection (its
+// successor logged in while it was served).
+func (h *takeoverHook) replaced(cl *mqtt.Client) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.successors[cl.Net.Conn]
+	return ok
+}
+
 // connBegan runs before mochi serves conn.
 func (h *takeoverHook) connBegan(conn net.Conn) {
 	st := &servedConn{}

@@ -43,3 +43,10 @@ func isReplyFilter(filter string) bool {
 func presenceTopic(username, clientID string) string {
 	return mcpPrefix + username + "/" + clientID + "/status"
 }
+
+// isPresenceTopic reports whether topic has the shape of a presence topic,
+// ff/v2/mcp/<agent>/<instance>/status, whatever its levels hold.
+func isPresenceTopic(topic string) bool {
+	rest, ok := strings.CutPrefix(topic, mcpPrefix)
+	return ok && strings.Count(rest, "/") == 2 && strings.HasSuffix(rest, "/status")
+}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +20,6 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/backoff"
-	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/internal/pahoconn"
 )
 
@@ -31,6 +32,11 @@ const (
 	DefaultAgentShutdownTimeout = 10 * time.Second
 	DefaultAgentClaimAfter      = 250 * time.Millisecond
 	DefaultAgentPresenceEvery   = 30 * time.Second
+	// DefaultAgentMaxPacketSize is the largest MQTT packet the Agent
+	// publishes: toolbus's embedded broker's default limit
+	// (broker.DefaultMaxPacketSize), which it enforces by dropping the
+	// connection of a client that sends a larger one.
+	DefaultAgentMaxPacketSize = 16 << 20
 )
 
 // agentOpTimeout bounds each wait for a broker acknowledgement (PUBACK,
@@ -62,6 +68,11 @@ var (
 	// ErrAgentNotServing is returned by Changed while the agent is not
 	// serving: before Ready, without a broker connection, or once stopping.
 	ErrAgentNotServing = errors.New("agent not serving")
+	// ErrReplyTooLarge is returned by Progress and Log for a notification
+	// that would make an MQTT packet larger than
+	// AgentOptions.MaxPacketSize: it is not sent. (A response that large
+	// is replaced by an error the caller reads.)
+	ErrReplyTooLarge = errors.New("reply larger than the broker's maximum packet size")
 )
 
 // AgentOptions configures an Agent. Every field but BrokerURL and Username
@@ -85,13 +96,16 @@ type AgentOptions struct {
 	TLSConfig *tls.Config
 	// ClientID is the MQTT client ID, which names this instance on the bus:
 	// the <instance> level of its presence and reply topics, and of the
-	// requests addressed to it alone. "" = Name + "-" + 8 random hex
-	// digits. It must pass acl.ValidateLevel, and be unique in the pool (the
+	// requests addressed to it alone. "" = Name made fit for a topic level
+	// (each run of characters other than A-Z a-z 0-9 _ - becomes one "-":
+	// "My agent" gives "My-agent"), "-" and 8 random hex digits. One given
+	// here must pass acl.ValidateLevel, and be unique in the pool (the
 	// broker takes a second connection with one ID over from the first).
 	ClientID string
 	// Name and Version are reported in presence and in initialize's
-	// serverInfo, for people to read; the bus knows the agent by Username.
-	// "" = DefaultAgentName, DefaultAgentVersion.
+	// serverInfo, for people to read, and may hold any character; the bus
+	// knows the agent by Username. "" = DefaultAgentName,
+	// DefaultAgentVersion.
 	Name, Version string
 	// Exclusive subscribes to the pool's requests without $share, for
 	// brokers without shared subscriptions: every instance then gets, and
@@ -124,12 +138,27 @@ type AgentOptions struct {
 	// pool live. Quick requests are never claimed. 0 =
 	// DefaultAgentClaimAfter; negative = never claim.
 	ClaimAfter time.Duration
+	// MaxPacketSize is the largest MQTT packet the broker accepts from the
+	// Agent: a broker drops the connection of a client that sends a larger
+	// one, and with it every call in flight. A response that would not fit
+	// is replaced before it is published: a tools/call result by an isError
+	// result saying the result was too large, any other by a JSON-RPC
+	// error (-32603); a notification is not sent (ErrReplyTooLarge). MQTT
+	// 3.1.1, which the Agent speaks, has no way for the broker to announce
+	// its limit: set this to the broker's (Mosquitto's max_packet_size,
+	// NATS's max_payload). 0 = DefaultAgentMaxPacketSize; negative = no
+	// check.
+	MaxPacketSize int
 	// PresenceEvery is how often the online status is published again
 	// while connected, so that gateways forget an instance whose broker
 	// node died without sending its Will (contract.ExpiryIntervals of
 	// these). 0 = DefaultAgentPresenceEvery; negative = never again.
 	PresenceEvery time.Duration
-	// Logger receives the agent's logs; nil = discard.
+	// Logger receives the agent's logs; nil = a logger of its own on
+	// standard error, at info level: the failures to connect (a wrong
+	// password, a broker that is down, with the broker's reason), losses
+	// and reconnections, and the start and stop of serving. To silence it,
+	// give a logger whose output is io.Discard.
 	Logger *logrus.Entry
 }
 
@@ -186,7 +215,7 @@ func NewAgent(opts AgentOptions) *Agent {
 		opts.Version = DefaultAgentVersion
 	}
 	if opts.ClientID == "" {
-		opts.ClientID = opts.Name + "-" + contract.RandomID(4)
+		opts.ClientID = clientIDPrefix(opts.Name) + "-" + contract.RandomID(4)
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultAgentConcurrency
@@ -203,7 +232,18 @@ func NewAgent(opts AgentOptions) *Agent {
 	if opts.PresenceEvery == 0 {
 		opts.PresenceEvery = DefaultAgentPresenceEvery
 	}
-	log := logutil.OrDiscard(opts.Logger)
+	if opts.MaxPacketSize == 0 {
+		opts.MaxPacketSize = DefaultAgentMaxPacketSize
+	}
+	log := opts.Logger
+	if log == nil {
+		// Not discarded: an agent with a wrong password or no broker
+		// retries for ever, and its author must be able to read why.
+		l := logrus.New()
+		l.SetOutput(os.Stderr)
+		l.SetLevel(logrus.InfoLevel)
+		log = logrus.NewEntry(l)
+	}
 	opts.Logger = nil
 	return &Agent{
 		opts:     opts,
@@ -213,6 +253,29 @@ func NewAgent(opts AgentOptions) *Agent {
 		ready:    make(chan struct{}),
 		inflight: make(map[agentCallKey]*agentCall),
 	}
+}
+
+// clientIDPrefix makes name, which is for people, the start of a client
+// ID, which is a topic level: each run of bytes acl.ValidateLevel does not
+// allow becomes one "-", dashes at either end are dropped, and it is cut
+// so that the "-" and random suffix still fit in acl.MaxLevelLen. A name
+// with nothing left gives DefaultAgentName.
+func clientIDPrefix(name string) string {
+	const room = acl.MaxLevelLen - 1 - 8 // "-" and contract.RandomID(4)
+	b := make([]byte, 0, len(name))
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+			b = append(b, c)
+		case len(b) > 0 && b[len(b)-1] != '-':
+			b = append(b, '-')
+		}
+	}
+	s := strings.Trim(string(b[:min(len(b), room)]), "-")
+	if s == "" {
+		return DefaultAgentName
+	}
+	return s
 }
 
 // ClientID is the MQTT client ID the agent connects with: the instance
@@ -272,12 +335,13 @@ type AgentStats struct {
 	Dropped       uint64 // bad envelopes, topics or messages, duplicates, and messages after stop
 	Panics        uint64 // handler panics (answered as errors)
 	PublishErrors uint64 // replies the broker did not acknowledge in time
+	TooLarge      uint64 // responses over MaxPacketSize, replaced by an error
 	InFlight      int    // requests queued or running now
 }
 
 type agentCounters struct {
 	received, requests, responses, notifications, cancelled, expired,
-	rejected, dropped, panics, publishErrors atomic.Uint64
+	rejected, dropped, panics, publishErrors, tooLarge atomic.Uint64
 }
 
 // Stats returns the agent's counters.
@@ -290,7 +354,7 @@ func (a *Agent) Stats() AgentStats {
 		Received: c.received.Load(), Requests: c.requests.Load(), Responses: c.responses.Load(),
 		Notifications: c.notifications.Load(), Cancelled: c.cancelled.Load(), Expired: c.expired.Load(),
 		Rejected: c.rejected.Load(), Dropped: c.dropped.Load(), Panics: c.panics.Load(),
-		PublishErrors: c.publishErrors.Load(), InFlight: n,
+		PublishErrors: c.publishErrors.Load(), TooLarge: c.tooLarge.Load(), InFlight: n,
 	}
 }
 
@@ -378,18 +442,51 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// connectHint says in words what a broker's refusal means for an agent
-// (toolbus's broker tells a wrong password from a login it does not
-// allow), or "".
-func connectHint(err error) string {
-	switch {
-	case errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword):
-		return "the broker knows no such username and password: check them (an operator may be resetting the password)"
-	case errors.Is(err, packets.ErrorRefusedNotAuthorised):
-		return "the password is right, but the broker does not allow this login: a disabled identity, " +
-			"or a Will or client ID the identity may not use (is it an expert-agent identity?)"
+// ErrLoginRefused is wrapped by the error of a connection attempt the
+// broker answered with a refusal (an MQTT 3.1.1 CONNACK return code 1 to
+// 5), which Run logs and, once it gives up, returns within
+// ErrAgentConnect. The error says the broker's reason in words, and wraps
+// paho's error for the code too (packets.ErrorRefusedBadUsernameOrPassword
+// and the like).
+var ErrLoginRefused = errors.New("the broker refused the login")
+
+// agentRefusals put paho's errors for the CONNACK return codes in words
+// that say what to do. toolbus's broker answers 3 "server unavailable"
+// (MQTT 5's 0x9F and 0x89 have no 3.1.1 code) when it did not check the
+// password at all: too many failed logins from the agent's address, or
+// too many logins queued at once.
+var agentRefusals = []struct {
+	err   error
+	words string
+}{
+	{packets.ErrorRefusedBadProtocolVersion, "unacceptable protocol version: the broker does not speak MQTT 3.1.1"},
+	{packets.ErrorRefusedIDRejected, "client ID rejected: the broker does not accept this ClientID (--client-id)"},
+	{packets.ErrorRefusedServerUnavailable, "server unavailable: too many failed logins from this address, or too many logins at once " +
+		"(the password was not checked); wait, and check the password"},
+	{packets.ErrorRefusedBadUsernameOrPassword, "bad user name or password: check Username and Password " +
+		"(an operator may be resetting the password)"},
+	{packets.ErrorRefusedNotAuthorised, "not authorised: the password is right, but the broker does not allow this login: " +
+		"a disabled identity, or a Will or client ID the identity may not use (is it an expert-agent identity?)"},
+}
+
+// agentLoginRefusedError is a refusal in words (agentRefusals); it wraps
+// ErrLoginRefused and paho's error.
+type agentLoginRefusedError struct {
+	words string
+	cause error
+}
+
+func (e *agentLoginRefusedError) Error() string   { return ErrLoginRefused.Error() + ": " + e.words }
+func (e *agentLoginRefusedError) Unwrap() []error { return []error{ErrLoginRefused, e.cause} }
+
+// agentRefusal returns err in words if it is a broker's refusal, else err.
+func agentRefusal(err error) error {
+	for _, r := range agentRefusals {
+		if errors.Is(err, r.err) {
+			return &agentLoginRefusedError{words: r.words, cause: err}
+		}
 	}
-	return ""
+	return err
 }
 
 // The backoff of the first connection's attempts (ConnectRetry).
@@ -402,13 +499,10 @@ const (
 // retried for ConnectRetry, and all by ctx.
 func (a *Agent) connect(ctx context.Context) error {
 	attempts, err := backoff.Retry(ctx, agentFirstRetryDelay, agentMaxRetryDelay, a.opts.ConnectRetry,
-		func() error { return a.link.connect(ctx) },
+		func() error { return agentRefusal(a.link.connect(ctx)) },
 		func(attempt int, err error, wait time.Duration) {
-			log := a.log.WithError(err).WithFields(logrus.Fields{"broker": a.opts.BrokerURL, "attempt": attempt, "retryIn": wait.String()})
-			if hint := connectHint(err); hint != "" {
-				log = log.WithField("hint", hint)
-			}
-			log.Warn("cannot connect to the broker; trying again")
+			a.log.WithError(err).WithFields(logrus.Fields{"broker": a.opts.BrokerURL, "attempt": attempt, "retryIn": wait.String()}).
+				Warn("cannot connect to the broker; trying again")
 		})
 	if err != nil {
 		return fmt.Errorf("%w %s: %w", ErrAgentConnect, a.opts.BrokerURL, err)

@@ -65,6 +65,18 @@ func (a *Agent) unsubscribe(ctx context.Context) error {
 	return nil
 }
 
+// agentPublishOverhead is what a QoS 1 PUBLISH adds to its topic and
+// payload, at most: the fixed header (a byte and up to four of remaining
+// length), the topic's length, the packet identifier, and an MQTT 5
+// properties length, should the link ever speak MQTT 5.
+const agentPublishOverhead = 1 + 4 + 2 + 2 + 1
+
+// fits reports whether a PUBLISH of payload on topic stays within
+// MaxPacketSize: a length check, no encoding.
+func (a *Agent) fits(topic string, payload []byte) bool {
+	return a.opts.MaxPacketSize < 0 || agentPublishOverhead+len(topic)+len(payload) <= a.opts.MaxPacketSize
+}
+
 // reply publishes one envelope (agentEnvelope, agentResponseEnvelope) on a
 // reply topic of this instance.
 func (a *Agent) reply(ctx context.Context, topic string, envelope []byte) error {

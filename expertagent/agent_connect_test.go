@@ -1,8 +1,13 @@
 package expertagent_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +16,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/testenv"
@@ -100,5 +106,99 @@ func TestAgentFailsOver(t *testing.T) {
 	res := agDecodeResult(t, c.call(t, "tools/call", agCallParams("echo", map[string]string{"text": "still here"}, nil)))
 	if res.IsError || len(res.Content) != 1 || res.Content[0]["text"] != "still here" {
 		t.Errorf("echo on the second node = %+v", res)
+	}
+}
+
+// An agent given no Logger is not silent: a wrong password (which it
+// retries for ever) shows on standard error, with the broker's reason in
+// words. The agent runs in a child process (this test binary again), whose
+// standard error the test reads.
+func TestAgentDefaultLoggerSpeaks(t *testing.T) {
+	if url := os.Getenv("EXPERTAGENT_TEST_CHILD_BROKER"); url != "" {
+		// The child: bounded, in case the parent dies before it kills
+		// it, and ending before the parent's bound, so that a silent
+		// child fails the test with what it wrote.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*agWait)
+		defer cancel()
+		err := expertagent.NewAgent(expertagent.AgentOptions{BrokerURL: url, Username: os.Getenv("EXPERTAGENT_TEST_CHILD_USER"), Password: "wrong"}).Run(ctx)
+		fmt.Println("Run:", err)
+		return
+	}
+	e := agStartBroker(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*agWait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestAgentDefaultLoggerSpeaks$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "EXPERTAGENT_TEST_CHILD_BROKER="+e.URL, "EXPERTAGENT_TEST_CHILD_USER="+e.AgentUser)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	// The lines the child wrote before the one sought, or nil once found.
+	seen := make(chan []string, 1)
+	go func() {
+		var lines []string
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.Contains(line, "level=warning") && strings.Contains(line, "cannot connect to the broker; trying again") &&
+				strings.Contains(line, "bad user name or password") {
+				seen <- nil
+				return
+			}
+			lines = append(lines, line)
+		}
+		seen <- append(lines, "(end of the child's standard error)")
+	}()
+	select {
+	case lines := <-seen:
+		if lines != nil {
+			t.Fatalf("an agent without a Logger wrote nothing on standard error about its refused login; it wrote:\n%s", strings.Join(lines, "\n"))
+		}
+	case <-ctx.Done():
+		t.Fatal("no warning on standard error in time")
+	}
+}
+
+// Name is for people: any name gives a valid default ClientID (a name
+// with a space used to fail Run with an error about ClientID, a field the
+// author never set), and the agent serves under it.
+func TestAgentNameForPeople(t *testing.T) {
+	tests := []struct{ name, prefix string }{
+		{"My agent", "My-agent-"},
+		{"  Grüße / Welt!  ", "Gr-e-Welt-"},
+		{"a+b#c", "a-b-c-"},
+		{"日本語", expertagent.DefaultAgentName + "-"},
+		{"", expertagent.DefaultAgentName + "-"},
+		{strings.Repeat("long name ", 40), "long-name-long-name-"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id := expertagent.NewAgent(expertagent.AgentOptions{Name: tc.name}).ClientID()
+			if err := acl.ValidateLevel(id); err != nil || !strings.HasPrefix(id, tc.prefix) {
+				t.Errorf("ClientID() = %q (%v), want a valid topic level starting %q", id, err, tc.prefix)
+			}
+		})
+	}
+
+	e := agStartBroker(t)
+	online := make(chan contract.Presence, 4)
+	if err := e.Broker.Bus().Subscribe(agContext(t), contract.PresenceFilter, func(_ string, p []byte) {
+		var pr contract.Presence
+		if json.Unmarshal(p, &pr) == nil && pr.Status == contract.StatusOnline {
+			online <- pr
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.startAgent(t, expertagent.AgentOptions{Name: "My agent"}, agEchoTool())
+	if p := agRecv(t, online, "online presence"); p.Name != "My agent" || p.ClientID != r.ClientID() || !strings.HasPrefix(p.ClientID, "My-agent-") {
+		t.Errorf("presence %+v, want name \"My agent\" and client ID %s", p, r.ClientID())
 	}
 }

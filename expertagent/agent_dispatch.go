@@ -282,15 +282,7 @@ func (a *Agent) worker() {
 // rejectLoop answers the requests the queue had no room for.
 func (a *Agent) rejectLoop() {
 	for call := range a.rejects {
-		in := &call.in
-		msg := fmt.Sprintf("expert agent %s is busy (%d requests in progress); retry shortly", a.opts.ClientID, 2*a.opts.Concurrency)
-		var out []byte
-		if in.msg.Method == agentMethodToolsCall {
-			res, _ := encodeResult(mcp.ErrorResult("%s", msg))
-			out = agentResponseEnvelope(call.corrID, in.msg.ID, res, nil)
-		} else {
-			out = agentResponseEnvelope(call.corrID, in.msg.ID, nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s", msg))
-		}
+		out := errorReply(call, fmt.Sprintf("expert agent %s is busy (%d requests in progress); retry shortly", a.opts.ClientID, 2*a.opts.Concurrency))
 		if err := a.reply(context.Background(), call.topic, out); err != nil { // bounded by agentOpTimeout
 			a.log.WithError(err).Warn("busy reply")
 		}
@@ -326,6 +318,9 @@ func (a *Agent) handle(call *agentCall) {
 		return
 	}
 	out := agentResponseEnvelope(call.corrID, in.msg.ID, result, rpcErr)
+	if !a.fits(call.topic, out) {
+		out = a.tooLarge(call, len(out))
+	}
 	// The response goes out even if the Agent is stopping meanwhile (the
 	// call's context may be cancelled by now); the wait for the broker's
 	// acknowledgement is bounded by agentOpTimeout alone.
@@ -334,6 +329,30 @@ func (a *Agent) handle(call *agentCall) {
 		return
 	}
 	a.stats.responses.Add(1)
+}
+
+// tooLarge is the response that replaces one of size bytes the broker
+// would not take: published, it would make the broker drop the
+// connection, and every call in flight with it.
+func (a *Agent) tooLarge(call *agentCall, size int) []byte {
+	in := &call.in
+	a.stats.tooLarge.Add(1)
+	a.log.WithFields(map[string]any{"correlationId": call.corrID, "method": in.msg.Method, "bytes": size, "maxPacketSize": a.opts.MaxPacketSize}).
+		Warn("response larger than the broker's maximum packet size; answered with an error instead")
+	return errorReply(call, fmt.Sprintf("the result is too large to send: %d bytes, more than the %d bytes the broker accepts in one message; "+
+		"ask for less (a narrower query, a smaller page)", size, a.opts.MaxPacketSize))
+}
+
+// errorReply is the response that tells call's caller msg: for tools/call
+// a tool error (a result the model reads), for the other methods a
+// JSON-RPC internal error.
+func errorReply(call *agentCall, msg string) []byte {
+	in := &call.in
+	if in.msg.Method == agentMethodToolsCall {
+		res, _ := encodeResult(mcp.ErrorResult("%s", msg))
+		return agentResponseEnvelope(call.corrID, in.msg.ID, res, nil)
+	}
+	return agentResponseEnvelope(call.corrID, in.msg.ID, nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "%s", msg))
 }
 
 // agentResponse encodes a JSON-RPC response with encoding/json: the path
@@ -467,7 +486,7 @@ func (a *Agent) callTool(ctx context.Context, req *CallRequest, p *agentParams) 
 		res = mcp.ErrorResult("tool %q changes state and the caller's token is read-only; use a token without --read-only", tool.Name)
 	} else {
 		var rpcErr *jsonrpc.Error
-		req.Name, req.Arguments = p.Name, args
+		req.Name, req.Arguments, req.required = p.Name, args, tool.required
 		res, rpcErr = a.runTool(ctx, tool, req)
 		if rpcErr != nil {
 			return nil, rpcErr

@@ -28,7 +28,8 @@ func ExampleAgent() {
 		Password: os.Getenv("SHOUTER_PASSWORD"),
 		Name:     "Shouter", // for people: presence and serverInfo
 		Version:  "1.0.0",
-		Logger:   logrus.NewEntry(logrus.New()).WithField("app", "shouter"),
+		// nil would log to standard error at info level as well.
+		Logger: logrus.NewEntry(logrus.New()).WithField("app", "shouter"),
 	})
 	err := agent.AddTool(expertagent.Tool{
 		Tool: mcp.Tool{
@@ -37,7 +38,8 @@ func ExampleAgent() {
 			Description: "Returns the text in upper case, repeated `times` times.",
 			InputSchema: []byte(`{"type":"object","properties":{"text":{"type":"string"},` +
 				`"times":{"type":"integer","minimum":1,"maximum":10}},"required":["text"]}`),
-			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: new(true), OpenWorldHint: new(false)},
+			// Read-only tokens call only tools annotated read-only.
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: mcp.Bool(true), OpenWorldHint: mcp.Bool(false)},
 		},
 		Handler: func(ctx context.Context, req *expertagent.CallRequest) (*mcp.CallToolResult, error) {
 			args := struct {

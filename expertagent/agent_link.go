@@ -78,6 +78,11 @@ func (a *Agent) pahoOptions(will []byte) *mqtt.ClientOptions {
 	for _, u := range urls {
 		o.AddBroker(agentBrokerURL(u))
 	}
+	// MQTT 3.1.1, explicitly: otherwise paho tries a refused login again
+	// as MQTT 3.1, which a broker counts as one more failed login, and
+	// whose refusal (by then "server unavailable", the login throttled)
+	// hides the first one's reason.
+	o.SetProtocolVersion(4)
 	o.SetClientID(a.opts.ClientID).
 		SetUsername(a.opts.Username).
 		SetPassword(a.opts.Password).

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -66,38 +68,72 @@ type CallRequest struct {
 	Name string
 	// Arguments are the call's arguments, a raw JSON object (nil if none).
 	Arguments json.RawMessage
+
+	// required are the top-level "required" properties of the tool's
+	// inputSchema, which Bind checks (nil for a request built by hand).
+	required []string
 }
 
 // Bind decodes the arguments into v (a pointer), refusing fields v does not
-// have. Absent arguments leave v untouched. The error wraps
-// ErrInvalidArguments and names the offending field; returned from a
-// ToolHandler it becomes an isError result the model can act on.
+// have, and checks that every property the top level of the tool's
+// inputSchema lists as "required" is present (the gateway does not
+// validate arguments). Absent arguments leave v untouched, unless
+// properties are required. The error wraps ErrInvalidArguments and names
+// the offending property by its key in the arguments, as the schema does
+// ("text", not the Go field Text), with the JSON type it wants; returned
+// from a ToolHandler it becomes an isError result the model can act on.
 func (r *CallRequest) Bind(v any) error {
 	args := bytes.TrimSpace(r.Arguments)
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
-		return nil
+		return agentMissing(r.required, nil)
 	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return agentBindError(err)
+		return agentBindError(err, args)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: trailing data after the arguments object", ErrInvalidArguments)
 	}
-	return nil
+	if len(r.required) == 0 {
+		return nil
+	}
+	var present map[string]json.RawMessage
+	if err := json.Unmarshal(args, &present); err != nil {
+		return fmt.Errorf("%w: arguments must be an object", ErrInvalidArguments)
+	}
+	return agentMissing(r.required, present)
 }
 
-func agentBindError(err error) error {
+// agentMissing names the required properties absent from present, or
+// returns nil.
+func agentMissing(required []string, present map[string]json.RawMessage) error {
+	var missing []string
+	for _, k := range required {
+		if _, ok := present[k]; !ok {
+			missing = append(missing, strconv.Quote(k))
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%w: field %s is required", ErrInvalidArguments, missing[0])
+	}
+	return fmt.Errorf("%w: fields %s are required", ErrInvalidArguments, strings.Join(missing, ", "))
+}
+
+// agentBindError words a decoding error of args for the model: the
+// property by its key in args, the types as JSON names them.
+func agentBindError(err error, args []byte) error {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &typeErr):
-		field := typeErr.Field
-		if field == "" {
-			return fmt.Errorf("%w: arguments must be %s, got %s", ErrInvalidArguments, typeErr.Type, typeErr.Value)
+		if typeErr.Field == "" {
+			return fmt.Errorf("%w: arguments must be a JSON %s, got %s", ErrInvalidArguments, agentJSONType(typeErr.Type), typeErr.Value)
 		}
-		return fmt.Errorf("%w: field %q: want %s, got %s", ErrInvalidArguments, field, typeErr.Type, typeErr.Value)
+		return fmt.Errorf("%w: field %q: want %s, got %s", ErrInvalidArguments, agentArgPath(args, typeErr.Field), agentJSONType(typeErr.Type), typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		return fmt.Errorf("%w: not valid JSON at offset %d: %v", ErrInvalidArguments, syntaxErr.Offset, err)
 	}
@@ -108,12 +144,103 @@ func agentBindError(err error) error {
 	return fmt.Errorf("%w: %v", ErrInvalidArguments, err)
 }
 
+// agentArgPath turns the path encoding/json reports for a type error
+// (names of Go fields, "Inner.On", for fields without a json tag) into the
+// keys of args that it matched ("inner.on"), as the schema names them:
+// encoding/json matches keys to untagged fields without regard to case. A
+// segment args has no key for (the name of an embedded struct) is left
+// out; where args does not go that deep (an array), the rest is kept as
+// it is.
+func agentArgPath(args []byte, path string) string {
+	segs := strings.Split(path, ".")
+	out := make([]string, 0, len(segs))
+	objs := []json.RawMessage{args} // the objects the next segment may be a key of
+	for i, seg := range segs {
+		var next []json.RawMessage
+		key := ""
+		for _, raw := range objs {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(raw, &m) != nil {
+				continue
+			}
+			k, ok := agentFindKey(m, seg)
+			if !ok {
+				continue
+			}
+			key = k
+			next = append(next, agentElems(m[k])...)
+		}
+		switch {
+		case key == "" && i < len(segs)-1:
+			continue // an embedded struct: its fields are at this level
+		case key == "":
+			out = append(out, seg)
+		default:
+			out = append(out, key)
+			objs = next
+		}
+	}
+	return strings.Join(out, ".")
+}
+
+// agentFindKey finds the key of m that encoding/json would match to the
+// field name: the same, or else the same but for case.
+func agentFindKey(m map[string]json.RawMessage, name string) (string, bool) {
+	if _, ok := m[name]; ok {
+		return name, true
+	}
+	for k := range m {
+		if strings.EqualFold(k, name) {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// agentElems is raw, or its elements if it is an array: a path does not
+// name array indexes.
+func agentElems(raw json.RawMessage) []json.RawMessage {
+	var elems []json.RawMessage
+	if json.Unmarshal(raw, &elems) == nil {
+		return elems
+	}
+	return []json.RawMessage{raw}
+}
+
+// agentJSONType names t as JSON Schema names types, the words of the
+// inputSchema the model read.
+func agentJSONType(t reflect.Type) string {
+	if t == nil {
+		return "a value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Struct, reflect.Map:
+		return "object"
+	}
+	return t.String()
+}
+
 // Progress sends notifications/progress for this request with the caller's
 // progress token: progress so far, total if known (0 = unknown) and an
 // optional message. progress must increase from one call to the next. It
 // does nothing (and returns nil) if the caller sent no progress token. It
-// returns ErrCallDone after the response was sent, and ctx's error once ctx
-// is done.
+// returns ErrCallDone after the response was sent, ErrReplyTooLarge for a
+// notification larger than AgentOptions.MaxPacketSize (not sent), and
+// ctx's error once ctx is done.
 func (r *MethodRequest) Progress(ctx context.Context, progress, total float64, message string) error {
 	if r.call == nil || len(r.ProgressToken) == 0 {
 		return nil
@@ -210,12 +337,16 @@ func (c *agentCall) notify(ctx context.Context, method string, params any) error
 	if err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}
+	env := agentEnvelope(c.corrID, msg)
+	if !c.agent.fits(c.topic, env) {
+		return fmt.Errorf("%s: %w: %d bytes, the broker accepts %d", method, ErrReplyTooLarge, len(env), c.agent.opts.MaxPacketSize)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done {
 		return fmt.Errorf("%s: %w", method, ErrCallDone)
 	}
-	if err := c.agent.reply(ctx, c.topic, agentEnvelope(c.corrID, msg)); err != nil {
+	if err := c.agent.reply(ctx, c.topic, env); err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}
 	c.agent.stats.notifications.Add(1)

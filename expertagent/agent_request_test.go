@@ -35,9 +35,9 @@ func TestCallRequestBind(t *testing.T) {
 		{name: "empty object", raw: `{}`, want: args{N: 7}},
 		{name: "unknown field", raw: `{"text":"a","extra":1}`, wantErr: `unknown field "extra"`},
 		{name: "unknown nested field", raw: `{"inner":{"off":true}}`, wantErr: `unknown field "off"`},
-		{name: "wrong type", raw: `{"n":"two"}`, wantErr: `field "n": want int, got string`},
-		{name: "wrong nested type", raw: `{"inner":{"on":1}}`, wantErr: `field "inner.on": want bool, got number`},
-		{name: "not an object", raw: `[1]`, wantErr: `arguments must be expertagent_test.args, got array`},
+		{name: "wrong type", raw: `{"n":"two"}`, wantErr: `field "n": want integer, got string`},
+		{name: "wrong nested type", raw: `{"inner":{"on":1}}`, wantErr: `field "inner.on": want boolean, got number`},
+		{name: "not an object", raw: `[1]`, wantErr: `arguments must be a JSON object, got array`},
 		{name: "broken JSON", raw: `{"text":`, wantErr: `invalid arguments`},
 		{name: "trailing data", raw: `{"text":"a"} {"text":"b"}`, wantErr: `trailing data`},
 	}
@@ -57,6 +57,35 @@ func TestCallRequestBind(t *testing.T) {
 			}
 			if g, w := mustJSON(t, got), mustJSON(t, tc.want); g != w {
 				t.Errorf("bound %s, want %s", g, w)
+			}
+		})
+	}
+}
+
+// Bind names a property as the arguments (and the schema) spell it, not
+// as the Go field that took it: encoding/json matches keys to untagged
+// fields without regard to case, and reports the field.
+func TestCallRequestBindNamesKeys(t *testing.T) {
+	type Base struct{ Zone string }
+	type untagged struct {
+		Base  // embedded: its fields are at the top level
+		Count int
+		Items []struct{ Size int }
+		Inner struct{ OnOff bool }
+	}
+	tests := []struct{ name, raw, want string }{
+		{"top level", `{"count":"x"}`, `field "count": want integer, got string`},
+		{"as the caller spelt it", `{"COUNT":"x"}`, `field "COUNT": want integer, got string`},
+		{"nested", `{"inner":{"onoff":"yes"}}`, `field "inner.onoff": want boolean, got string`},
+		{"in an array", `{"items":[{"size":1},{"size":"big"}]}`, `field "items.size": want integer, got string`},
+		{"embedded struct", `{"zone":5}`, `field "zone": want string, got number`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var v untagged
+			err := (&expertagent.CallRequest{Arguments: json.RawMessage(tc.raw)}).Bind(&v)
+			if !errors.Is(err, expertagent.ErrInvalidArguments) || !strings.HasSuffix(err.Error(), tc.want) {
+				t.Errorf("Bind = %v, want ErrInvalidArguments ending %q", err, tc.want)
 			}
 		})
 	}

@@ -14,8 +14,10 @@ import (
 	"github.com/eclipse/paho.mqtt.golang/packets"
 	"go.uber.org/goleak"
 
+	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/mcp"
 )
@@ -776,23 +778,48 @@ func TestAgentShutdownCancelsStuckHandlers(t *testing.T) {
 
 func TestAgentRunErrors(t *testing.T) {
 	e := agStartBroker(t)
+	// A broker that refuses the second failed login from an address at
+	// once, for an hour, without checking the password.
+	throttled := &agEnv{testenv.StartBroker(t, testenv.WithReadyCheck(), testenv.WithOptions(func(o *broker.Options) {
+		o.MaxFailedLogins, o.FailedLoginRefill = 1, time.Hour
+	}))}
 	tests := []struct {
-		name  string
-		opts  expertagent.AgentOptions
-		want  error
-		cause error // what the broker said, when it said something
+		name   string
+		env    *agEnv
+		before func(t *testing.T) // makes the broker refuse
+		opts   expertagent.AgentOptions
+		want   error
+		cause  error  // what the broker said, when it said something
+		words  string // what the error says of it
 	}{
 		{name: "wrong password", opts: expertagent.AgentOptions{Username: e.AgentUser, Password: "nope"}, want: expertagent.ErrAgentConnect,
-			cause: packets.ErrorRefusedBadUsernameOrPassword},
+			cause: packets.ErrorRefusedBadUsernameOrPassword, words: "the broker refused the login: bad user name or password: check Username and Password"},
 		{name: "nothing listening", opts: expertagent.AgentOptions{BrokerURL: "tcp://127.0.0.1:1"}, want: expertagent.ErrAgentConnect},
 		// The broker refuses a platform login whose Will is on a presence
 		// topic, so the role check bites at CONNECT, before any SUBSCRIBE.
 		{name: "platform identity may not act as an agent", opts: expertagent.AgentOptions{Username: e.PlatformUser, Password: e.PlatformPassword},
-			want: expertagent.ErrAgentConnect, cause: packets.ErrorRefusedNotAuthorised},
+			want: expertagent.ErrAgentConnect, cause: packets.ErrorRefusedNotAuthorised, words: "the broker refused the login: not authorised"},
+		// MQTT 3.1.1 has no code for it: "server unavailable" (3), which
+		// the agent must not read as a wrong password.
+		{name: "too many failed logins", env: throttled, before: func(t *testing.T) {
+			o := throttled.agentOptions(t, expertagent.AgentOptions{Username: throttled.AgentUser, Password: "nope"})
+			o.ConnectTimeout, o.ConnectRetry = agWait, -1
+			if err := expertagent.NewAgent(o).Run(agContext(t)); !errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword) {
+				t.Fatalf("first login with a wrong password: %v", err)
+			}
+		}, want: expertagent.ErrAgentConnect, cause: packets.ErrorRefusedServerUnavailable,
+			words: "the broker refused the login: server unavailable: too many failed logins from this address"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			o := e.agentOptions(t, tc.opts)
+			env := e
+			if tc.env != nil {
+				env = tc.env
+			}
+			if tc.before != nil {
+				tc.before(t)
+			}
+			o := env.agentOptions(t, tc.opts)
 			o.ConnectTimeout, o.ConnectRetry = agWait, -1
 			a := expertagent.NewAgent(o)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*agWait)
@@ -801,8 +828,11 @@ func TestAgentRunErrors(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Run = %v, want %v", err, tc.want)
 			}
-			if tc.cause != nil && !errors.Is(err, tc.cause) {
-				t.Errorf("Run = %v, want it to say %v: a wrong password and a refused login read apart", err, tc.cause)
+			if tc.cause != nil && (!errors.Is(err, tc.cause) || !errors.Is(err, expertagent.ErrLoginRefused)) {
+				t.Errorf("Run = %v, want it to be ErrLoginRefused and %v: a wrong password and a refused login read apart", err, tc.cause)
+			}
+			if tc.words != "" && !strings.Contains(err.Error(), tc.words) {
+				t.Errorf("Run = %q, want it to say %q", err, tc.words)
 			}
 			select {
 			case <-a.Ready():
@@ -830,7 +860,8 @@ func TestAgentRunBadOptions(t *testing.T) {
 		{name: "username too long", opts: expertagent.AgentOptions{BrokerURL: url, Username: strings.Repeat("u", 129)}, want: "Username"},
 		{name: "client ID not a topic level", opts: expertagent.AgentOptions{BrokerURL: url, Username: "agent1", ClientID: "a/b"}, want: "ClientID"},
 		{name: "client ID is the pool's level", opts: expertagent.AgentOptions{BrokerURL: url, Username: "agent1", ClientID: "_"}, want: "ClientID"},
-		{name: "name makes a bad client ID", opts: expertagent.AgentOptions{BrokerURL: url, Username: "agent1", Name: "my agent"}, want: "ClientID"},
+		// Name is for people: "my agent" is no bad option
+		// (TestAgentNameForPeople).
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,6 +25,10 @@ type Tool struct {
 	mcp.Tool
 	// Handler runs a call. Required.
 	Handler ToolHandler
+
+	// required is InputSchema's top-level "required" (set by AddTool),
+	// which CallRequest.Bind checks.
+	required []string
 }
 
 // ToolHandler runs one tools/call. ctx ends at the deadline the gateway set
@@ -34,13 +38,23 @@ type Tool struct {
 // *jsonrpc.Error instead to answer with a JSON-RPC error.
 type ToolHandler func(ctx context.Context, req *CallRequest) (*mcp.CallToolResult, error)
 
-// validate checks what MCP requires of a listed tool, and the handler.
+// validate checks what MCP requires of a listed tool, and the handler,
+// and keeps the inputSchema's required properties for Bind.
 func (t *Tool) validate() error {
 	if err := t.Tool.Validate(); err != nil {
 		return err
 	}
 	if t.Handler == nil {
 		return fmt.Errorf("%w: %q has no handler", ErrInvalidTool, t.Name)
+	}
+	if len(t.InputSchema) > 0 {
+		var schema struct {
+			Required []string `json:"required"`
+		}
+		if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
+			return fmt.Errorf("%w: %q inputSchema: \"required\" must be an array of property names: %v", ErrInvalidTool, t.Name, err)
+		}
+		t.required = schema.Required
 	}
 	return nil
 }

@@ -161,7 +161,8 @@ func (g *Gateway) mergeList(r *request, m agentMethod, agents []string) answer {
 
 // own records who owns one listed item and returns its key in the union
 // ("" to leave it out) and, for a prompt whose name another agent holds
-// too (holders), the name it is listed under: <agent>.<prompt>, as tools.
+// too (holders), or that holds AgentSeparator, the name it is listed
+// under: <agent>.<prompt>, as tools.
 func (g *Gateway) own(o *owners, method, agent string, it map[string]json.RawMessage, holders map[string]int) (key, exposed string) {
 	str := func(k string) string {
 		var s string
@@ -198,7 +199,9 @@ func (g *Gateway) own(o *owners, method, agent string, it map[string]json.RawMes
 			return "", ""
 		}
 		listed := name
-		if holders[name] > 1 {
+		// As for tools: a dotted name is its own agent's, so that no agent
+		// lists a name that reads as another's <agent>.<prompt>.
+		if holders[name] > 1 || strings.Contains(name, AgentSeparator) {
 			listed = agent + AgentSeparator + name
 		}
 		o.prompts[listed] = ownedName{agent: agent, name: name}

@@ -5,27 +5,44 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/toolbus/toolbus/contract"
 )
 
-// AgentSeparator joins an agent's name and a tool name, when a name is
-// held by more than one source: a platform tool keeps its name, and each
-// agent's tool of that name is listed and called as <agent>.<tool>. Agent
-// names are topic levels ([A-Za-z0-9_-]), so the first '.' is where the
-// agent's name ends. A tool whose qualified name is taken too, or over
-// MCP's 128 characters, is left out (and logged).
+// AgentSeparator joins an agent's name and a tool name. A platform tool
+// keeps its name; an agent's tool is listed and called as <agent>.<tool>
+// when its name holds the separator, when a platform tool has its name, or
+// when another agent lists it too. Agent names are topic levels
+// ([A-Za-z0-9_-]), so the first '.' is where the agent's name ends: a
+// dotted name always reads as its own agent's, and no agent, online now
+// or later, can list a name that reads as another's. A tool whose listed
+// name is taken (by a platform tool) or over MCP's 128 characters is left
+// out (and logged).
 const AgentSeparator = "."
 
 // MetaAgent is the _meta member of every agent tool as listed: the name of
 // the agent that serves it.
 const MetaAgent = "io.toolbus/agent"
+
+// Defaults of the bounds on one agent's tools/list answer in a context
+// (Options.MaxAgentTools, MaxAgentListBytes, MaxToolBytes): generous for
+// agents and bridged servers, small enough that an agent cannot make the
+// gateway hold or log without bound. What they leave out is logged once
+// per answer and counted (Stats.AgentToolsLeftOut).
+const (
+	DefaultMaxAgentTools     = 1000
+	DefaultMaxAgentListBytes = 2 << 20
+	DefaultMaxToolBytes      = 64 << 10
+)
 
 // toolNameRE is MCP's rule for tool names.
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
@@ -39,15 +56,33 @@ type agentTool struct {
 	raw      json.RawMessage // the Tool object listed to clients
 }
 
-// agentCatalog is the union of the expert agents' tools for one context.
+// agentCatalog is the union of the expert agents' tools for one context,
+// and the answers of each agent it was built from. It is never changed
+// once cached: a newer one replaces it.
 type agentCatalog struct {
 	*toolSet
-	gen     uint64 // presence generation it was fetched at
+	gen uint64 // presence generation it was checked at
+	// fetched is when its oldest answer was fetched: it is stale a TTL
+	// after that.
 	fetched time.Time
-	// partial: an agent did not answer; the catalog is fetched again
+	// partial: an agent did not answer; the catalog is built again
 	// after partialTTL rather than the full TTL, so that the agent's tools
 	// come back soon after it answers again.
 	partial bool
+	// answers are the agents' answers it holds, by agent: when presence
+	// changes, the answers of the agents whose own presence did not are
+	// used again, and only the others are asked.
+	answers []agentAnswer
+	// stale: an agent said its list changed (invalidateAgent); the
+	// catalog serves only as the stale one of the next build.
+	stale bool
+}
+
+// agentAnswer is one agent's tools/list answer in a context.
+type agentAnswer struct {
+	list    *agentList
+	gen     uint64 // the agent's own presence generation when it was asked
+	fetched time.Time
 }
 
 // partialTTL is how long a union that lacks a silent agent's tools is
@@ -88,17 +123,20 @@ func newCatalogs(size int, ttl time.Duration) *catalogs {
 	return &catalogs{ttl: ttl, cache: c, now: time.Now}
 }
 
-// get returns the catalog of a context, fetching it when missing or stale.
-func (cs *catalogs) get(ctx context.Context, key contract.Context, gen uint64, fetch func(context.Context) (*agentCatalog, error)) (*agentCatalog, error) {
-	if c, ok := cs.cache.Get(key); ok && cs.fresh(c, gen) {
-		return c, nil
+// get returns the catalog of a context, building it when missing or stale.
+// build gets the stale catalog (nil if none), whose answers it may use
+// again.
+func (cs *catalogs) get(ctx context.Context, key contract.Context, gen uint64, build func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error)) (*agentCatalog, error) {
+	stale, ok := cs.cache.Get(key)
+	if ok && cs.fresh(stale, gen) {
+		return stale, nil
 	}
 	v, err, _ := cs.group.Do(key.Levels(), func() (any, error) {
-		c, err := fetch(ctx)
+		c, err := build(ctx, stale)
 		if err != nil {
 			return nil, err
 		}
-		c.gen, c.fetched = gen, cs.now()
+		c.gen = gen
 		cs.cache.Add(key, c)
 		return c, nil
 	})
@@ -122,11 +160,49 @@ func (cs *catalogs) fresh(c *agentCatalog, gen uint64) bool {
 	if c.partial {
 		ttl = min(ttl, partialTTL)
 	}
-	return c.gen == gen && cs.now().Sub(c.fetched) < ttl
+	return !c.stale && c.gen == gen && cs.now().Sub(c.fetched) < ttl
 }
 
-// invalidate drops a context's catalog (the agent said its list changed).
-func (cs *catalogs) invalidate(key contract.Context) { cs.cache.Remove(key) }
+// reusable reports whether an answer of a stale catalog may serve again:
+// its agent's own presence did not change since, and its TTL has not
+// passed.
+func (cs *catalogs) reusable(a agentAnswer, agentGen uint64) bool {
+	return a.gen == agentGen && cs.now().Sub(a.fetched) < cs.ttl
+}
+
+// invalidateAgent makes a context's catalog stale without agent's
+// answer (the agent said its list changed): the next build asks that
+// agent again and uses the others' answers again, so that one agent's
+// notifications cost the others nothing. A catalog is never changed once
+// cached: a copy replaces it.
+func (cs *catalogs) invalidateAgent(key contract.Context, agent string) {
+	c, ok := cs.cache.Peek(key)
+	if !ok {
+		return
+	}
+	cut := *c
+	cut.stale = true
+	cut.answers = slices.DeleteFunc(slices.Clone(c.answers), func(a agentAnswer) bool { return a.list.agent == agent })
+	// Should a build cache a catalog between Peek and Add, the copy
+	// replaces it: stale too, it costs one more build, no wrong answer.
+	cs.cache.Add(key, &cut)
+}
+
+// agentGenerations is an AgentRequester that tells each agent's presence
+// changes apart (*requester.Requester): the answers of agents that did not
+// change are used again when another one comes, goes or churns. Without
+// it every presence change makes every agent's answer stale.
+type agentGenerations interface {
+	AgentGeneration(agent string) uint64
+}
+
+// agentGeneration is the presence generation of agent's own latest change.
+func (g *Gateway) agentGeneration(agent string) uint64 {
+	if ag, ok := g.opts.Agents.(agentGenerations); ok {
+		return ag.AgentGeneration(agent)
+	}
+	return g.opts.Agents.PresenceGeneration()
+}
 
 // maxToolPages bounds how many pages of an agent's tools/list are followed.
 const maxToolPages = 100
@@ -135,89 +211,203 @@ const maxToolPages = 100
 type agentPages struct {
 	agent string
 	pages []json.RawMessage
+	// cut: the answer had more pages, not fetched (the byte or page
+	// bound was reached).
+	cut bool
+}
+
+// listLimits bound what is kept of one agent's answer.
+type listLimits struct {
+	tools     int // tools kept
+	bytes     int // bytes of the kept tools, all pages together
+	toolBytes int // bytes of one tool definition
+}
+
+// limits are the bounds of Options, defaults applied.
+func (g *Gateway) toolListLimits() listLimits {
+	orDefault := func(v, d int) int {
+		if v <= 0 {
+			return d
+		}
+		return v
+	}
+	return listLimits{
+		tools:     orDefault(g.opts.MaxAgentTools, DefaultMaxAgentTools),
+		bytes:     orDefault(g.opts.MaxAgentListBytes, DefaultMaxAgentListBytes),
+		toolBytes: orDefault(g.opts.MaxToolBytes, DefaultMaxToolBytes),
+	}
+}
+
+// Reasons an agent's tool is left out, as Stats.AgentToolsLeftOut counts them.
+const (
+	LeftOutInvalidName = "invalid_name" // not ^[A-Za-z0-9_.-]{1,128}$
+	LeftOutDuplicate   = "duplicate"    // listed twice by its agent
+	LeftOutTooLarge    = "too_large"    // its definition is over MaxToolBytes
+	LeftOutTooMany     = "too_many"     // past MaxAgentTools, or MaxAgentListBytes
+	LeftOutNameTaken   = "name_taken"   // its listed name is a platform tool's, or over 128 characters
+	// LeftOutPages counts answers whose further pages were not fetched
+	// (past MaxAgentListBytes, or maxToolPages): their tools are unknown.
+	LeftOutPages = "pages_not_fetched"
+)
+
+// leftOut is what one answer (or one union) left out: counted by reason,
+// a few names kept to say which.
+type leftOut struct {
+	counts   map[string]int
+	examples []string
+}
+
+// maxLeftOutExamples bounds the names one summary log line gives.
+const maxLeftOutExamples = 3
+
+func (l *leftOut) add(reason, name string) {
+	if l.counts == nil {
+		l.counts = map[string]int{}
+	}
+	l.counts[reason]++
+	if len(l.examples) < maxLeftOutExamples {
+		l.examples = append(l.examples, clip(name))
+	}
+}
+
+func (l *leftOut) empty() bool { return len(l.counts) == 0 }
+
+// fields are the summary's log fields.
+func (l *leftOut) fields() logrus.Fields {
+	f := logrus.Fields{"examples": l.examples}
+	for r, n := range l.counts {
+		f[r] = n
+	}
+	return f
+}
+
+// agentList is what the gateway keeps of one agent's answer: its valid
+// tools, within the bounds, in the order listed. It is never changed once
+// built, and the contexts that got the very same answer share one
+// (toolSets.agentList).
+type agentList struct {
+	id    uint64 // unique: the key of the unions built from it
+	agent string
+	tools []listedTool
+	left  leftOut
 }
 
 // listedTool is one tool of an agent's answer, before naming.
 type listedTool struct {
-	agent string
-	name  string
-	obj   map[string]json.RawMessage
+	name string
+	raw  json.RawMessage // the Tool object as the agent listed it
 }
 
-// buildCatalog turns the agents' tools/list results (sorted by agent) into
-// the union clients see: each tool under its own name when no other source
-// holds that name, else as <agent>.<tool> (AgentSeparator); every tool
-// says its agent in _meta (MetaAgent), and gets what MCP clients need (a
-// description, an object inputSchema). The same answers always give the
-// same names.
-func buildCatalog(answers []agentPages, taken func(name string) bool, warn func(msg string, args ...any)) (*toolSet, error) {
-	var listed []listedTool
-	holders := map[string]int{} // tool name -> how many agents list it
-	for _, a := range answers {
-		seen := map[string]bool{}
-		for _, page := range a.pages {
-			var res struct {
-				Tools []map[string]json.RawMessage `json:"tools"`
+// decodeAgentList keeps the valid tools of an agent's answer, within lim.
+// An answer that is not a tools/list result is an error.
+func decodeAgentList(a agentPages, lim listLimits) (*agentList, error) {
+	l := &agentList{agent: a.agent}
+	seen := map[string]bool{}
+	bytes := 0
+	for _, page := range a.pages {
+		var res struct {
+			Tools []json.RawMessage `json:"tools"`
+		}
+		if err := json.Unmarshal(page, &res); err != nil {
+			return nil, fmt.Errorf("agent %s: tools/list result: %w", a.agent, err)
+		}
+		for _, raw := range res.Tools {
+			var t struct {
+				Name json.RawMessage `json:"name"`
 			}
-			if err := json.Unmarshal(page, &res); err != nil {
-				return nil, fmt.Errorf("agent %s: tools/list result: %w", a.agent, err)
+			var name string
+			if json.Unmarshal(raw, &t) != nil || json.Unmarshal(t.Name, &name) != nil || !toolNameRE.MatchString(name) {
+				l.left.add(LeftOutInvalidName, string(t.Name))
+				continue
 			}
-			for _, t := range res.Tools {
-				var name string
-				if err := json.Unmarshal(t["name"], &name); err != nil || !toolNameRE.MatchString(name) {
-					warn("agent tool with an invalid name left out", "agent", a.agent, "name", string(t["name"]))
-					continue
-				}
-				if seen[name] {
-					warn("agent tool listed twice by its agent: the second left out", "agent", a.agent, "name", name)
-					continue
-				}
-				seen[name] = true
-				holders[name]++
-				listed = append(listed, listedTool{agent: a.agent, name: name, obj: t})
+			switch {
+			case seen[name]:
+				l.left.add(LeftOutDuplicate, name)
+				continue
+			case len(raw) > lim.toolBytes:
+				l.left.add(LeftOutTooLarge, name)
+				continue
+			case len(l.tools) >= lim.tools || bytes+len(raw) > lim.bytes:
+				l.left.add(LeftOutTooMany, name)
+				continue
 			}
+			seen[name] = true
+			bytes += len(raw)
+			l.tools = append(l.tools, listedTool{name: name, raw: raw})
 		}
 	}
+	if a.cut {
+		if l.left.counts == nil {
+			l.left.counts = map[string]int{}
+		}
+		l.left.counts[LeftOutPages]++
+	}
+	return l, nil
+}
 
+// buildUnion turns the agents' lists (sorted by agent) into the union
+// clients see: each tool under its own name when it has no AgentSeparator
+// and no other source holds that name, else as <agent>.<tool>; every tool
+// says its agent in _meta (MetaAgent), and gets what MCP clients need (a
+// description, an object inputSchema). The same answers always give the
+// same names, and an agent's names depend on no agent that sorts before
+// it. It also returns what it left out (names taken).
+func buildUnion(lists []*agentList, taken func(name string) bool) (*toolSet, leftOut) {
+	holders := map[string]int{} // tool name -> how many agents list it
+	for _, l := range lists {
+		for _, lt := range l.tools {
+			holders[lt.name]++
+		}
+	}
 	c := &toolSet{byName: map[string]int{}}
-	for _, lt := range listed {
-		t, name := lt.obj, lt.name
-		exposed := name
-		if taken(name) || holders[name] > 1 {
-			exposed = lt.agent + AgentSeparator + name
+	var left leftOut
+	for _, l := range lists {
+		for _, lt := range l.tools {
+			name := lt.name
+			exposed := name
+			if strings.Contains(name, AgentSeparator) || taken(name) || holders[name] > 1 {
+				exposed = l.agent + AgentSeparator + name
+			}
+			// exposed is unique among agents by construction (a dotted
+			// name starts with its own agent's); the check keeps it so
+			// should the rule change.
+			if _, dup := c.byName[exposed]; dup || taken(exposed) || len(exposed) > 128 {
+				left.add(LeftOutNameTaken, exposed)
+				continue
+			}
+			t := map[string]json.RawMessage{}
+			if err := json.Unmarshal(lt.raw, &t); err != nil {
+				continue // decoded once already: cannot fail
+			}
+			if exposed != name {
+				t["name"], _ = json.Marshal(exposed)
+			}
+			if !hasText(t["description"]) {
+				t["description"], _ = json.Marshal("Tool " + name + " of the expert agent " + l.agent + ".")
+			}
+			if !objectSchema(t["inputSchema"]) {
+				t["inputSchema"] = json.RawMessage(`{"type":"object"}`)
+			}
+			t["_meta"] = withAgentMeta(t["_meta"], l.agent)
+			var ann struct {
+				ReadOnly bool `json:"readOnlyHint"`
+			}
+			if len(t["annotations"]) > 0 {
+				_ = json.Unmarshal(t["annotations"], &ann) // malformed annotations: not read-only
+			}
+			raw, err := json.Marshal(t)
+			if err != nil {
+				continue // members are valid JSON: cannot fail
+			}
+			c.byName[exposed] = len(c.tools)
+			c.tools = append(c.tools, agentTool{agent: l.agent, exposed: exposed, name: name, readOnly: ann.ReadOnly, raw: raw})
 		}
-		if _, dup := c.byName[exposed]; dup || taken(exposed) || len(exposed) > 128 {
-			warn("agent tool left out: its name is taken", "agent", lt.agent, "name", name, "exposed", exposed)
-			continue
-		}
-		if exposed != name {
-			t["name"], _ = json.Marshal(exposed)
-		}
-		if !hasText(t["description"]) {
-			t["description"], _ = json.Marshal("Tool " + name + " of the expert agent " + lt.agent + ".")
-		}
-		if !objectSchema(t["inputSchema"]) {
-			t["inputSchema"] = json.RawMessage(`{"type":"object"}`)
-		}
-		t["_meta"] = withAgentMeta(t["_meta"], lt.agent)
-		var ann struct {
-			ReadOnly bool `json:"readOnlyHint"`
-		}
-		if len(t["annotations"]) > 0 {
-			_ = json.Unmarshal(t["annotations"], &ann) // malformed annotations: not read-only
-		}
-		raw, err := json.Marshal(t)
-		if err != nil {
-			return nil, err
-		}
-		c.byName[exposed] = len(c.tools)
-		c.tools = append(c.tools, agentTool{agent: lt.agent, exposed: exposed, name: name, readOnly: ann.ReadOnly, raw: raw})
 	}
 	sort.Slice(c.tools, func(i, j int) bool { return c.tools[i].exposed < c.tools[j].exposed })
 	for i, t := range c.tools {
 		c.byName[t.exposed] = i
 	}
-	return c, nil
+	return c, left
 }
 
 // withAgentMeta returns a tool's _meta object with MetaAgent set to agent
@@ -249,6 +439,28 @@ type gatewayStats struct {
 	mu             sync.Mutex
 	refusals       map[string]uint64
 	agentListFails uint64
+	leftOut        map[string]uint64 // agent tools left out, by reason (LeftOut...)
+	agentLists     uint64            // tools/list answers asked of agents
+}
+
+func (s *gatewayStats) addLeftOut(l leftOut) {
+	if l.empty() {
+		return
+	}
+	s.mu.Lock()
+	if s.leftOut == nil {
+		s.leftOut = map[string]uint64{}
+	}
+	for r, n := range l.counts {
+		s.leftOut[r] += uint64(n)
+	}
+	s.mu.Unlock()
+}
+
+func (s *gatewayStats) agentListAsked() {
+	s.mu.Lock()
+	s.agentLists++
+	s.mu.Unlock()
 }
 
 func (s *gatewayStats) refused(reason string) {

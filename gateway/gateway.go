@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -98,6 +99,19 @@ type Options struct {
 	EndedSessionsCacheTTL time.Duration
 	// SessionTTL is how long an idle session lives; 0 means 24h.
 	SessionTTL time.Duration
+	// MaxSessionsPerToken bounds the live sessions of one token (the
+	// tokens an OAuth client holds for one user count as one) on this
+	// replica: an initialize past it ends the token's least recently used
+	// session, as a DELETE would (its client gets 404 and initializes
+	// anew). 0 means DefaultMaxSessionsPerToken (128); negative, no bound.
+	MaxSessionsPerToken int
+	// MaxSessionsPerUser bounds the live sessions of one user, all tokens
+	// together, on this replica: an initialize past it ends the least
+	// recently used session of the same token, never another token's (one
+	// token must not end the sessions of the user's other clients); a
+	// token with none is refused, HTTP 429 with Retry-After. 0 means
+	// DefaultMaxSessionsPerUser (512); negative, no bound.
+	MaxSessionsPerUser int
 	// ToolListTTL is how long an expert agent's tool list is reused for a
 	// context; 0 means 30s. A presence change makes it stale at once.
 	ToolListTTL time.Duration
@@ -109,6 +123,23 @@ type Options struct {
 	// ToolsPageSize is the most tools one tools/list page holds; 0 means
 	// 1000. Clients follow nextCursor for the rest.
 	ToolsPageSize int
+	// MaxAgentTools bounds the tools kept of one expert agent's tools/list
+	// answer in a context; 0 means DefaultMaxAgentTools (1000). What the
+	// bounds leave out is logged once per answer and counted (Stats.AgentToolsLeftOut).
+	MaxAgentTools int
+	// MaxAgentListBytes bounds one expert agent's tools/list answer in a
+	// context, all pages together (no page is asked past it); 0 means
+	// DefaultMaxAgentListBytes (2 MiB).
+	MaxAgentListBytes int
+	// MaxToolBytes bounds one tool definition of an expert agent (a larger
+	// one is left out); 0 means DefaultMaxToolBytes (64 KiB).
+	MaxToolBytes int
+	// ListChangedInterval is the least time between two
+	// notifications/tools/list_changed on a listening stream: a burst of
+	// changes (presence churn) is one notification at once and one when the
+	// interval ends, so the last change is never lost. 0 means
+	// DefaultListChangedInterval (1s); negative: every change at once.
+	ListChangedInterval time.Duration
 
 	// PublicURL is scheme://host[:port] as clients reach the gateway
 	// (behind a proxy, say), for the OAuth metadata (PRMPath) and the 401
@@ -215,6 +246,7 @@ func New(opts Options) (*Gateway, error) {
 		done:     make(chan struct{}),
 	}
 	g.listeners = newListeners()
+	g.sessions.bound(opts.sessionBounds(), g.log)
 	g.sessions.shareEnded(opts.EndedSessions, opts.EndedSessionsCacheTTL, g.log)
 	g.limits.Store(newRateLimiter(opts.RateLimits))
 	g.requestPrefix = randomHex(4)
@@ -285,6 +317,7 @@ func (g *Gateway) Close() {
 		close(g.done)
 	}
 	g.wg.Wait()
+	g.listeners.stop() // after watchPresence, which may arm it, has returned
 }
 
 func (g *Gateway) sweepSessions() {
@@ -326,13 +359,22 @@ type Stats struct {
 	AgentListFailures uint64
 	// Sessions is the number of live sessions held.
 	Sessions int
+	// AgentToolsLeftOut counts expert-agent tools left out of the union,
+	// by reason (LeftOutInvalidName, LeftOutDuplicate, LeftOutTooLarge,
+	// LeftOutTooMany, LeftOutNameTaken), and answers cut short
+	// (LeftOutPages). An answer is counted each time it is fetched.
+	AgentToolsLeftOut map[string]uint64
+	// AgentListsFetched counts the tools/list answers asked of agents (all
+	// pages of one agent's answer count once).
+	AgentListsFetched uint64
 }
 
 // Stats returns a snapshot of the counters.
 func (g *Gateway) Stats() Stats {
 	g.stats.mu.Lock()
 	defer g.stats.mu.Unlock()
-	s := Stats{Refused: map[string]uint64{}, AgentListFailures: g.stats.agentListFails, Sessions: g.sessions.count()}
+	s := Stats{Refused: map[string]uint64{}, AgentListFailures: g.stats.agentListFails, Sessions: g.sessions.count(),
+		AgentToolsLeftOut: maps.Clone(g.stats.leftOut), AgentListsFetched: g.stats.agentLists}
 	for k, v := range g.stats.refusals {
 		s.Refused[k] = v
 	}

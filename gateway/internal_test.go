@@ -1,11 +1,20 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/mcp"
+	"github.com/toolbus/toolbus/platformtools"
 )
 
 func TestWithResultType(t *testing.T) {
@@ -61,7 +70,7 @@ func TestSessions(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	ss := newSessions([]byte("secret"), time.Hour)
 	ss.now = func() time.Time { return now }
-	s, id := ss.create("alice", "tb_1", version20251125, nil)
+	s, id := mustCreate(t, ss, "alice", "tb_1", version20251125, nil)
 	if strings.ContainsAny(id, " \t\r\n") {
 		t.Fatalf("session id %q is not visible ASCII", id)
 	}
@@ -96,7 +105,7 @@ func TestSessions(t *testing.T) {
 		t.Fatalf("idle past the TTL: err = %v", err)
 	}
 
-	s2, id2 := ss.create("alice", "tb_1", version20250618, nil)
+	s2, id2 := mustCreate(t, ss, "alice", "tb_1", version20250618, nil)
 	ss.end(s2)
 	if _, err := ss.lookup(id2, "alice", "tb_1"); !errors.Is(err, errSessionEnded) {
 		t.Fatalf("ended session: err = %v", err)
@@ -114,22 +123,64 @@ func TestSessions(t *testing.T) {
 	}
 }
 
-func TestBuildCatalog(t *testing.T) {
-	pages := []json.RawMessage{
-		json.RawMessage(`{"tools":[
+// whoamiPlatform holds one platform tool, platform_whoami, whose name an
+// agent's tool of that name cannot take.
+type whoamiPlatform struct{}
+
+func (whoamiPlatform) Tools() []platformtools.Tool {
+	return []platformtools.Tool{{Tool: mcp.Tool{Name: "platform_whoami"}}}
+}
+func (whoamiPlatform) Lookup(string) (platformtools.Tool, bool) { return platformtools.Tool{}, false }
+func (whoamiPlatform) Call(context.Context, *platformtools.Call) (json.RawMessage, error) {
+	return nil, errors.New("not called")
+}
+
+// unionGateway is a gateway over agents answering tools/list with pages
+// (agent -> pages), and the platform tool platform_whoami.
+func unionGateway(t *testing.T, pages map[string][]string) (*Gateway, *logtest.Hook) {
+	t.Helper()
+	return fakeGateway(t, newFakeAgents(pages), func(o *Options) { o.Platform = whoamiPlatform{} })
+}
+
+// testCatalog is the agent catalog of testToken's own context, as
+// AgentTools and tools/list build it (fetchCatalog: fetchAgentList and
+// toolSets.union, with the gateway's configured limits).
+func testCatalog(t *testing.T, g *Gateway, tok acl.Token) *agentCatalog {
+	t.Helper()
+	key := contract.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID, SessionID: "tok-" + tok.ID,
+		EntityType: contract.NoEntity, EntityID: contract.NoEntity}
+	cat, err := g.catalogs.get(t.Context(), key, g.opts.Agents.PresenceGeneration(), func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error) {
+		return g.fetchCatalog(ctx, key, tok, stale, g.log)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cat
+}
+
+// warnings are the messages of the warnings hook holds.
+func warnings(hook *logtest.Hook) []string {
+	var out []string
+	for _, e := range hook.AllEntries() {
+		if e.Level <= logrus.WarnLevel {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+func TestCatalogFromAnswer(t *testing.T) {
+	pages := []string{
+		`{"tools":[
 			{"name":"echo","description":"Echo.","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},
 			{"name":"platform_whoami","inputSchema":{"type":"object"}},
 			{"name":"bad name!"},
 			{"name":"noschema","description":"x","_meta":{"x":1}}
-		],"nextCursor":"2"}`),
-		json.RawMessage(`{"tools":[{"name":"echo"},{"name":"last","description":"L","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"a":{"type":"string"}}}}]}`),
+		]}`,
+		`{"tools":[{"name":"echo"},{"name":"last","description":"L","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"a":{"type":"string"}}}}]}`,
 	}
-	taken := func(n string) bool { return n == "platform_whoami" }
-	var warnings []string
-	c, err := buildCatalog([]agentPages{{agent: "search", pages: pages}}, taken, func(msg string, _ ...any) { warnings = append(warnings, msg) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, hook := unionGateway(t, map[string][]string{"search": pages})
+	c := testCatalog(t, g, testToken)
 	var names []string
 	for _, tl := range c.tools {
 		names = append(names, tl.exposed)
@@ -137,8 +188,8 @@ func TestBuildCatalog(t *testing.T) {
 	if got := strings.Join(names, ","); got != "echo,last,noschema,search.platform_whoami" {
 		t.Fatalf("tools = %s", got)
 	}
-	if len(warnings) != 2 { // "bad name!" and the second echo
-		t.Fatalf("warnings = %v", warnings)
+	if w := warnings(hook); len(w) != 1 { // one line for "bad name!" and the second echo
+		t.Fatalf("warnings = %v", w)
 	}
 	renamed, _ := c.lookup("search.platform_whoami")
 	if renamed.name != "platform_whoami" || renamed.agent != "search" || !strings.Contains(string(renamed.raw), `"name":"search.platform_whoami"`) ||
@@ -159,52 +210,38 @@ func TestBuildCatalog(t *testing.T) {
 
 // The union of several agents: a name one agent holds alone keeps it; a
 // name two agents hold is <agent>.<name> for both, and so is an agent's
-// tool that a platform tool's name hides; the same answers in another
-// order give the same names.
-func TestBuildCatalogUnion(t *testing.T) {
-	page := func(names ...string) []json.RawMessage {
-		var b strings.Builder
-		b.WriteString(`{"tools":[`)
-		for i, n := range names {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(`{"name":"` + n + `"}`)
-		}
-		b.WriteString(`]}`)
-		return []json.RawMessage{json.RawMessage(b.String())}
-	}
-	answers := []agentPages{
-		{agent: "files", pages: page("read", "search", "platform_whoami")},
-		{agent: "search", pages: page("search", "rank")},
-		{agent: "web", pages: page("fetch", "search", "files.read")},
-	}
-	taken := func(n string) bool { return n == "platform_whoami" }
-	var warnings []string
-	c, err := buildCatalog(answers, taken, func(msg string, _ ...any) { warnings = append(warnings, msg) })
-	if err != nil {
-		t.Fatal(err)
-	}
+// tool that a platform tool's name hides, and every dotted name (it would
+// read as another agent's).
+func TestCatalogUnion(t *testing.T) {
+	g, hook := unionGateway(t, map[string][]string{
+		"files":  {toolsPage("read", "search", "platform_whoami")},
+		"search": {toolsPage("search", "rank")},
+		"web":    {toolsPage("fetch", "search", "files.read")},
+	})
+	c := testCatalog(t, g, testToken)
 	var got []string
 	for _, tl := range c.tools {
 		got = append(got, tl.exposed+"@"+tl.agent+":"+tl.name)
 	}
-	want := "fetch@web:fetch,files.platform_whoami@files:platform_whoami,files.read@web:files.read,files.search@files:search," +
-		"rank@search:rank,read@files:read,search.search@search:search,web.search@web:search"
+	want := "fetch@web:fetch,files.platform_whoami@files:platform_whoami,files.search@files:search," +
+		"rank@search:rank,read@files:read,search.search@search:search,web.files.read@web:files.read,web.search@web:search"
 	if strings.Join(got, ",") != want {
 		t.Fatalf("union:\n got %s\nwant %s", strings.Join(got, ","), want)
 	}
-	if len(warnings) != 0 {
-		t.Errorf("warnings: %v", warnings)
+	if w := warnings(hook); len(w) != 0 {
+		t.Errorf("warnings: %v", w)
 	}
-	// web's own "files.read" is unique, so it keeps its name; had files'
-	// read been qualified too, the second would be left out, not merged.
-	clash := []agentPages{{agent: "files", pages: page("read", "x")}, {agent: "web", pages: page("files.read", "x")}}
-	c, _ = buildCatalog(clash, taken, func(msg string, _ ...any) { warnings = append(warnings, msg) })
-	if t2, ok := c.lookup("files.read"); !ok || t2.agent != "web" {
-		t.Errorf("files.read: %+v", t2)
+	// web's own "files.read" is web's, never files': had files' read been
+	// qualified too, the name would still be files' alone.
+	g, _ = unionGateway(t, map[string][]string{"files": {toolsPage("read", "x")}, "web": {toolsPage("files.read", "x")}})
+	c = testCatalog(t, g, testToken)
+	if t2, ok := c.lookup("files.x"); !ok || t2.agent != "files" {
+		t.Errorf("files.x: %+v", t2)
 	}
-	if _, ok := c.lookup("web.x"); !ok {
-		t.Error("web.x missing")
+	if t2, ok := c.lookup("web.files.read"); !ok || t2.agent != "web" || t2.name != "files.read" {
+		t.Errorf("web.files.read: %+v", t2)
+	}
+	if _, ok := c.lookup("files.read"); ok {
+		t.Error("files.read listed: it reads as files' tool")
 	}
 }

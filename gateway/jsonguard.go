@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"unicode"
 	"unicode/utf8"
+
+	textclip "github.com/toolbus/toolbus/internal/clip"
 )
 
 // Guards on a request body that the decoder cannot give.
@@ -192,15 +194,8 @@ func skipValue(b []byte, i int) int {
 }
 
 // clip shortens a client-supplied name for an error message: the answer to
-// a 1 MiB method or tool name need not carry it back.
+// a 1 MiB method or tool name need not carry it back. At most 128 bytes of
+// it, and "…" when cut.
 func clip(s string) string {
-	const max = 128
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return textclip.Marked(s, 128+len("…"))
 }

@@ -27,20 +27,37 @@ type PresenceNotifier interface {
 	PresenceChanged() <-chan struct{}
 }
 
+// DefaultListChangedInterval is Options.ListChangedInterval's default.
+const DefaultListChangedInterval = time.Second
+
 // listeners are the open listening streams: each has a wake-up channel
 // with room for one signal, so a burst of changes is one notification per
-// stream, and notify never blocks.
+// stream, and notify never blocks. Wake-ups are also spaced by an
+// interval: an agent churning its presence would otherwise make every
+// listening client ask for the tool list again at each change.
 type listeners struct {
 	mu   sync.Mutex
 	subs map[chan struct{}]struct{}
+	// last is when the streams were last woken; trailing is the timer
+	// that wakes them at the end of the interval for the changes that came
+	// within it (nil: none pending).
+	last     time.Time
+	trailing *time.Timer
+	// now and afterFunc replace time.Now and time.AfterFunc (tests).
+	now       func() time.Time
+	afterFunc func(time.Duration, func()) *time.Timer
 	// ended is closed when the HTTP server shuts down (EndStreams): the
 	// streams end, or Shutdown would wait for them for ever.
 	ended     chan struct{}
 	endedOnce sync.Once
+	// stopped: stop ran (Close or EndStreams); no trailing wake-up is
+	// armed again, nobody being left to wake.
+	stopped bool
 }
 
 func newListeners() *listeners {
-	return &listeners{subs: make(map[chan struct{}]struct{}), ended: make(chan struct{})}
+	return &listeners{subs: make(map[chan struct{}]struct{}), ended: make(chan struct{}),
+		now: time.Now, afterFunc: time.AfterFunc}
 }
 
 func (l *listeners) add() chan struct{} {
@@ -57,15 +74,55 @@ func (l *listeners) remove(ch chan struct{}) {
 	l.mu.Unlock()
 }
 
-// notify wakes every listening stream.
-func (l *listeners) notify() {
+// notify wakes every listening stream: at once if the last wake-up is
+// every ago or more, else once when every has passed since it (however
+// many changes come meanwhile). every <= 0 wakes them at once.
+func (l *listeners) notify(every time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.trailing != nil || l.stopped {
+		return // the pending wake-up carries this change too
+	}
+	now := l.now()
+	if wait := every - now.Sub(l.last); every > 0 && !l.last.IsZero() && wait > 0 {
+		l.trailing = l.afterFunc(wait, l.wakeTrailing)
+		return
+	}
+	l.last = now
+	l.wake()
+}
+
+// wakeTrailing wakes the streams at the end of an interval.
+func (l *listeners) wakeTrailing() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return // stop came after the timer fired
+	}
+	l.trailing = nil
+	l.last = l.now()
+	l.wake()
+}
+
+// wake wakes every stream; l.mu is held.
+func (l *listeners) wake() {
 	for ch := range l.subs {
 		select {
 		case ch <- struct{}{}:
 		default: // a wake-up is pending already
 		}
+	}
+}
+
+// stop stops the trailing wake-up, whose timer notify started, and any
+// later one: the gateway that owns the listeners is closing.
+func (l *listeners) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopped = true
+	if l.trailing != nil {
+		l.trailing.Stop()
+		l.trailing = nil
 	}
 }
 
@@ -80,9 +137,21 @@ func (l *listeners) count() int {
 
 // EndStreams ends every listening stream: for http.Server.RegisterOnShutdown,
 // since Shutdown waits for open requests and these never finish by themselves.
-// New ones are refused from then on.
+// New ones are refused from then on, and no trailing list_changed wake-up
+// is left pending.
 func (g *Gateway) EndStreams() {
 	g.listeners.endedOnce.Do(func() { close(g.listeners.ended) })
+	g.listeners.stop()
+}
+
+// notifyListChanged tells the listening streams that the tool list may
+// have changed, no more often than ListChangedInterval.
+func (g *Gateway) notifyListChanged() {
+	every := g.opts.ListChangedInterval
+	if every == 0 {
+		every = DefaultListChangedInterval
+	}
+	g.listeners.notify(every)
 }
 
 // watchPresence notifies the listening streams of every presence change,
@@ -93,7 +162,7 @@ func (g *Gateway) watchPresence(pn PresenceNotifier) {
 		changed := pn.PresenceChanged()
 		select {
 		case <-changed:
-			g.listeners.notify()
+			g.notifyListChanged()
 		case <-g.done:
 			return
 		}

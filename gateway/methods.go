@@ -72,7 +72,7 @@ type answer struct {
 	result     json.RawMessage
 	err        *jsonrpc.Error
 	refusal    refusal
-	retryAfter int // seconds, with refusedRateLimited
+	retryAfter int // seconds, with refusedRateLimited and refusedTooManySessions
 	// needScope is the scope whose lack refused the request, for the
 	// 403's insufficient_scope challenge (step-up authorization).
 	needScope string
@@ -87,6 +87,7 @@ const (
 	refusedRateLimited               // a rate limit; retry after answer.retryAfter
 	refusedUnknownMethod             // no such method in the request's era
 	refusedMissingCapability         // the client lacks a capability the answer needs
+	refusedTooManySessions           // the user's session bound; retry after answer.retryAfter
 )
 
 func result(b []byte) answer          { return answer{result: b} }
@@ -166,7 +167,12 @@ func (g *Gateway) initialize(r *request) answer {
 	if !declaresAny(caps) {
 		caps = nil // nothing to tell the agents: spares re-encoding params per call
 	}
-	_, r.sessionID = g.sessions.create(r.tok.UserID, r.tok.Holder(), version, caps)
+	// create copies what it keeps of version and caps: both point into the
+	// request body, which a session must not pin for its life.
+	var err error
+	if _, r.sessionID, err = g.sessions.create(r.tok.UserID, r.tok.Holder(), version, caps); err != nil {
+		return tooManySessions(r)
+	}
 	res := map[string]any{
 		"protocolVersion": version,
 		"capabilities":    json.RawMessage(capabilitiesJSON),

@@ -169,7 +169,7 @@ func (g *Gateway) agentRequest(r *request, agent, method string, params json.Raw
 		start := time.Now()
 		defer func() { g.opts.Observer.AgentRequest(method, time.Since(start), err) }()
 	}
-	relay := func(_ string, m *jsonrpc.Message) { g.relay(r, m) }
+	relay := func(_ string, m *jsonrpc.Message) { g.relay(r, agent, m) }
 	for round := 0; ; round++ {
 		msg, err := g.opts.Agents.Request(ctx, r.bus, agent, callerOf(r.tok), method, params, relay)
 		if err != nil || msg.Error != nil || !mrtr || r.modern || r.sess == nil {

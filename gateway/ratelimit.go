@@ -183,6 +183,20 @@ func (g *Gateway) rateLimited(w http.ResponseWriter, r *http.Request, what strin
 	writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "rate_limited", "message": msg, "retryAfter": secs})
 }
 
+// tooManySessionsMessage says why errTooManySessions refused a session,
+// and what to do.
+var tooManySessionsMessage = fmt.Sprintf("the user has too many sessions on this gateway, and this token has none "+
+	"to give up; end sessions no longer used (DELETE), or retry after %d s", sessionsFullRetry)
+
+// tooManySessions answers an initialize that errTooManySessions refused
+// (HTTP 429 with Retry-After).
+func tooManySessions(r *request) answer {
+	r.setOutcome(OutcomeRefused, "too_many_sessions")
+	data, _ := json.Marshal(map[string]int{"retryAfter": sessionsFullRetry})
+	return answer{err: &jsonrpc.Error{Code: codeRateLimited, Message: tooManySessionsMessage, Data: data},
+		refusal: refusedTooManySessions, retryAfter: sessionsFullRetry}
+}
+
 // rateLimitedCall answers a tools/call that the agent-tools limit refused
 // (HTTP 429 with Retry-After while no stream has started).
 func (g *Gateway) rateLimitedCall(r *request, wait time.Duration) answer {

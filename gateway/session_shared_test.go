@@ -41,7 +41,7 @@ func TestSessionsSharedEnd(t *testing.T) {
 	a, bNoCache, bCached := replica(0), replica(-1), replica(time.Second)
 
 	caps := json.RawMessage(`{"sampling": {}, "roots": {"listChanged": true}}`)
-	s, id := a.create("alice", "tb_1", version20251125, caps)
+	s, id := mustCreate(t, a, "alice", "tb_1", version20251125, caps)
 	for name, b := range map[string]*sessions{"no cache": bNoCache, "cached": bCached} {
 		got, err := b.lookup(id, "alice", "tb_1")
 		if err == nil {
@@ -84,7 +84,7 @@ func TestSessionsSharedEnd(t *testing.T) {
 	}
 
 	// A session ended on no replica is served after a store outage too.
-	_, id2 := a.create("alice", "tb_1", version20251125, nil)
+	_, id2 := mustCreate(t, a, "alice", "tb_1", version20251125, nil)
 	_ = st.Close()
 	got, err := bNoCache.lookup(id2, "alice", "tb_1")
 	if err == nil {
@@ -115,7 +115,7 @@ func TestClaimCaps(t *testing.T) {
 		}
 	}
 	ss := newSessions([]byte("k"), time.Hour)
-	_, id := ss.create("u", "t", version20251125, json.RawMessage(big))
+	_, id := mustCreate(t, ss, "u", "t", version20251125, json.RawMessage(big))
 	if len(id) > maxSessionIDLen {
 		t.Fatalf("session id of %d bytes exceeds maxSessionIDLen", len(id))
 	}
@@ -142,7 +142,7 @@ func TestSessionsSharedNewSessionNotAsked(t *testing.T) {
 	ss := newSessions([]byte("secret"), time.Hour)
 	ss.now = func() time.Time { return now }
 	ss.shareEnded(st, time.Second, nil)
-	s, _ := ss.create("alice", "tb_1", version20251125, nil)
+	s, _ := mustCreate(t, ss, "alice", "tb_1", version20251125, nil)
 	for range 3 {
 		if err := ss.checkShared(ctx, s); err != nil {
 			t.Fatal(err)

@@ -47,17 +47,20 @@ func callerOf(tok acl.Token) *contract.Caller {
 
 // agentCatalog returns the expert agents' tools for the request's context.
 func (g *Gateway) agentCatalog(r *request) (*agentCatalog, error) {
-	return g.catalogs.get(r.ctx, r.bus, g.opts.Agents.PresenceGeneration(), func(ctx context.Context) (*agentCatalog, error) {
-		return g.fetchCatalog(ctx, r.bus, r.tok, g.logger(r.ctx))
+	return g.catalogs.get(r.ctx, r.bus, g.opts.Agents.PresenceGeneration(), func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error) {
+		return g.fetchCatalog(ctx, r.bus, r.tok, stale, g.logger(r.ctx))
 	})
 }
 
-// fetchCatalog asks every online agent, concurrently, for all pages of its
-// tool list in a context, and builds their union. An agent that fails or
-// does not answer within ListTimeout is left out (logged and counted), and
-// the union is marked partial so that it is asked again soon; only when
-// every agent fails is it an error.
-func (g *Gateway) fetchCatalog(ctx context.Context, key contract.Context, tok acl.Token, log *logrus.Entry) (*agentCatalog, error) {
+// fetchCatalog builds the union of the online agents' tools in a context.
+// It asks, concurrently, every agent whose answer the stale catalog does
+// not hold still fresh (its own presence changed, or its TTL passed) for
+// all pages of its tool list: another agent's coming, going or churn
+// costs the others nothing. An agent that fails or does not answer within
+// ListTimeout is left out (logged and counted), and the union is marked
+// partial so that it is asked again soon; only when every agent fails is
+// it an error.
+func (g *Gateway) fetchCatalog(ctx context.Context, key contract.Context, tok acl.Token, stale *agentCatalog, log *logrus.Entry) (*agentCatalog, error) {
 	// Shared by concurrent requests of the context: one caller leaving must
 	// not cancel the fetch for the others.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ListTimeout)
@@ -66,80 +69,123 @@ func (g *Gateway) fetchCatalog(ctx context.Context, key contract.Context, tok ac
 	if len(online) == 0 {
 		return nil, requester.ErrNoAgent
 	}
+	held := map[string]agentAnswer{}
+	if stale != nil {
+		for _, a := range stale.answers {
+			held[a.list.agent] = a
+		}
+	}
 	// An agent that let its last list time out is not waited for again
 	// until silentRetry has passed: one silent agent costs the union one
 	// ListTimeout, not one per context.
-	var agents []string
+	answers := make([]agentAnswer, len(online))
+	errs := make([]error, len(online))
 	skipped := false
-	for _, a := range online {
-		if until, ok := g.silent.Load(a); ok && time.Now().Before(until.(time.Time)) {
-			skipped = true
+	var wg sync.WaitGroup
+	for i, agent := range online {
+		gen := g.agentGeneration(agent)
+		if a, ok := held[agent]; ok && g.catalogs.reusable(a, gen) {
+			answers[i] = a
 			continue
 		}
-		agents = append(agents, a)
-	}
-	if len(agents) == 0 {
-		return nil, fmt.Errorf("%w: every online agent let its tool list time out lately", requester.ErrTimeout)
-	}
-	answers := make([]agentPages, len(agents))
-	errs := make([]error, len(agents))
-	var wg sync.WaitGroup
-	for i, agent := range agents {
+		if until, ok := g.silent.Load(agent); ok && time.Now().Before(until.(time.Time)) {
+			skipped = true
+			errs[i] = errSkipped
+			continue
+		}
 		wg.Go(func() {
-			answers[i].agent = agent
-			answers[i].pages, errs[i] = g.fetchAgentTools(ctx, key, agent, tok)
+			answers[i].gen, answers[i].fetched = gen, g.catalogs.now()
+			answers[i].list, errs[i] = g.fetchAgentList(ctx, key, agent, tok, log)
 		})
 	}
 	wg.Wait()
-	var ok []agentPages
+	c := &agentCatalog{partial: skipped}
+	var lists []*agentList
 	var failed []error
-	for i, a := range answers {
-		if errs[i] != nil {
+	for i, agent := range online {
+		switch {
+		case errs[i] == errSkipped:
+			continue
+		case errs[i] != nil:
 			g.stats.agentListFailed()
 			if errors.Is(errs[i], requester.ErrTimeout) {
-				g.silent.Store(a.agent, time.Now().Add(silentRetry))
+				g.silent.Store(agent, time.Now().Add(silentRetry))
 			}
-			log.WithError(errs[i]).WithField("agent", a.agent).Warn("tools/list without this agent's tools")
-			failed = append(failed, fmt.Errorf("agent %s: %w", a.agent, errs[i]))
+			log.WithError(errs[i]).WithField("agent", agent).Warn("tools/list without this agent's tools")
+			failed = append(failed, fmt.Errorf("agent %s: %w", agent, errs[i]))
+			c.partial = true
 			continue
 		}
-		g.silent.Delete(a.agent)
-		ok = append(ok, a)
+		g.silent.Delete(agent)
+		a := answers[i]
+		if c.fetched.IsZero() || a.fetched.Before(c.fetched) {
+			c.fetched = a.fetched
+		}
+		c.answers = append(c.answers, a)
+		lists = append(lists, a.list)
 	}
-	if len(ok) == 0 {
+	if len(lists) == 0 {
+		if len(failed) == 0 {
+			return nil, fmt.Errorf("%w: every online agent let its tool list time out lately", requester.ErrTimeout)
+		}
 		return nil, errors.Join(failed...)
 	}
-	// The answers, agent by agent, are the key of the shared tool sets.
-	var pages []json.RawMessage
-	for _, a := range ok {
-		name, _ := json.Marshal(a.agent)
-		pages = append(pages, name)
-		pages = append(pages, a.pages...)
-	}
-	set, err := g.toolSets.get(pages, func() (*toolSet, error) {
-		return buildCatalog(ok, g.platformTaken, func(msg string, args ...any) {
-			f := logrus.Fields{}
-			for i := 0; i+1 < len(args); i += 2 {
-				f[fmt.Sprint(args[i])] = args[i+1]
-			}
-			log.WithFields(f).Warn(msg)
-		})
+	set, err := g.toolSets.union(lists, func() (*toolSet, error) {
+		set, left := buildUnion(lists, g.platformTaken)
+		if !left.empty() {
+			g.stats.addLeftOut(left)
+			log.WithFields(left.fields()).Warn("agent tools left out of the union: their names are taken")
+		}
+		return set, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &agentCatalog{toolSet: set, partial: skipped || len(failed) > 0}, nil
+	c.toolSet = set
+	return c, nil
 }
+
+// errSkipped marks an agent left out of a union because it was silent
+// lately.
+var errSkipped = errors.New("silent lately: not asked")
 
 // silentRetry is how long an agent whose tool list timed out is left out of
 // the union before it is asked again.
 const silentRetry = 5 * time.Second
 
-// fetchAgentTools asks one agent for all pages of its tool list.
-func (g *Gateway) fetchAgentTools(ctx context.Context, key contract.Context, agent string, tok acl.Token) ([]json.RawMessage, error) {
-	var pages []json.RawMessage
+// fetchAgentList asks one agent for its tool list and keeps what the
+// bounds allow (decodeAgentList), shared with the contexts that got the
+// same answer. What it leaves out is counted each time, and logged in one
+// line when the answer is new.
+func (g *Gateway) fetchAgentList(ctx context.Context, key contract.Context, agent string, tok acl.Token, log *logrus.Entry) (*agentList, error) {
+	lim := g.toolListLimits()
+	a, err := g.fetchAgentTools(ctx, key, agent, tok, lim.bytes)
+	if err != nil {
+		return nil, err
+	}
+	g.stats.agentListAsked()
+	l, fresh, err := g.toolSets.agentList(a, lim.bytes, func() (*agentList, error) { return decodeAgentList(a, lim) })
+	if err != nil {
+		return nil, err
+	}
+	g.stats.addLeftOut(l.left)
+	if fresh && !l.left.empty() {
+		log.WithField("agent", agent).WithFields(l.left.fields()).Warn("agent tools left out of tools/list (bounds: --max-agent-tools, --max-agent-list-bytes, --max-tool-bytes)")
+	}
+	return l, nil
+}
+
+// fetchAgentTools asks one agent for the pages of its tool list, until
+// there is no next page, maxToolPages, or maxBytes of pages.
+func (g *Gateway) fetchAgentTools(ctx context.Context, key contract.Context, agent string, tok acl.Token, maxBytes int) (agentPages, error) {
+	a := agentPages{agent: agent}
 	var cursor string
-	for range maxToolPages {
+	size := 0
+	for page := 0; ; page++ {
+		if page == maxToolPages || size >= maxBytes {
+			a.cut = true
+			break
+		}
 		var params json.RawMessage
 		if cursor != "" {
 			params, _ = json.Marshal(map[string]string{"cursor": cursor})
@@ -150,12 +196,13 @@ func (g *Gateway) fetchAgentTools(ctx context.Context, key contract.Context, age
 			g.opts.Observer.AgentRequest("tools/list", time.Since(start), err)
 		}
 		if err != nil {
-			return nil, err
+			return agentPages{}, err
 		}
 		if m.Error != nil {
-			return nil, m.Error
+			return agentPages{}, m.Error
 		}
-		pages = append(pages, m.Result)
+		a.pages = append(a.pages, m.Result)
+		size += len(m.Result)
 		var next struct {
 			NextCursor string `json:"nextCursor"`
 		}
@@ -164,7 +211,7 @@ func (g *Gateway) fetchAgentTools(ctx context.Context, key contract.Context, age
 			break
 		}
 	}
-	return pages, nil
+	return a, nil
 }
 
 func (g *Gateway) toolsList(r *request) answer {
@@ -390,8 +437,9 @@ func (g *Gateway) lookupAgentTool(r *request, name string) (agentTool, bool, err
 	return t, ok, nil
 }
 
-// relay sends an agent's interim message for an open call to the client.
-func (g *Gateway) relay(r *request, m *jsonrpc.Message) {
+// relay sends the interim message agent sent for an open call to the
+// client.
+func (g *Gateway) relay(r *request, agent string, m *jsonrpc.Message) {
 	switch m.Method {
 	case "notifications/progress":
 	case "notifications/message":
@@ -403,8 +451,8 @@ func (g *Gateway) relay(r *request, m *jsonrpc.Message) {
 			return
 		}
 	case "notifications/tools/list_changed":
-		g.catalogs.invalidate(r.bus)
-		g.listeners.notify()
+		g.catalogs.invalidateAgent(r.bus, agent)
+		g.notifyListChanged()
 		return
 	default:
 		g.logger(r.ctx).WithField("method", m.Method).Debug("agent message not relayed")
@@ -461,8 +509,8 @@ func (g *Gateway) agentFailure(r *request, name string, err error) answer {
 func (g *Gateway) AgentTools(ctx context.Context, tok acl.Token) ([]platformtools.AgentTool, error) {
 	key := contract.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID, SessionID: "tok-" + tok.ID,
 		EntityType: contract.NoEntity, EntityID: contract.NoEntity}
-	cat, err := g.catalogs.get(ctx, key, g.opts.Agents.PresenceGeneration(), func(ctx context.Context) (*agentCatalog, error) {
-		return g.fetchCatalog(ctx, key, tok, g.log)
+	cat, err := g.catalogs.get(ctx, key, g.opts.Agents.PresenceGeneration(), func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error) {
+		return g.fetchCatalog(ctx, key, tok, stale, g.log)
 	})
 	if err != nil {
 		return nil, err

@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"hash/maphash"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -15,13 +18,17 @@ import (
 // own), but nearly all of them get the very same tools/list answer: built
 // once, the list costs one map lookup per context instead of a decode and
 // re-encode of every tool, and one copy in memory instead of one per
-// context. An answer is recognised by its bytes, compared in full on a hash
-// hit, so no agent can pass its list off as another's.
+// context. One agent's answer is recognised by a SHA-256 of its agent's
+// name and its pages (answerKey), so no agent can pass its list off as
+// another's, and its bytes need not be kept to compare; a union by the
+// IDs of its lists, compared in full on a hash hit.
 type toolSets struct {
-	seed maphash.Seed
-	mu   sync.Mutex
-	lru  *simplelru.LRU[uint64, *sharedToolSet]
-	last atomic.Pointer[toolSet] // the set of the latest answer any context got
+	seed  maphash.Seed
+	mu    sync.Mutex
+	lru   *simplelru.LRU[uint64, *sharedToolSet]
+	lists *simplelru.LRU[[sha256.Size]byte, *agentList] // one agent's answers (agentList)
+	last  atomic.Pointer[toolSet]                       // the set of the latest answer any context got
+	ids   atomic.Uint64                                 // the last agentList.id given
 }
 
 type sharedToolSet struct {
@@ -33,12 +40,85 @@ type sharedToolSet struct {
 // (or versions) in use at once.
 const toolSetsSize = 64
 
+// agentListsSize bounds the distinct answers of single agents kept for
+// sharing.
+const agentListsSize = 4 * toolSetsSize
+
 func newToolSets() *toolSets {
 	l, err := simplelru.NewLRU[uint64, *sharedToolSet](toolSetsSize, nil)
 	if err != nil {
 		panic(err) // the size is a positive constant
 	}
-	return &toolSets{seed: maphash.MakeSeed(), lru: l}
+	lists, err := simplelru.NewLRU[[sha256.Size]byte, *agentList](agentListsSize, nil)
+	if err != nil {
+		panic(err) // the size is a positive constant
+	}
+	return &toolSets{seed: maphash.MakeSeed(), lru: l, lists: lists}
+}
+
+// agentList returns what is kept of one agent's answer, decoded with
+// decode the first time that agent gave those very bytes. fresh says it
+// was decoded now (what it left out is then logged). An answer cut short
+// (a.cut) or over maxBytes is decoded each time and not shared.
+func (ts *toolSets) agentList(a agentPages, maxBytes int, decode func() (*agentList, error)) (l *agentList, fresh bool, err error) {
+	size := 0
+	for _, p := range a.pages {
+		size += len(p)
+	}
+	share := !a.cut && size <= maxBytes
+	var key [sha256.Size]byte
+	if share {
+		key = answerKey(a)
+		ts.mu.Lock()
+		l, ok := ts.lists.Get(key)
+		ts.mu.Unlock()
+		if ok {
+			return l, false, nil
+		}
+	}
+	l, err = decode()
+	if err != nil {
+		return nil, false, err
+	}
+	l.id = ts.ids.Add(1)
+	if share {
+		ts.mu.Lock()
+		ts.lists.Add(key, l)
+		ts.mu.Unlock()
+	}
+	return l, true, nil
+}
+
+// answerKey is the SHA-256 of an agent's name and its answer's pages,
+// each prefixed with its length: two answers share a key only if the same
+// agent gave the very same pages, which an agent cannot forge (a keyed
+// 64-bit hash would need the bytes kept to compare on a hit).
+func answerKey(a agentPages) [sha256.Size]byte {
+	h := sha256.New()
+	var n [8]byte
+	write := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	write([]byte(a.agent))
+	for _, p := range a.pages {
+		write(p)
+	}
+	var key [sha256.Size]byte
+	h.Sum(key[:0])
+	return key
+}
+
+// union returns the union of lists (buildUnion), built with build the
+// first time these very lists meet: contexts whose agents all gave the
+// same answers share one.
+func (ts *toolSets) union(lists []*agentList, build func() (*toolSet, error)) (*toolSet, error) {
+	key := make([]json.RawMessage, len(lists))
+	for i, l := range lists {
+		key[i] = strconv.AppendUint(nil, l.id, 10)
+	}
+	return ts.get(key, build)
 }
 
 // get returns the tool set built from pages, building it with build the

@@ -187,9 +187,13 @@ func (g *Gateway) respond(rw *rpcWriter, r *http.Request, req *request, a answer
 			if a.needScope != "" && !rw.sse {
 				rw.w.Header().Set("WWW-Authenticate", g.insufficientScope(r, req.tok, a.needScope))
 			}
-		case refusedRateLimited:
+		case refusedRateLimited, refusedTooManySessions:
 			status = http.StatusTooManyRequests
-			g.noteRefusal(r, status, "rate_limited")
+			reason := "rate_limited"
+			if a.refusal == refusedTooManySessions {
+				reason = "too_many_sessions"
+			}
+			g.noteRefusal(r, status, reason)
 			if !rw.sse {
 				rw.w.Header().Set("Retry-After", strconv.Itoa(a.retryAfter))
 			}
@@ -419,6 +423,12 @@ func (g *Gateway) sessionOf(w http.ResponseWriter, r *http.Request) (*session, b
 	s, err := g.sessions.lookup(id, tok.UserID, tok.Holder())
 	if err == nil {
 		err = g.sessions.checkShared(r.Context(), s)
+	}
+	if errors.Is(err, errTooManySessions) {
+		// A session of another replica, resumed here, at the user's bound.
+		w.Header().Set("Retry-After", strconv.Itoa(sessionsFullRetry))
+		g.refuse(w, r, http.StatusTooManyRequests, "too_many_sessions", tooManySessionsMessage)
+		return nil, false
 	}
 	if err != nil {
 		g.refuse(w, r, http.StatusNotFound, "unknown_session", err.Error())

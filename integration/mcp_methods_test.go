@@ -112,8 +112,8 @@ func TestMCPCancellation(t *testing.T) {
 // TestMCPToolsPagination: 5 000 agent tools come back in pages that the
 // official client follows, each tool once, in a stable order.
 func TestMCPToolsPagination(t *testing.T) {
-	srv := startServer(t, server.Config{ListTimeout: 20 * time.Second})
-	const n = 5000
+	const n = 5000 // past the default --max-agent-tools: raised for this agent
+	srv := startServer(t, server.Config{ListTimeout: 20 * time.Second, MaxAgentTools: n})
 	ctx := testCtx(t, 60*time.Second)
 	if _, err := srv.Store().AddIdentity(ctx, "many", acl.RoleExpertAgent, []byte(agentPassword)); err != nil {
 		t.Fatal(err)

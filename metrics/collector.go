@@ -42,6 +42,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		for kind, v := range map[string]uint64{"malformed": s.Dropped, "late": s.Late, "duplicate": s.Duplicates, "mismatched": s.Mismatched, "interim_overflow": s.InterimDropped} {
 			ch <- prometheus.MustNewConstMetric(discarded, prometheus.CounterValue, float64(v), kind)
 		}
+		ignored := desc("agent_presence_ignored_total",
+			"Presence messages the gateway ignored, by reason: too_large (over 4 KiB), instance_limit (the agent had --max-agent-instances already).", "reason")
+		for reason, v := range map[string]uint64{"too_large": s.PresenceTooLarge, "instance_limit": s.InstancesRefused} {
+			ch <- prometheus.MustNewConstMetric(ignored, prometheus.CounterValue, float64(v), reason)
+		}
 		online := 0
 		for _, a := range r.Agents() {
 			if a.Online {
@@ -54,6 +59,12 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		s := g.Stats()
 		gauge("mcp_sessions", "Live MCP sessions held by this replica.", float64(s.Sessions))
 		counter("agent_tool_list_failures_total", "tools/list answers given without the expert agents' tools because they did not answer in time.", float64(s.AgentListFailures))
+		counter("agent_tool_lists_fetched_total", "tools/list answers asked of expert agents (all pages of one answer count once).", float64(s.AgentListsFetched))
+		leftOut := desc("agent_tools_left_out_total",
+			"Expert-agent tools left out of the union, by reason: invalid_name, duplicate, too_large, too_many, name_taken; pages_not_fetched counts answers cut short.", "reason")
+		for reason, v := range s.AgentToolsLeftOut {
+			ch <- prometheus.MustNewConstMetric(leftOut, prometheus.CounterValue, float64(v), reason)
+		}
 	}
 	if b := c.opts.Broker; b != nil {
 		s := b.Stats()

@@ -49,3 +49,29 @@ func TestObserverFeedsMetrics(t *testing.T) {
 		}
 	}
 }
+
+type gatewayStats gateway.Stats
+
+func (g gatewayStats) Stats() gateway.Stats { return gateway.Stats(g) }
+
+// TestGatewayCountersExposed: what the gateway left out of agents' tool
+// lists shows by reason, with the lists it fetched.
+func TestGatewayCountersExposed(t *testing.T) {
+	m := metrics.New(metrics.Options{Gateway: gatewayStats{
+		Sessions: 2, AgentListsFetched: 9,
+		AgentToolsLeftOut: map[string]uint64{gateway.LeftOutInvalidName: 20000, gateway.LeftOutTooMany: 3},
+	}})
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`toolbus_mcp_sessions 2`,
+		`toolbus_agent_tool_lists_fetched_total 9`,
+		`toolbus_agent_tools_left_out_total{reason="invalid_name"} 20000`,
+		`toolbus_agent_tools_left_out_total{reason="too_many"} 3`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+}

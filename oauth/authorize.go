@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/internal/clip"
 )
 
 // authRequest is a checked authorization request: what the client asks
@@ -75,7 +75,7 @@ func (s *Server) parseAuthorize(r *http.Request, q url.Values) (*authRequest, *e
 	case req.redirectURI == "":
 		return nil, &errPage{"the request names no redirect_uri, and the client registered several"}, nil
 	case !redirectAllowed(c.RedirectURIs, req.redirectURI):
-		return nil, &errPage{"redirect_uri " + strconv.Quote(req.redirectURI) + " is not one the client registered"}, nil
+		return nil, &errPage{"redirect_uri " + quoteField(req.redirectURI) + " is not one the client registered"}, nil
 	}
 	if rt := q.Get("response_type"); rt != "code" {
 		return req, nil, &oauthError{"unsupported_response_type", "response_type must be code"}
@@ -89,7 +89,7 @@ func (s *Server) parseAuthorize(r *http.Request, q url.Values) (*authRequest, *e
 	} else {
 		for _, sc := range scope {
 			if !slices.Contains(s.opts.Scopes, sc) {
-				return req, nil, &oauthError{"invalid_scope", "scope " + strconv.Quote(sc) + " is not offered; offered: " + strings.Join(s.opts.Scopes, " ")}
+				return req, nil, &oauthError{"invalid_scope", "scope " + quoteField(sc) + " is not offered; offered: " + strings.Join(s.opts.Scopes, " ")}
 			}
 			if !slices.Contains(req.scopes, sc) {
 				req.scopes = append(req.scopes, sc)
@@ -100,7 +100,7 @@ func (s *Server) parseAuthorize(r *http.Request, q url.Values) (*authRequest, *e
 	if req.resource == "" {
 		req.resource = s.opts.DefaultResource(r)
 	} else if !s.opts.Resource(r, req.resource) {
-		return req, nil, &oauthError{"invalid_target", "resource " + strconv.Quote(req.resource) + " is not served here"}
+		return req, nil, &oauthError{"invalid_target", "resource " + quoteField(req.resource) + " is not served here"}
 	}
 	return req, nil, nil
 }
@@ -146,10 +146,11 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, req *authReque
 // client and redirect URI are right, on a page rather than by redirecting
 // to the client: registration is open, so a redirect before the user has
 // done anything would make the gateway an open redirector (RFC 9700
-// section 4.11.1). The user, not the client, reads why.
+// section 4.11.1). The user, not the client, reads why. It counts against
+// the address's rate limit (refusePage).
 func (s *Server) requestError(w http.ResponseWriter, r *http.Request, req *authRequest, e *oauthError) {
-	s.audit(r, acl.AuditEvent{Action: "authorize", ClientID: req.client.ID, Outcome: "refused", Reason: e.Code + ": " + e.Description, Status: http.StatusBadRequest})
-	s.renderError(w, http.StatusBadRequest, "The application asked wrongly ("+e.Code+"): "+e.Description+".")
+	s.refusePage(w, r, acl.AuditEvent{Action: "authorize", ClientID: req.client.ID, Outcome: "refused", Reason: e.Code + ": " + e.Description, Status: http.StatusBadRequest},
+		"The application asked wrongly ("+e.Code+"): "+e.Description+".")
 }
 
 // authorizePage shows the sign-in and consent page for a valid request.
@@ -158,8 +159,7 @@ func (s *Server) authorizePage(w http.ResponseWriter, r *http.Request) {
 	req, bad, oerr := s.parseAuthorize(r, q)
 	switch {
 	case bad != nil:
-		s.audit(r, acl.AuditEvent{Action: "authorize", ClientID: q.Get("client_id"), Outcome: "refused", Reason: bad.msg, Status: http.StatusBadRequest})
-		s.renderError(w, http.StatusBadRequest, bad.msg)
+		s.refusePage(w, r, acl.AuditEvent{Action: "authorize", ClientID: q.Get("client_id"), Outcome: "refused", Reason: bad.msg, Status: http.StatusBadRequest}, bad.msg)
 	case oerr != nil:
 		s.requestError(w, r, req, oerr)
 	default:
@@ -192,13 +192,13 @@ func parseChoices(req *authRequest, f url.Values) (consentChoices, string) {
 	for _, e := range splitList(ch.entitiesText) {
 		ent, err := acl.ParseEntity(e)
 		if err != nil || ent.Type == acl.PlainEntity.Type || ent.ID == acl.PlainEntity.ID {
-			return ch, "Entity " + strconv.Quote(e) + " is not TYPE/ID."
+			return ch, "Entity " + quoteField(e) + " is not TYPE/ID."
 		}
 		ch.entities = append(ch.entities, ent)
 	}
 	for _, a := range splitList(ch.agentsText) {
 		if !acl.ValidLevel(a) {
-			return ch, "Agent " + strconv.Quote(a) + " is not a valid agent name."
+			return ch, "Agent " + quoteField(a) + " is not a valid agent name."
 		}
 		ch.agents = append(ch.agents, a)
 	}
@@ -223,8 +223,7 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 	req, bad, oerr := s.parseAuthorize(r, f)
 	switch {
 	case bad != nil:
-		s.audit(r, acl.AuditEvent{Action: "authorize", ClientID: f.Get("client_id"), Outcome: "refused", Reason: bad.msg, Status: http.StatusBadRequest})
-		s.renderError(w, http.StatusBadRequest, bad.msg)
+		s.refusePage(w, r, acl.AuditEvent{Action: "authorize", ClientID: f.Get("client_id"), Outcome: "refused", Reason: bad.msg, Status: http.StatusBadRequest}, bad.msg)
 		return
 	case oerr != nil:
 		s.requestError(w, r, req, oerr)
@@ -274,16 +273,14 @@ func (s *Server) issueCode(w http.ResponseWriter, r *http.Request, req *authRequ
 	if req.client.Name == "" {
 		name = "oauth: " + req.client.ID
 	}
-	if len(name) > acl.MaxTokenNameLen {
-		name = name[:acl.MaxTokenNameLen]
-		for !utf8.ValidString(name) {
-			name = name[:len(name)-1]
-		}
-	}
+	name = clip.String(name, acl.MaxTokenNameLen)
 	spec := acl.TokenSpec{UserID: user, Scopes: ch.scopes, ReadOnly: ch.readOnly, Entities: ch.entities, Agents: ch.agents,
 		TTL: s.opts.AccessTTL, Name: name, Audience: req.resource, ClientID: req.client.ID}
 	code, err := s.opts.Store.SaveOAuthCode(r.Context(), acl.OAuthCode{ClientID: req.client.ID, RedirectURI: req.redirectURI,
 		Challenge: req.challenge, Spec: spec, Expires: time.Now().Add(s.opts.CodeTTL)})
+	if err == nil {
+		s.unused.used(req.client.ID)
+	}
 	if errors.Is(err, acl.ErrNotFound) { // purged while the user consented
 		s.audit(r, acl.AuditEvent{Action: "consent", Outcome: "refused", ClientID: req.client.ID, UserID: user, Reason: "client purged", Status: http.StatusBadRequest})
 		s.renderError(w, http.StatusBadRequest, unknownClient(req.client.ID))
@@ -416,5 +413,5 @@ var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
 // registration nobody consented to is purged (Options.UnusedClientTTL),
 // while the client may still hold its ID.
 func unknownClient(id string) string {
-	return "unknown client " + strconv.Quote(id) + ": if your MCP client registered a while ago without signing in, remove this server there and add it again"
+	return "unknown client " + quoteField(id) + ": if your MCP client registered a while ago without signing in, remove this server there and add it again"
 }

@@ -25,15 +25,20 @@ import (
 	"github.com/toolbus/toolbus/acl"
 )
 
-// Limits of what a client may register or publish, and of a form posted
-// to the authorization, token or revocation endpoint.
+// Limits of a form posted to the authorization, token or revocation
+// endpoint, of a registration's body and of a client_id URL. What a client
+// may register is bounded by clientLimits.
 const (
 	maxFormBytes         = 64 << 10
 	maxRegistrationBytes = 64 << 10
-	maxRedirectURIs      = 16
 	maxURILen            = 2048
-	maxClientNameLen     = 200
 )
+
+// clientLimits bound what a registration or a metadata document leaves in
+// the store (Options.MaxRedirectURIs, MaxRedirectURILen, MaxClientNameLen).
+type clientLimits struct {
+	uris, uriLen, nameLen int
+}
 
 // errClient is wrapped by the errors of a client's metadata: a
 // registration's invalid_client_metadata or invalid_redirect_uri, a
@@ -58,9 +63,12 @@ func loopbackHost(host string) bool {
 // loopback host (RFC 8252 section 7.3), or a private-use scheme of a
 // native app (section 7.1); never a fragment, credentials or a scheme a
 // browser would run.
-func checkRedirectURI(uri string) error {
-	if len(uri) > maxURILen || strings.ContainsAny(uri, " \t\r\n") {
-		return fmt.Errorf("%w: redirect URI %.60q: too long or holds white space", errRedirectURI, uri)
+func checkRedirectURI(uri string, maxLen int) error {
+	if len(uri) > maxLen {
+		return fmt.Errorf("%w: redirect URI %.60q: over %d bytes", errRedirectURI, uri, maxLen)
+	}
+	if strings.ContainsAny(uri, " \t\r\n") {
+		return fmt.Errorf("%w: redirect URI %.60q: holds white space", errRedirectURI, uri)
 	}
 	u, err := url.Parse(uri)
 	switch {
@@ -108,25 +116,25 @@ func redirectAllowed(registered []string, uri string) bool {
 }
 
 // checkName says why name cannot be shown as a client's name.
-func checkName(name string) error {
-	if len(name) > maxClientNameLen || !utf8.ValidString(name) || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return fmt.Errorf("%w: client_name: at most %d bytes of printable text", errClient, maxClientNameLen)
+func checkName(name string, maxLen int) error {
+	if len(name) > maxLen || !utf8.ValidString(name) || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return fmt.Errorf("%w: client_name: at most %d bytes of printable text", errClient, maxLen)
 	}
 	return nil
 }
 
 // checkMetadata validates what a registration or a metadata document says
 // of the client; it returns whether the client is confidential.
-func checkMetadata(m *oauthex.ClientRegistrationMetadata, allowSecret bool) (confidential bool, err error) {
-	if len(m.RedirectURIs) == 0 || len(m.RedirectURIs) > maxRedirectURIs {
-		return false, fmt.Errorf("%w: want 1 to %d", errRedirectURI, maxRedirectURIs)
+func checkMetadata(m *oauthex.ClientRegistrationMetadata, lim clientLimits, allowSecret bool) (confidential bool, err error) {
+	if len(m.RedirectURIs) == 0 || len(m.RedirectURIs) > lim.uris {
+		return false, fmt.Errorf("%w: want 1 to %d", errRedirectURI, lim.uris)
 	}
 	for _, u := range m.RedirectURIs {
-		if err := checkRedirectURI(u); err != nil {
+		if err := checkRedirectURI(u, lim.uriLen); err != nil {
 			return false, err
 		}
 	}
-	if err := checkName(m.ClientName); err != nil {
+	if err := checkName(m.ClientName, lim.nameLen); err != nil {
 		return false, err
 	}
 	for _, g := range m.GrantTypes {
@@ -171,7 +179,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if m.TokenEndpointAuthMethod == "" {
 		m.TokenEndpointAuthMethod = "client_secret_basic" // RFC 7591's default
 	}
-	confidential, err := checkMetadata(&m, true)
+	confidential, err := checkMetadata(&m, s.meta.limits, true)
 	if err != nil {
 		code := "invalid_client_metadata"
 		if errors.Is(err, errRedirectURI) {
@@ -186,13 +194,20 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if len(m.ResponseTypes) == 0 {
 		m.ResponseTypes = []string{"code"}
 	}
-	// Registrations are rate-limited, so purging here bounds the unused
-	// clients with no goroutine of its own.
-	_, err = s.opts.Store.PurgeUnusedOAuthClients(r.Context(), time.Now().Add(-s.opts.UnusedClientTTL))
-	var c acl.OAuthClient
-	var secret string
-	if err == nil {
-		c, secret, err = s.opts.Store.RegisterOAuthClient(r.Context(), m.ClientName, m.RedirectURIs, confidential)
+	c, secret, wait, err := s.unused.register(r.Context(), s.opts.Store, s.clientAddr(r), m.ClientName, m.RedirectURIs, confidential)
+	if errors.Is(err, errSourceUnused) {
+		secs := retryAfter(w, wait)
+		s.audit(r, acl.AuditEvent{Action: "register", Outcome: "refused", Reason: err.Error(), Status: http.StatusTooManyRequests})
+		writeJSON(w, http.StatusTooManyRequests, oauthError{Code: "slow_down",
+			Description: fmt.Sprintf("too many clients registered from this address and not yet used; retry in %d s", secs)})
+		return
+	}
+	if errors.Is(err, errTooManyUnused) {
+		secs := retryAfter(w, wait)
+		s.audit(r, acl.AuditEvent{Action: "register", Outcome: "refused", Reason: err.Error(), Status: http.StatusServiceUnavailable})
+		writeJSON(w, http.StatusServiceUnavailable, oauthError{Code: "temporarily_unavailable",
+			Description: fmt.Sprintf("too many clients registered and not yet used; retry in %d s", secs)})
+		return
 	}
 	if err != nil {
 		s.log.WithError(err).Error("register client")
@@ -271,6 +286,7 @@ type ClientMetadataOptions struct {
 // metaFetcher fetches and caches Client ID Metadata Documents.
 type metaFetcher struct {
 	opts   ClientMetadataOptions
+	limits clientLimits
 	log    *logrus.Entry
 	client *http.Client
 	// A plain LRU with a fetch time per entry: expirable.LRU would start
@@ -297,7 +313,7 @@ const (
 // errBusy is a fetch refused because maxFetches are under way.
 var errBusy = fmt.Errorf("%w: too many client metadata documents are being fetched; try again", errClient)
 
-func newMetaFetcher(opts ClientMetadataOptions, log *logrus.Entry) *metaFetcher {
+func newMetaFetcher(opts ClientMetadataOptions, limits clientLimits, log *logrus.Entry) *metaFetcher {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
@@ -317,8 +333,9 @@ func newMetaFetcher(opts ClientMetadataOptions, log *logrus.Entry) *metaFetcher 
 	}
 	cache, _ := lru.New[string, fetchedClient](1000) // size > 0 cannot fail
 	return &metaFetcher{
-		opts: opts,
-		log:  log,
+		opts:   opts,
+		limits: limits,
+		log:    log,
 		client: &http.Client{Transport: rt, Timeout: opts.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				// The document must be at the client_id itself.
@@ -493,7 +510,7 @@ func (f *metaFetcher) get(ctx context.Context, id string) (acl.OAuthClient, erro
 	if doc.TokenEndpointAuthMethod == "" {
 		doc.TokenEndpointAuthMethod = "none" // a public document's client has no secret
 	}
-	if _, err := checkMetadata(&doc.ClientRegistrationMetadata, false); err != nil {
+	if _, err := checkMetadata(&doc.ClientRegistrationMetadata, f.limits, false); err != nil {
 		return acl.OAuthClient{}, fmt.Errorf("%s: %w", id, err)
 	}
 	return acl.OAuthClient{ID: id, Name: doc.ClientName, RedirectURIs: doc.RedirectURIs, Created: time.Now()}, nil

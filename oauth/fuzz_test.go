@@ -29,7 +29,7 @@ func FuzzRedirectAllowed(f *testing.F) {
 		f.Add(seed[0], seed[1])
 	}
 	f.Fuzz(func(t *testing.T, reg, uri string) {
-		if checkRedirectURI(reg) != nil || !redirectAllowed([]string{reg}, uri) || uri == reg {
+		if checkRedirectURI(reg, DefaultMaxRedirectURILen) != nil || !redirectAllowed([]string{reg}, uri) || uri == reg {
 			return
 		}
 		r, err := url.Parse(reg)

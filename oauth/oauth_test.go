@@ -26,6 +26,7 @@ import (
 // with one user (alice, password "alice-pw").
 type env struct {
 	t      *testing.T
+	as     *oauth.Server
 	srv    *httptest.Server
 	store  *acl.Store
 	mu     sync.Mutex
@@ -63,6 +64,7 @@ func newEnv(t *testing.T, mod func(*oauth.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.as = as
 	e.srv = httptest.NewServer(as)
 	t.Cleanup(e.srv.Close)
 	return e

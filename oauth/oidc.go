@@ -195,8 +195,8 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		if !errors.Is(err, acl.ErrPendingLogin) {
 			s.log.WithError(err).Error("take sign-in")
 		}
-		s.audit(r, acl.AuditEvent{Action: "sign_in", Outcome: "refused", Reason: "oidc: unknown or expired state", Status: http.StatusBadRequest})
-		s.renderError(w, http.StatusBadRequest, "This sign-in is unknown or expired.")
+		s.refusePage(w, r, acl.AuditEvent{Action: "sign_in", Outcome: "refused", Reason: "oidc: unknown or expired state", Status: http.StatusBadRequest},
+			"This sign-in is unknown or expired.")
 		return
 	}
 	var pl pendingLogin
@@ -206,9 +206,9 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := r.Cookie(browserCookie(s.secure(r)))
 	if err != nil || subtle.ConstantTimeCompare([]byte(hashHex(c.Value)), []byte(pl.Browser)) != 1 {
-		s.audit(r, acl.AuditEvent{Action: "sign_in", ClientID: pl.Form.Get("client_id"), Outcome: "refused",
-			Reason: "oidc: the callback came to another browser than the one that consented", Status: http.StatusForbidden})
-		s.renderError(w, http.StatusForbidden, "This sign-in was started in another browser. Start it again from the application.")
+		s.refusePage(w, r, acl.AuditEvent{Action: "sign_in", ClientID: pl.Form.Get("client_id"), Outcome: "refused",
+			Reason: "oidc: the callback came to another browser than the one that consented", Status: http.StatusForbidden},
+			"This sign-in was started in another browser. Start it again from the application.")
 		return
 	}
 	s.setSigninCookie(w, r, "", -1)

@@ -94,21 +94,16 @@ func TestCheckDialAddr(t *testing.T) {
 	}
 }
 
+// TestClientAddr: the server reads X-Forwarded-For from its trusted
+// proxies only (netsrc.ClientKey has the cases).
 func TestClientAddr(t *testing.T) {
-	s := &Server{opts: Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}}}
+	s := &Server{opts: Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}}
 	for _, tc := range []struct {
 		name, remote, xff, want string
 	}{
-		{"direct", "203.0.113.7:5000", "", "203.0.113.7"},
 		{"direct, forged header ignored", "203.0.113.7:5000", "198.51.100.1", "203.0.113.7"},
 		{"through a trusted proxy", "10.1.2.3:5000", "198.51.100.1", "198.51.100.1"},
-		{"through two trusted proxies", "10.1.2.3:5000", "198.51.100.1, 10.9.9.9", "198.51.100.1"},
-		{"a forged hop before the real one", "10.1.2.3:5000", "1.2.3.4, 198.51.100.1", "198.51.100.1"},
-		{"trusted proxy, no header", "10.1.2.3:5000", "", "10.1.2.3"},
-		{"unreadable hop", "10.1.2.3:5000", "junk", "10.1.2.3"},
 		{"IPv6 by its /64", "[2001:db8:1:2:3:4:5:6]:5000", "", "2001:db8:1:2::/64"},
-		{"IPv4-mapped", "[::ffff:203.0.113.7]:5000", "", "203.0.113.7"},
-		{"IPv6 proxy", "[::1]:5000", "2001:db8:1:2::9", "2001:db8:1:2::/64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/oauth/token", nil)

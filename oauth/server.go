@@ -19,17 +19,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
-	"slices"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/internal/clip"
 	"github.com/toolbus/toolbus/internal/logutil"
+	"github.com/toolbus/toolbus/internal/netsrc"
 )
 
 // Paths the server answers. The metadata paths are for an issuer without a
@@ -91,6 +91,38 @@ type Options struct {
 	// registrations nobody signs in with leave. Each registration purges
 	// the ones older than this. 0 means 24h.
 	UnusedClientTTL time.Duration
+	// MaxUnusedClients bounds the clients registered through this server
+	// (this process) that no user has consented to yet. When it is
+	// reached, a registration first deletes the oldest unused ones
+	// registered MinUnusedClientAge or more before; if there are none, it
+	// is refused with 503 and Retry-After. 0 means DefaultMaxUnusedClients;
+	// negative: no bound but UnusedClientTTL.
+	MaxUnusedClients int
+	// MaxUnusedClientsPerSource bounds those of them registered from one
+	// source (a client address as the rate limits count it, an IPv6
+	// address by its /64), so that filling MaxUnusedClients takes many
+	// sources: beyond it that source's registrations are refused with 429
+	// and Retry-After until one of its clients is used or goes with
+	// UnusedClientTTL. 0 means DefaultMaxUnusedClientsPerSource; negative:
+	// no bound per source.
+	MaxUnusedClientsPerSource int
+	// MaxRedirectURIs bounds the redirect URIs of one client, and
+	// MaxRedirectURILen the bytes of each; MaxClientNameLen bounds its
+	// client_name. 0 means DefaultMaxRedirectURIs, DefaultMaxRedirectURILen
+	// and DefaultMaxClientNameLen. They bound what a registration (or a
+	// Client ID Metadata Document) leaves in the store.
+	MaxRedirectURIs, MaxRedirectURILen, MaxClientNameLen int
+
+	// RefreshGrace is how long the answer to a refresh is given again to
+	// the same client presenting the same (now rotated) refresh token for
+	// the same resource: the same tokens, not new ones, so that a client
+	// that retries, or refreshes from several requests at once, keeps its
+	// grant. A public client, which has no secret to prove it is the
+	// client, gets it only from the address of the refresh it repeats (as
+	// the rate limits see it). Any other reuse of a rotated refresh token
+	// still revokes the grant. 0 means DefaultRefreshGrace; negative: none
+	// (every reuse revokes).
+	RefreshGrace time.Duration
 
 	// ClientMetadata bounds the fetch of Client ID Metadata Documents.
 	ClientMetadata ClientMetadataOptions
@@ -115,15 +147,36 @@ type Options struct {
 	Logger *logrus.Entry
 }
 
+// Defaults of Options.
+const (
+	DefaultMaxUnusedClients = 5000
+	// DefaultMaxUnusedClientsPerSource lets 50 sources, not fewer, fill
+	// DefaultMaxUnusedClients.
+	DefaultMaxUnusedClientsPerSource = 100
+	DefaultMaxRedirectURIs           = 8
+	DefaultMaxRedirectURILen         = 512
+	DefaultMaxClientNameLen          = 200
+	DefaultRefreshGrace              = 5 * time.Second
+)
+
+// MinUnusedClientAge is the least time a registered client is kept
+// unused when Options.MaxUnusedClients is reached (UnusedClientTTL if
+// shorter): the time a user may take to sign in, as a pending sign-in at
+// an OpenID provider is kept.
+const MinUnusedClientAge = 10 * time.Minute
+
 // Server is the authorization server, an http.Handler for the paths above.
 type Server struct {
-	opts    Options
-	log     *logrus.Entry
-	meta    *metaFetcher
-	perIP   *keyedLimiter
-	perUser *keyedLimiter
-	oidc    *rp // nil: users sign in with toolbus passwords
-	mux     *http.ServeMux
+	opts     Options
+	log      *logrus.Entry
+	meta     *metaFetcher
+	perIP    *keyedLimiter
+	perUser  *keyedLimiter
+	refusals *sparseLog // log lines of refused steps
+	unused   *unusedClients
+	grace    *refreshGrace // nil: none
+	oidc     *rp           // nil: users sign in with toolbus passwords
+	mux      *http.ServeMux
 }
 
 // New returns a Server for opts.
@@ -152,14 +205,36 @@ func New(opts Options) (*Server, error) {
 	if opts.RateLimit == 0 {
 		opts.RateLimit = 30
 	}
+	if opts.MaxUnusedClients == 0 {
+		opts.MaxUnusedClients = DefaultMaxUnusedClients
+	}
+	if opts.MaxUnusedClientsPerSource == 0 {
+		opts.MaxUnusedClientsPerSource = DefaultMaxUnusedClientsPerSource
+	}
+	if opts.MaxRedirectURIs <= 0 {
+		opts.MaxRedirectURIs = DefaultMaxRedirectURIs
+	}
+	if opts.MaxRedirectURILen <= 0 {
+		opts.MaxRedirectURILen = DefaultMaxRedirectURILen
+	}
+	if opts.MaxClientNameLen <= 0 {
+		opts.MaxClientNameLen = DefaultMaxClientNameLen
+	}
+	if opts.RefreshGrace == 0 {
+		opts.RefreshGrace = DefaultRefreshGrace
+	}
 	log := logutil.Component(opts.Logger, "oauth")
+	limits := clientLimits{uris: opts.MaxRedirectURIs, uriLen: opts.MaxRedirectURILen, nameLen: opts.MaxClientNameLen}
 	s := &Server{
-		opts:    opts,
-		log:     log,
-		meta:    newMetaFetcher(opts.ClientMetadata, log),
-		perIP:   newKeyedLimiter(opts.RateLimit),
-		perUser: newKeyedLimiter(opts.RateLimit),
-		mux:     http.NewServeMux(),
+		opts:     opts,
+		log:      log,
+		meta:     newMetaFetcher(opts.ClientMetadata, limits, log),
+		perIP:    newKeyedLimiter(opts.RateLimit),
+		perUser:  newKeyedLimiter(opts.RateLimit),
+		refusals: newSparseLog(refusalLinesPerSecond, refusalLinesBurst),
+		unused:   newUnusedClients(opts.MaxUnusedClients, opts.MaxUnusedClientsPerSource, opts.UnusedClientTTL, min(MinUnusedClientAge, opts.UnusedClientTTL)),
+		grace:    newRefreshGrace(opts.RefreshGrace),
+		mux:      http.NewServeMux(),
 	}
 	if opts.OIDC.Issuer != "" {
 		if opts.OIDC.ClientID == "" {
@@ -178,8 +253,8 @@ func New(opts Options) (*Server, error) {
 	// given by a page the user did not mean to use.
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.audit(r, acl.AuditEvent{Action: "authorize", Outcome: "refused", Reason: "cross-origin form post", Status: http.StatusForbidden})
-		s.renderError(w, http.StatusForbidden, "The form was sent from another site. Start the sign-in again from the application.")
+		s.refusePage(w, r, acl.AuditEvent{Action: "authorize", Outcome: "refused", Reason: "cross-origin form post", Status: http.StatusForbidden},
+			"The form was sent from another site. Start the sign-in again from the application.")
 	}))
 	s.mux.Handle("POST "+AuthorizePath, cop.Handler(http.HandlerFunc(s.authorizeSubmit)))
 	s.mux.HandleFunc("GET "+CallbackPath, s.callback)
@@ -278,58 +353,78 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// audit records an event of kind acl.AuditOAuth.
+// Bounds of what a request puts in a log line or an audit record: a
+// client_id, a redirect URI or a user name is cut to fieldLen bytes, a
+// reason (which may quote them, cut too) to reasonLen.
+const (
+	fieldLen  = 128
+	reasonLen = 256
+)
+
+// The log lines of refused steps written at most, a second and at once:
+// anyone can make refusals for free. Each line written says how many were
+// left out before it; the audit log counts them all.
+const (
+	refusalLinesPerSecond = 10
+	refusalLinesBurst     = 50
+)
+
+// audit records an event of kind acl.AuditOAuth, with the client's address
+// as its Source (the key of the rate limits, and of the audit log's
+// aggregation of refusals), and logs it. Every field a request chose is
+// clipped first, and refusals are logged sparsely (sparseLog).
 func (s *Server) audit(r *http.Request, e acl.AuditEvent) {
 	e.Time = time.Now()
 	e.Kind = acl.AuditOAuth
 	if e.Outcome == "" {
 		e.Outcome = "ok"
 	}
-	fields := logrus.Fields{"action": e.Action, "outcome": e.Outcome, "client": e.ClientID, "user": e.UserID, "remote": s.clientAddr(r)}
-	if e.Reason != "" {
-		fields["reason"] = e.Reason
+	e.Source = s.clientAddr(r)
+	e.ClientID, e.UserID, e.Target = clipField(e.ClientID), clipField(e.UserID), clipField(e.Target)
+	e.Reason = clip.String(e.Reason, reasonLen)
+	log := s.log
+	if e.Outcome != "ok" {
+		log = s.refusals.entry(log) // nil: left out, and counted
 	}
-	s.log.WithFields(fields).Info("oauth " + e.Action)
+	if log != nil {
+		fields := logrus.Fields{"action": e.Action, "outcome": e.Outcome, "client": e.ClientID, "user": e.UserID, "remote": e.Source}
+		if e.Reason != "" {
+			fields["reason"] = e.Reason
+		}
+		log.WithFields(fields).Info("oauth " + e.Action)
+	}
 	if s.opts.Audit != nil {
 		s.opts.Audit(e)
 	}
 }
 
-// clientAddr is the address a request came from, the key of the
-// per-address rate limit: the connection's peer, or, when that is one of
-// Options.TrustedProxies, the nearest address in X-Forwarded-For that is
-// not. IPv6 addresses count by their /64, which one host usually holds
-// whole.
-func (s *Server) clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
+// clipField cuts a value a request chose to fieldLen bytes (on a rune
+// boundary, marked with "…"), for a log line, an audit record or a page.
+func clipField(v string) string { return clip.Marked(v, fieldLen) }
+
+// quoteField is clipField quoted, as messages name what a request sent.
+func quoteField(v string) string { return strconv.Quote(clipField(v)) }
+
+// refusePage answers a request refused before the user acted (a wrong
+// authorization request, a cross-site form, an unknown sign-in) on the
+// error page, and audits it. Each such refusal counts against the
+// address's rate limit, so that a flood of them soon costs one 429 and no
+// work: an address that has spent its limit gets 429 with Retry-After.
+func (s *Server) refusePage(w http.ResponseWriter, r *http.Request, e acl.AuditEvent, msg string) {
+	if ok, wait := s.perIP.allow(s.clientAddr(r)); !ok {
+		secs := retryAfter(w, wait)
+		s.audit(r, acl.AuditEvent{Action: e.Action, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})
+		s.renderError(w, http.StatusTooManyRequests, "Too many refused requests from this address; wait "+strconv.Itoa(secs)+" s and try again.")
+		return
 	}
-	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	if err != nil {
-		return host
-	}
-	ip = ip.Unmap()
-	if s.trusted(ip) {
-		hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
-		for i := len(hops) - 1; i >= 0; i-- {
-			hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-			if err != nil {
-				break // a hop we cannot read: trust nothing before it
-			}
-			ip = hop.Unmap()
-			if !s.trusted(ip) {
-				break
-			}
-		}
-	}
-	if ip.Is6() {
-		p, _ := ip.Prefix(64)
-		return p.String()
-	}
-	return ip.String()
+	s.audit(r, e)
+	s.renderError(w, e.Status, msg)
 }
 
-func (s *Server) trusted(ip netip.Addr) bool {
-	return slices.ContainsFunc(s.opts.TrustedProxies, func(p netip.Prefix) bool { return p.Contains(ip) })
+// clientAddr is the source key (netsrc.Key: an IPv6 address by its /64)
+// of the client of r, the key of the per-address rate limits: the
+// connection's peer, or, when that is one of Options.TrustedProxies, the
+// nearest address in X-Forwarded-For that is not.
+func (s *Server) clientAddr(r *http.Request) string {
+	return netsrc.ClientKey(r, s.opts.TrustedProxies)
 }

@@ -47,8 +47,9 @@ func (s *Server) allowIP(w http.ResponseWriter, r *http.Request, action string) 
 
 // authenticateClient finds the client of a token or revocation request:
 // client_secret_basic, client_secret_post, or a public client's client_id
-// alone. A confidential client must present its secret.
-func (s *Server) authenticateClient(r *http.Request) (string, *oauthError, int) {
+// alone. A confidential client must present its secret; confidential
+// reports that it did.
+func (s *Server) authenticateClient(r *http.Request) (id string, confidential bool, _ *oauthError, status int) {
 	id, secret, basic := r.BasicAuth()
 	if basic {
 		// RFC 6749 section 2.3.1: form-urlencoded inside Basic.
@@ -56,36 +57,36 @@ func (s *Server) authenticateClient(r *http.Request) (string, *oauthError, int) 
 		id, err1 = url.QueryUnescape(id)
 		secret, err2 = url.QueryUnescape(secret)
 		if err1 != nil || err2 != nil {
-			return "", &oauthError{"invalid_client", "malformed Basic credentials"}, http.StatusUnauthorized
+			return "", false, &oauthError{"invalid_client", "malformed Basic credentials"}, http.StatusUnauthorized
 		}
 	} else {
 		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
 	}
 	if id == "" {
-		return "", &oauthError{"invalid_client", "no client_id"}, http.StatusUnauthorized
+		return "", false, &oauthError{"invalid_client", "no client_id"}, http.StatusUnauthorized
 	}
 	if isMetadataURL(id) {
 		// A metadata document's client is public: PKCE and the code's
 		// binding to the client_id prove it.
 		if secret != "" {
-			return "", &oauthError{"invalid_client", "a metadata document's client has no secret"}, http.StatusUnauthorized
+			return "", false, &oauthError{"invalid_client", "a metadata document's client has no secret"}, http.StatusUnauthorized
 		}
-		return id, nil, 0
+		return id, false, nil, 0
 	}
 	c, err := s.opts.Store.OAuthClient(r.Context(), id)
 	switch {
 	case errors.Is(err, acl.ErrNotFound):
-		return "", &oauthError{"invalid_client", "unknown client"}, http.StatusUnauthorized
+		return "", false, &oauthError{"invalid_client", "unknown client"}, http.StatusUnauthorized
 	case err != nil:
 		s.log.WithError(err).Error("look up client")
 		e := errUnavailable
-		return "", &e, http.StatusServiceUnavailable
+		return "", false, &e, http.StatusServiceUnavailable
 	case c.Confidential && !c.CheckSecret(secret):
-		return "", &oauthError{"invalid_client", "wrong or missing client secret"}, http.StatusUnauthorized
+		return "", false, &oauthError{"invalid_client", "wrong or missing client secret"}, http.StatusUnauthorized
 	case !c.Confidential && secret != "":
-		return "", &oauthError{"invalid_client", "a public client has no secret"}, http.StatusUnauthorized
+		return "", false, &oauthError{"invalid_client", "a public client has no secret"}, http.StatusUnauthorized
 	}
-	return id, nil, 0
+	return id, c.Confidential, nil, 0
 }
 
 // readForm opens a request to the token or revocation endpoint: the
@@ -121,12 +122,13 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, status, e)
 	}
-	clientID, cerr, status := s.authenticateClient(r)
+	clientID, confidential, cerr, status := s.authenticateClient(r)
 	if cerr != nil {
 		fail(status, *cerr, r.PostForm.Get("client_id"))
 		return
 	}
 	var toks acl.OAuthTokens
+	repeat := false // a refresh answered again within the grace
 	switch grant {
 	case "authorization_code":
 		var e *oauthError
@@ -135,9 +137,17 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case "refresh_token":
+		// A public client proves nothing but its client_id, which anyone
+		// may know: only a repeat from its own address is its retry, and
+		// one from elsewhere, a replay of a stolen token, revokes the grant.
+		from := ""
+		if !confidential {
+			from = s.clientAddr(r)
+		}
 		var err error
-		toks, err = s.opts.Store.RefreshOAuth(r.Context(), acl.OAuthRefresh{Token: f.Get("refresh_token"), ClientID: clientID,
-			Resource: f.Get("resource"), AccessTTL: s.opts.AccessTTL, RefreshTTL: s.opts.RefreshTTL, MaxAge: s.opts.GrantMaxAge})
+		toks, repeat, err = s.grace.refresh(r.Context(), from, acl.OAuthRefresh{Token: f.Get("refresh_token"), ClientID: clientID,
+			Resource: f.Get("resource"), AccessTTL: s.opts.AccessTTL, RefreshTTL: s.opts.RefreshTTL, MaxAge: s.opts.GrantMaxAge},
+			s.opts.Store.RefreshOAuth)
 		switch {
 		case errors.Is(err, acl.ErrInvalidGrant):
 			fail(http.StatusBadRequest, oauthError{"invalid_grant", err.Error()}, clientID)
@@ -155,12 +165,16 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, oauthError{"unsupported_grant_type", "grant_type must be authorization_code or refresh_token"}, clientID)
 		return
 	}
-	s.audit(r, acl.AuditEvent{Action: action, ClientID: clientID, UserID: toks.Token.UserID, TokenID: toks.Token.ID, Target: toks.Token.Audience})
+	e := acl.AuditEvent{Action: action, ClientID: clientID, UserID: toks.Token.UserID, TokenID: toks.Token.ID, Target: toks.Token.Audience}
+	if repeat {
+		e.Reason = "repeated within the refresh grace: the same tokens again"
+	}
+	s.audit(r, e)
 	w.Header().Set("Pragma", "no-cache")
 	writeJSON(w, http.StatusOK, tokenResponse{
 		AccessToken:  toks.Access,
 		TokenType:    "Bearer",
-		ExpiresIn:    int64(time.Until(toks.Token.ExpiresAt).Round(time.Second).Seconds()),
+		ExpiresIn:    max(0, int64(time.Until(toks.Token.ExpiresAt).Round(time.Second).Seconds())),
 		RefreshToken: toks.Refresh,
 		Scope:        strings.Join(toks.Token.Scopes, " "),
 	})
@@ -212,7 +226,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	if !s.readForm(w, r, "revoke") {
 		return
 	}
-	clientID, cerr, status := s.authenticateClient(r)
+	clientID, _, cerr, status := s.authenticateClient(r)
 	if cerr != nil {
 		s.audit(r, acl.AuditEvent{Action: "revoke", ClientID: r.PostForm.Get("client_id"), Outcome: "refused", Reason: cerr.Description, Status: status})
 		writeJSON(w, status, cerr)
@@ -223,6 +237,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, errUnavailable)
 		return
 	}
+	s.grace.forget(r.PostForm.Get("token"))
 	s.audit(r, acl.AuditEvent{Action: "revoke", ClientID: clientID})
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)

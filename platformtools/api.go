@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -21,7 +22,8 @@ const (
 	PathContexts = "/api/v1/contexts"
 )
 
-// AgentInfo is one expert agent instance as GET /api/v1/agents shows it.
+// AgentInfo is one expert agent instance as GET /api/v1/agents shows it. A
+// token limited to some agents (acl.Token.AllowsAgent) sees theirs alone.
 type AgentInfo struct {
 	Agent    string    `json:"agent"` // the agent's name on the bus (its MQTT username)
 	ClientID string    `json:"clientId"`
@@ -175,8 +177,13 @@ func (a *API) agents(w http.ResponseWriter, r *http.Request, tok acl.Token) {
 	}
 	resp := agentsResponse{Agents: []AgentInfo{}}
 	if a.opts.Agents != nil {
-		if ag := a.opts.Agents(); ag != nil {
-			resp.Agents = ag
+		// A token limited to some agents (its own list within its user's
+		// grants) learns of those agents' instances alone, as it lists
+		// their tools alone.
+		for _, ag := range a.opts.Agents() {
+			if tok.AllowsAgent(ag.Agent) {
+				resp.Agents = append(resp.Agents, ag)
+			}
 		}
 	}
 	sort.Slice(resp.Agents, func(i, j int) bool { return resp.Agents[i].ClientID < resp.Agents[j].ClientID })
@@ -188,6 +195,9 @@ func (a *API) agents(w http.ResponseWriter, r *http.Request, tok acl.Token) {
 			a.log.WithError(err).Warn("listing the expert agents' tools failed")
 			resp.ToolsError = "the expert agents did not list their tools: " + err.Error()
 		} else {
+			// AgentTools lists the caller's tools; the filter here keeps
+			// this endpoint's promise whatever source it is given.
+			tools = slices.DeleteFunc(tools, func(t AgentTool) bool { return !tok.AllowsAgent(t.Agent) })
 			if tools == nil {
 				tools = []AgentTool{}
 			}

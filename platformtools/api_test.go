@@ -204,3 +204,37 @@ func TestAPIAgentsEdgeCases(t *testing.T) {
 		})
 	}
 }
+
+// TestAPIAgentsOfLimitedTokens: a token limited to some agents, by its own
+// list or by its user's grant (`toolbus agents grant`), sees those agents'
+// instances and tools alone through GET /api/v1/agents, over HTTP with
+// real tokens.
+func TestAPIAgentsOfLimitedTokens(t *testing.T) {
+	s := openStore(t)
+	srv := apiServer(t, s, testAPIOptions())
+	if err := s.SetUserAgents(testCtx(t), "dave", []string{"counter"}); err != nil {
+		t.Fatal(err)
+	}
+	echoer, _ := createToken(t, s, acl.TokenSpec{UserID: "alice", Agents: []string{"echoer"}})
+	counter, _ := createToken(t, s, acl.TokenSpec{UserID: "alice", Agents: []string{"counter"}})
+	granted, _ := createToken(t, s, acl.TokenSpec{UserID: "dave"})
+	outside, _ := createToken(t, s, acl.TokenSpec{UserID: "dave", Agents: []string{"echoer"}}) // outside dave's grant: no agent
+	for _, tc := range []struct {
+		name, secret, want string
+	}{
+		{"limited to echoer", echoer,
+			`{"agents":[{"agent":"echoer","clientId":"echo-a","name":"echo","version":"1.0","online":true,"since":"2025-11-25T10:00:00Z"},` +
+				`{"agent":"echoer","clientId":"echo-b","name":"echo","version":"1.0","online":false,"since":"2025-11-25T10:01:00Z"}],` +
+				`"tools":[{"name":"echo","agent":"echoer","title":"Echo","description":"Says it back."}]}`},
+		{"limited to counter", counter, `{"agents":[],"tools":[{"name":"word_count","agent":"counter"}]}`},
+		{"user granted counter", granted, `{"agents":[],"tools":[{"name":"word_count","agent":"counter"}]}`},
+		{"own list outside the grant", outside, `{"agents":[],"tools":[]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, body := get(t, srv, platformtools.PathAgents, tc.secret)
+			if status != 200 || !jsonEqual(t, body, []byte(tc.want)) {
+				t.Errorf("GET %s = %d\n%s\nwant\n%s", platformtools.PathAgents, status, body, tc.want)
+			}
+		})
+	}
+}

@@ -46,6 +46,7 @@ const agentsOutput = `{
 		"agents": {"type": "array", "items": {
 			"type": "object",
 			"properties": {
+				"agent": {"type": "string"},
 				"clientId": {"type": "string"},
 				"name": {"type": "string"},
 				"version": {"type": "string"},
@@ -105,7 +106,7 @@ func Builtins() []Tool {
 			Tool: mcp.Tool{
 				Name:         ToolAgents,
 				Title:        "Expert agents",
-				Description:  "Lists the expert agent instances connected to the platform (online or not, since when) and the tools they serve. Takes no arguments.",
+				Description:  "Lists the expert agent instances connected to the platform (online or not, since when) and the tools they serve: those of the agents your token may use. Takes no arguments.",
 				InputSchema:  json.RawMessage(noArguments),
 				OutputSchema: json.RawMessage(agentsOutput),
 				Annotations:  readOnlyTool("Expert agents"),

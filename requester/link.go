@@ -91,7 +91,7 @@ func (r *Requester) linkUp() {
 func (w *presenceWatch) forgetUnrepeated() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := len(w.agents)
+	changed := map[string]bool{}
 	for key, st := range w.agents {
 		if w.heard[key].interval > 0 {
 			continue
@@ -99,14 +99,19 @@ func (w *presenceWatch) forgetUnrepeated() {
 		if st.Online {
 			w.setOnline(st.Agent, -1)
 		}
-		delete(w.agents, key)
-		delete(w.heard, key)
+		w.forget(key)
 		delete(w.suspect, key)
+		changed[st.Agent] = true
 	}
-	if len(w.agents) == n {
+	if len(changed) == 0 {
 		return
 	}
 	close(w.changed)
 	w.changed = make(chan struct{})
 	w.gen++
+	for agent := range changed {
+		if len(w.known[agent]) > 0 {
+			w.agentGen[agent] = w.gen
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/internal/clip"
 )
 
 // OfflineForgotten is how long an instance that went offline is still
@@ -17,6 +18,21 @@ const OfflineForgotten = 24 * time.Hour
 // leave an offline status behind at each restart; past the bound the oldest
 // offline ones are forgotten.
 const maxKnownAgents = 4096
+
+// MaxPresenceBytes bounds a presence payload: a status is a few short
+// members, so a larger one is not a status (it is ignored and counted,
+// Stats.PresenceTooLarge). An external broker lets an agent leave retained
+// messages of any size on its status topic, under as many client IDs as it
+// likes: the requester keeps nothing of them.
+const MaxPresenceBytes = 4 << 10
+
+// MaxPresenceText bounds the name and the version an instance's status
+// gives, in bytes: longer ones are cut when kept. They are shown to
+// operators, never parsed.
+const MaxPresenceText = 128
+
+// DefaultMaxInstancesPerAgent is Options.MaxInstancesPerAgent's default.
+const DefaultMaxInstancesPerAgent = 1024
 
 // AgentStatus is what the gateway knows of one agent instance from its
 // presence topic.
@@ -58,6 +74,22 @@ type presenceWatch struct {
 	// gen counts changes, so that caches of agent-provided data (tool
 	// lists) can tell that the agents they were built from changed.
 	gen uint64
+	// agentGen is, by agent, the gen of the latest change of one of its
+	// instances: a cache of one agent's data is stale only when its own
+	// entry moves, whatever the churn of other agents. Values come from
+	// gen, so they are never reused, even by an agent forgotten and back.
+	agentGen map[string]uint64
+	// known holds the instances in agents by agent (their instanceKeys):
+	// what maxInstances bounds, and where admit looks for one to give up
+	// without scanning the whole table.
+	known map[string]map[string]struct{}
+	// maxInstances bounds known per agent (Options.MaxInstancesPerAgent);
+	// 0: no bound.
+	maxInstances int
+	// refusing holds the agents that reached maxInstances and were refused
+	// an instance since they last were admitted one, or lost one: the
+	// refusal is logged once per such episode, not once per message.
+	refusing map[string]bool
 }
 
 // heard is what the expiry and the staleness checks need of an instance's
@@ -71,7 +103,8 @@ type heard struct {
 
 func newPresenceWatch() *presenceWatch {
 	return &presenceWatch{agents: make(map[string]AgentStatus), online: make(map[string]int),
-		heard: make(map[string]heard), suspect: make(map[string]bool), changed: make(chan struct{})}
+		heard: make(map[string]heard), suspect: make(map[string]bool), changed: make(chan struct{}),
+		agentGen: make(map[string]uint64), known: make(map[string]map[string]struct{}), refusing: make(map[string]bool)}
 }
 
 // presenceChange is what one presence message changed.
@@ -85,6 +118,13 @@ type presenceChange struct {
 	// agent's only online instance.
 	instanceReconnected string
 	reconnectedAlone    bool
+	// tooLarge: the payload was over MaxPresenceBytes and was ignored.
+	tooLarge bool
+	// refused is the agent that was refused a new instance (it has
+	// maxInstances already), and refusedFirst says it is the first
+	// refusal since it was last admitted one (to be logged).
+	refused      string
+	refusedFirst bool
 }
 
 // handle applies one presence message. It reports whether the message was
@@ -93,6 +133,9 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (pre
 	agent, clientID, ok := contract.ParsePresenceTopic(topic)
 	if !ok {
 		return presenceChange{}, false
+	}
+	if len(payload) > MaxPresenceBytes {
+		return presenceChange{tooLarge: true}, true
 	}
 	key := instanceKey(agent, clientID)
 	var st AgentStatus
@@ -106,7 +149,8 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (pre
 		if p.Status != contract.StatusOnline && p.Status != contract.StatusOffline {
 			return presenceChange{}, false
 		}
-		st = AgentStatus{Agent: agent, ClientID: clientID, Name: p.Name, Version: p.Version, Online: p.Status == contract.StatusOnline, Since: now}
+		st = AgentStatus{Agent: agent, ClientID: clientID, Name: clipText(p.Name), Version: clipText(p.Version),
+			Online: p.Status == contract.StatusOnline, Since: now}
 		if p.Since > 0 {
 			st.Since = time.UnixMilli(p.Since)
 		}
@@ -116,6 +160,11 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (pre
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	old, had := w.agents[key]
+	if !had && !cleared && !w.admit(agent) {
+		first := !w.refusing[agent]
+		w.refusing[agent] = true
+		return presenceChange{refused: agent, refusedFirst: first}, true
+	}
 	if !cleared && had && h.stated > 0 && w.heard[key].stated > h.stated {
 		// Older than the status held (a replay, from another broker node
 		// say): the newer one wins.
@@ -148,9 +197,14 @@ func (w *presenceWatch) apply(key, agent string, st AgentStatus, h heard, cleare
 		delete(w.suspect, key)
 	}
 	if cleared {
-		delete(w.agents, key)
-		delete(w.heard, key)
+		w.forget(key)
 	} else {
+		if _, had := w.agents[key]; !had {
+			if w.known[agent] == nil {
+				w.known[agent] = map[string]struct{}{}
+			}
+			w.known[agent][key] = struct{}{}
+		}
 		w.agents[key], w.heard[key] = st, h
 		if st.Online {
 			w.setOnline(agent, +1)
@@ -168,8 +222,66 @@ func (w *presenceWatch) apply(key, agent string, st AgentStatus, h heard, cleare
 	close(w.changed)
 	w.changed = make(chan struct{})
 	w.gen++
+	if len(w.known[agent]) > 0 {
+		w.agentGen[agent] = w.gen
+	}
 	return ch
 }
+
+// admit reports whether a new instance of agent may enter the table: it
+// may while the agent has fewer than maxInstances there, and otherwise
+// takes the place of the agent's offline instance heard of longest ago.
+// An agent whose instances are all online at the bound is refused more:
+// with a broker that keeps retained statuses of any client ID (external
+// brokers), one identity could otherwise fill the table, and the
+// operator's list, with phantoms that never send a Will. Called with mu
+// held. A refusal, what a flood of such statuses meets, costs no scan;
+// an admission at the bound scans the agent's own instances only.
+func (w *presenceWatch) admit(agent string) bool {
+	mine := w.known[agent]
+	if w.maxInstances <= 0 || len(mine) < w.maxInstances {
+		delete(w.refusing, agent)
+		return true
+	}
+	if w.online[agent] >= len(mine) {
+		return false // all online: none to give up
+	}
+	var oldest string
+	var at time.Time
+	for key := range mine {
+		if a := w.agents[key]; !a.Online && (oldest == "" || a.Since.Before(at)) {
+			oldest, at = key, a.Since
+		}
+	}
+	if oldest == "" {
+		return false
+	}
+	w.forget(oldest)
+	delete(w.refusing, agent)
+	return true
+}
+
+// forget drops an instance from the table (offline, or cleared). Called
+// with mu held.
+func (w *presenceWatch) forget(key string) {
+	a, ok := w.agents[key]
+	if !ok {
+		return
+	}
+	delete(w.agents, key)
+	delete(w.heard, key)
+	// Below its bound now: its next refusal is a new episode, and an
+	// agent forgotten leaves nothing behind.
+	delete(w.refusing, a.Agent)
+	delete(w.known[a.Agent], key)
+	if len(w.known[a.Agent]) == 0 {
+		delete(w.known, a.Agent)
+		delete(w.agentGen, a.Agent)
+	}
+}
+
+// clipText cuts s to MaxPresenceText bytes, on a rune boundary.
+func clipText(s string) string { return clip.String(s, MaxPresenceText) }
 
 // expire takes offline, as their Will would, the online instances that
 // promised to repeat their status and have been silent for
@@ -209,8 +321,7 @@ func (w *presenceWatch) forgetOldestOffline() {
 		}
 	}
 	if oldest != "" {
-		delete(w.agents, oldest)
-		delete(w.heard, oldest)
+		w.forget(oldest)
 	}
 }
 
@@ -303,6 +414,14 @@ func (w *presenceWatch) onlineAgents() ([]string, <-chan struct{}) {
 	return names, w.changed
 }
 
+// agentGeneration is the generation of the latest change of one of
+// agent's instances; 0 if none is known.
+func (w *presenceWatch) agentGeneration(agent string) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.agentGen[agent]
+}
+
 // generation counts the presence changes seen so far.
 func (w *presenceWatch) generation() uint64 {
 	w.mu.Lock()
@@ -319,8 +438,7 @@ func (w *presenceWatch) list(now time.Time) []AgentStatus {
 	out := make([]AgentStatus, 0, len(w.agents))
 	for key, a := range w.agents {
 		if !a.Online && now.Sub(a.Since) > OfflineForgotten {
-			delete(w.agents, key)
-			delete(w.heard, key)
+			w.forget(key)
 			continue
 		}
 		a.Unresponsive = w.suspect[key]

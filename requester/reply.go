@@ -94,6 +94,19 @@ func (r *Requester) handlePresence(topic string, payload []byte) {
 		r.log.WithField("topic", topic).Debug("dropped presence message")
 		return
 	}
+	switch {
+	case ch.tooLarge:
+		r.presenceTooLarge.Add(1)
+		r.log.WithFields(logrus.Fields{"topic": topic, "bytes": len(payload)}).Debug("ignored a presence message over MaxPresenceBytes")
+		return
+	case ch.refused != "":
+		r.instancesRefused.Add(1)
+		if ch.refusedFirst {
+			r.log.WithFields(logrus.Fields{"agent": ch.refused, "topic": topic, "max": r.opts.MaxInstancesPerAgent}).
+				Warn("the agent has as many instances as MaxInstancesPerAgent, all online: new ones are not admitted until one goes (logged once)")
+		}
+		return
+	}
 	r.presenceChanged(ch)
 }
 

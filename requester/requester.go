@@ -104,6 +104,14 @@ type Options struct {
 	// online fails at once with ErrNoAgent, and its waiting calls fail when
 	// its last instance goes.
 	IgnorePresence bool
+	// MaxInstancesPerAgent bounds the instances of one agent that presence
+	// keeps (online or offline): past it, an offline one is forgotten to
+	// make room, and while all are online a new instance is not admitted
+	// (logged once, counted in Stats.InstancesRefused; its calls go to the
+	// others). It bounds what one agent identity can make the gateway hold
+	// with retained statuses under client IDs of its own choosing. 0 means
+	// DefaultMaxInstancesPerAgent (1024); negative: no bound.
+	MaxInstancesPerAgent int
 	// Logger gets the requester's logs (component "requester");
 	// nil discards them.
 	Logger *logrus.Entry
@@ -138,7 +146,13 @@ type Stats struct {
 	Mismatched     uint64 // replies whose correlationId is open but that come from another agent or on another context's topic
 	InterimDropped uint64 // interim messages over the per-call queue bound
 	BadPresence    uint64 // presence messages that could not be understood
-	Claims         uint64 // calls an agent claimed (see ClaimMethod)
+	// PresenceTooLarge counts presence messages over MaxPresenceBytes,
+	// ignored.
+	PresenceTooLarge uint64
+	// InstancesRefused counts statuses of new instances not admitted
+	// because their agent had Options.MaxInstancesPerAgent already.
+	InstancesRefused uint64
+	Claims           uint64 // calls an agent claimed (see ClaimMethod)
 }
 
 // Requester sends MCP requests to expert agents, each to one agent by name,
@@ -169,6 +183,7 @@ type Requester struct {
 	expireWG     sync.WaitGroup // expirePresence
 
 	dropped, late, duplicates, mismatched, interimDropped, badPresence, claims atomic.Uint64
+	presenceTooLarge, instancesRefused                                         atomic.Uint64
 
 	mu         sync.Mutex
 	started    bool
@@ -202,6 +217,9 @@ func New(bus Bus, opts Options) *Requester {
 	if opts.SuspectAfter == 0 {
 		opts.SuspectAfter = DefaultSuspectAfter
 	}
+	if opts.MaxInstancesPerAgent == 0 {
+		opts.MaxInstancesPerAgent = DefaultMaxInstancesPerAgent
+	}
 	r := &Requester{
 		bus:      bus,
 		opts:     opts,
@@ -211,6 +229,7 @@ func New(bus Bus, opts Options) *Requester {
 		idPrefix: "c-" + contract.RandomID(6) + "-",
 		idle:     make(chan struct{}),
 	}
+	r.presence.maxInstances = max(opts.MaxInstancesPerAgent, 0)
 	r.suspecting = opts.AddressInstances && !opts.IgnorePresence && opts.SuspectAfter > 0
 	r.pending = newPendingTable(r.seqOf)
 	r.onReply = r.handleReply
@@ -837,6 +856,12 @@ func (r *Requester) PresenceChanged() <-chan struct{} {
 // agents (tool lists) is stale once the generation moves.
 func (r *Requester) PresenceGeneration() uint64 { return r.presence.generation() }
 
+// AgentGeneration is the PresenceGeneration of the latest change among
+// agent's own instances (0 when none is known): data cached from that
+// agent alone is stale once it moves, and stays fresh while other agents
+// come, go or churn.
+func (r *Requester) AgentGeneration(agent string) uint64 { return r.presence.agentGeneration(agent) }
+
 // Stats returns the counters.
 func (r *Requester) Stats() Stats {
 	cs := r.cache.snapshot()
@@ -858,6 +883,8 @@ func (r *Requester) Stats() Stats {
 		Mismatched:        r.mismatched.Load(),
 		InterimDropped:    r.interimDropped.Load(),
 		BadPresence:       r.badPresence.Load(),
+		PresenceTooLarge:  r.presenceTooLarge.Load(),
+		InstancesRefused:  r.instancesRefused.Load(),
 		Claims:            r.claims.Load(),
 	}
 }

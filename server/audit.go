@@ -29,6 +29,10 @@ type AuditConfig struct {
 	// QueueSize bounds the records waiting to be written; beyond it they are
 	// dropped and counted (toolbus_audit_dropped_total). 0 means 100000.
 	QueueSize int
+	// AggregateWindow is the window over which repeated refusals of one
+	// kind from one source are counted in one record
+	// (audit.Options.AggregateWindow); 0 means 10s, negative records each.
+	AggregateWindow time.Duration
 }
 
 // auditCloseTimeout bounds the last flush at shutdown. It is not taken from
@@ -39,12 +43,14 @@ const auditCloseTimeout = 10 * time.Second
 // startAudit starts the audit log's writer on the open store.
 func (s *Server) startAudit() error {
 	l, err := audit.New(audit.Options{
-		Store:         s.store,
-		FlushInterval: s.cfg.Audit.FlushInterval,
-		Retention:     s.cfg.Audit.Retention,
-		MaxRows:       s.cfg.Audit.MaxRows,
-		QueueSize:     s.cfg.Audit.QueueSize,
-		Logger:        s.cfg.Logger,
+		Store:           s.store,
+		FlushInterval:   s.cfg.Audit.FlushInterval,
+		Retention:       s.cfg.Audit.Retention,
+		MaxRows:         s.cfg.Audit.MaxRows,
+		QueueSize:       s.cfg.Audit.QueueSize,
+		AggregateWindow: s.cfg.Audit.AggregateWindow,
+		TrustedProxies:  s.cfg.OAuth.TrustedProxies,
+		Logger:          s.cfg.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
@@ -91,6 +97,9 @@ func (s *Server) withAudit(m *metrics.Metrics) gateway.Observer {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "audit_write_errors_total",
 			Help: "Audit batches whose write failed (they are retried at the next flush)."},
 			func() float64 { return float64(l.Stats().WriteErrors) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Namespace, Name: "audit_aggregated_total",
+			Help: "Refusals counted into an aggregated audit record (--audit-aggregate-window) instead of one record each."},
+			func() float64 { return float64(l.Stats().Aggregated) }),
 	)
 	if s.external() && s.requester != nil {
 		l.WatchPresence(s.requester.Agents, time.Second)

@@ -23,6 +23,7 @@ import (
 	"github.com/toolbus/toolbus/audit"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/gateway"
+	"github.com/toolbus/toolbus/internal/buildinfo"
 	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/metrics"
 	"github.com/toolbus/toolbus/oauth"
@@ -131,6 +132,22 @@ type Config struct {
 	// ToolListTTL is how long an expert agent's tool list is reused per
 	// context; 0 means 30s.
 	ToolListTTL time.Duration
+	// MaxSessionsPerToken and MaxSessionsPerUser bound the live MCP
+	// sessions of one token and of one user on this replica
+	// (gateway.Options); 0 means 128 and 512, negative no bound.
+	MaxSessionsPerToken, MaxSessionsPerUser int
+	// MaxAgentTools, MaxAgentListBytes and MaxToolBytes bound what is kept
+	// of one expert agent's tools/list answer per context
+	// (gateway.Options); 0 means 1000 tools, 2 MiB and 64 KiB.
+	MaxAgentTools, MaxAgentListBytes, MaxToolBytes int
+	// ListChangedInterval is the least time between two
+	// notifications/tools/list_changed on a listening stream; 0 means 1s,
+	// negative sends every change at once.
+	ListChangedInterval time.Duration
+	// MaxAgentInstances bounds the instances of one agent that presence
+	// keeps (requester.Options.MaxInstancesPerAgent); 0 means 1024,
+	// negative no bound.
+	MaxAgentInstances int
 	// MaxBodyBytes bounds an MCP request body; 0 means 4 MiB.
 	MaxBodyBytes int64
 	// AllowedHosts are extra Host names the gateway answers to. A gateway
@@ -187,6 +204,14 @@ type OAuthConfig struct {
 	// UnusedClientTTL is how long a registered client no user consented
 	// to is kept; 0 means 24h.
 	UnusedClientTTL time.Duration
+	// MaxUnusedClients bounds the clients registered through this process
+	// that no user consented to (oauth.Options.MaxUnusedClients); 0 means
+	// 5000, negative no bound but UnusedClientTTL.
+	MaxUnusedClients int
+	// RefreshGrace is how long the same client presenting its just-rotated
+	// refresh token again gets the same tokens (oauth.Options.RefreshGrace);
+	// 0 means 5s, negative none.
+	RefreshGrace time.Duration
 	// AllowPrivateClientMetadata lets Client ID Metadata Documents be
 	// fetched from loopback and private addresses, over http too (tests,
 	// closed networks).
@@ -203,7 +228,8 @@ type OAuthConfig struct {
 	// provider instead of with toolbus passwords (docs/oauth.md).
 	OIDC oauth.OIDCOptions
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
-	// the client's address for the rate limits; nil means none.
+	// the client's address for the rate limits, the refresh grace and the
+	// audit log's source of refused HTTP requests; nil means none.
 	TrustedProxies []netip.Prefix
 }
 
@@ -328,13 +354,14 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 
 	s.requester = requester.New(s.bus(), requester.Options{
-		CallTimeout:      s.cfg.CallTimeout,
-		ListTimeout:      s.cfg.ListTimeout,
-		AddressInstances: s.cfg.AddressAgentInstances,
-		SuspectAfter:     s.cfg.SuspectAfter,
-		MaxContexts:      s.cfg.MaxContexts,
-		ContextTTL:       s.cfg.ContextTTL,
-		Logger:           s.cfg.Logger.WithField("component", "requester"),
+		CallTimeout:          s.cfg.CallTimeout,
+		ListTimeout:          s.cfg.ListTimeout,
+		AddressInstances:     s.cfg.AddressAgentInstances,
+		SuspectAfter:         s.cfg.SuspectAfter,
+		MaxContexts:          s.cfg.MaxContexts,
+		ContextTTL:           s.cfg.ContextTTL,
+		MaxInstancesPerAgent: s.cfg.MaxAgentInstances,
+		Logger:               s.cfg.Logger.WithField("component", "requester"),
 	})
 	if err := s.requester.Start(ctx); err != nil {
 		return fmt.Errorf("start requester: %w", err)
@@ -527,26 +554,33 @@ func (s *Server) startGateway() error {
 		return err
 	}
 	gw, err := gateway.New(gateway.Options{
-		Tokens:         s.store,
-		Agents:         s.requester,
-		PlatformID:     s.cfg.PlatformID,
-		PublicURL:      s.cfg.PublicURL,
-		Platform:       reg,
-		API:            s.withAdmin(api), // /api/v1/admin/ to the admin API (server/admin.go)
-		Ready:          s.ready,
-		MaxBodyBytes:   s.cfg.MaxBodyBytes,
-		AllowedHosts:   hosts,
-		AllowedOrigins: s.cfg.AllowedOrigins,
-		SessionSecret:  []byte(s.cfg.SessionSecret),
-		SessionTTL:     s.cfg.SessionTTL,
-		ToolListTTL:    s.cfg.ToolListTTL,
-		ListTimeout:    s.cfg.ListTimeout,
-		MaxContexts:    s.cfg.MaxContexts,
-		RateLimits:     s.cfg.RateLimits,
-		Observer:       observer,
-		Metrics:        s.metrics.Handler(),
-		AuthServer:     authServer,
-		Logger:         s.cfg.Logger,
+		Tokens:              s.store,
+		Agents:              s.requester,
+		PlatformID:          s.cfg.PlatformID,
+		PublicURL:           s.cfg.PublicURL,
+		ServerVersion:       buildinfo.Version(), // serverInfo.version: the build, not "dev"
+		Platform:            reg,
+		API:                 s.withAdmin(api), // /api/v1/admin/ to the admin API (server/admin.go)
+		Ready:               s.ready,
+		MaxBodyBytes:        s.cfg.MaxBodyBytes,
+		AllowedHosts:        hosts,
+		AllowedOrigins:      s.cfg.AllowedOrigins,
+		SessionSecret:       []byte(s.cfg.SessionSecret),
+		SessionTTL:          s.cfg.SessionTTL,
+		ToolListTTL:         s.cfg.ToolListTTL,
+		MaxSessionsPerToken: s.cfg.MaxSessionsPerToken,
+		MaxSessionsPerUser:  s.cfg.MaxSessionsPerUser,
+		MaxAgentTools:       s.cfg.MaxAgentTools,
+		MaxAgentListBytes:   s.cfg.MaxAgentListBytes,
+		MaxToolBytes:        s.cfg.MaxToolBytes,
+		ListChangedInterval: s.cfg.ListChangedInterval,
+		ListTimeout:         s.cfg.ListTimeout,
+		MaxContexts:         s.cfg.MaxContexts,
+		RateLimits:          s.cfg.RateLimits,
+		Observer:            observer,
+		Metrics:             s.metrics.Handler(),
+		AuthServer:          authServer,
+		Logger:              s.cfg.Logger,
 
 		// A session ended on one replica is refused by all (server/store.go).
 		EndedSessions:         s.store,
@@ -579,18 +613,20 @@ func (s *Server) authServer() (http.Handler, error) {
 		Resource: func(r *http.Request, resource string) bool {
 			return gateway.IsResource(publicURL, r, resource)
 		},
-		DefaultResource: func(r *http.Request) string { return gateway.PublicBase(publicURL, r) + gateway.MCPPath },
-		Scopes:          append(slices.Clone(acl.DefaultScopes), platformtools.ToolScopes()...),
-		AccessTTL:       c.AccessTTL,
-		RefreshTTL:      c.RefreshTTL,
-		GrantMaxAge:     c.GrantMaxAge,
-		UnusedClientTTL: c.UnusedClientTTL,
-		ClientMetadata:  oauth.ClientMetadataOptions{AllowPrivate: c.AllowPrivateClientMetadata, Transport: c.ClientMetadataTransport},
-		RateLimit:       c.RateLimit,
-		TrustedProxies:  c.TrustedProxies,
-		OIDC:            c.OIDC,
-		Audit:           record,
-		Logger:          s.cfg.Logger,
+		DefaultResource:  func(r *http.Request) string { return gateway.PublicBase(publicURL, r) + gateway.MCPPath },
+		Scopes:           append(slices.Clone(acl.DefaultScopes), platformtools.ToolScopes()...),
+		AccessTTL:        c.AccessTTL,
+		RefreshTTL:       c.RefreshTTL,
+		GrantMaxAge:      c.GrantMaxAge,
+		UnusedClientTTL:  c.UnusedClientTTL,
+		MaxUnusedClients: c.MaxUnusedClients,
+		RefreshGrace:     c.RefreshGrace,
+		ClientMetadata:   oauth.ClientMetadataOptions{AllowPrivate: c.AllowPrivateClientMetadata, Transport: c.ClientMetadataTransport},
+		RateLimit:        c.RateLimit,
+		TrustedProxies:   c.TrustedProxies,
+		OIDC:             c.OIDC,
+		Audit:            record,
+		Logger:           s.cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)

@@ -65,6 +65,8 @@ func parseBridgeFlags(args []string, getenv func(string) string, stderr io.Write
 		agentcli.EnvPrefix+"UPSTREAM_HEADER for one holding a credential)")
 	fs.StringVar(&c.opts.ProtocolVersion, "upstream-protocol", "", "MCP version to ask the upstream for, e.g. 2025-11-25 (default: the newest the bridge knows; the upstream may lower it)")
 	fs.StringVar(&c.opts.Dir, "upstream-dir", "", "working directory of the upstream command (default: the bridge's)")
+	fs.IntVar(&c.opts.MaxMessage, "upstream-max-message", bridge.DefaultMaxMessage, "largest message read from the upstream, in bytes "+
+		"(a stdio line, an HTTP body, an event): a longer answer is not kept, and its call gets an error; longer notifications are dropped")
 	fs.DurationVar(&c.opts.HoldTimeout, "hold-timeout", bridge.DefaultHoldTimeout, "how long a call that waits for the client's input (sampling, elicitation, roots) is held")
 	fs.DurationVar(&c.opts.InitTimeout, "init-timeout", bridge.DefaultInitTimeout, "bound on starting the upstream and its initialize")
 	fs.DurationVar(&c.opts.RestartMax, "restart-max", bridge.DefaultRestartMax, "longest wait between two starts of an upstream that keeps failing")
@@ -84,7 +86,8 @@ func parseBridgeFlags(args []string, getenv func(string) string, stderr io.Write
 	case c.opts.URL != "":
 		u, err := url.Parse(c.opts.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bridgeConfig{}, fmt.Errorf("--upstream-url: want an http:// or https:// URL, got %q", c.opts.URL)
+			// Not the URL itself: it may hold credentials.
+			return bridgeConfig{}, fmt.Errorf("--upstream-url: want an http:// or https:// URL with a host")
 		}
 	case len(headers.h) > 0:
 		return bridgeConfig{}, fmt.Errorf("--upstream-header goes with --upstream-url; a stdio server takes its credentials from its environment")
@@ -97,6 +100,9 @@ func parseBridgeFlags(args []string, getenv func(string) string, stderr io.Write
 			return bridgeConfig{}, fmt.Errorf("--%s: want a positive duration", d.name)
 		}
 	}
+	if c.opts.MaxMessage <= 0 {
+		return bridgeConfig{}, fmt.Errorf("--upstream-max-message: want a positive number of bytes")
+	}
 	return c, nil
 }
 
@@ -108,6 +114,12 @@ func runBridge(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	c.opts.Agent = c.Opts
 	c.opts.Logger = c.NewLogger(stderr)
+	// The stdio server runs as the bridge's user: undumpable, the bridge
+	// keeps its environment (the broker password), memory and descriptors
+	// from it (docs/bridge.md).
+	if err := agentcli.Undumpable(); err != nil {
+		c.opts.Logger.WithError(err).Warn("cannot make the process undumpable; processes of the same user can read its environment")
+	}
 	b, err := bridge.New(c.opts)
 	if err != nil {
 		return err

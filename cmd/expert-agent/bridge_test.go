@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolbus/toolbus/bridge"
+	"github.com/toolbus/toolbus/expertagent"
 )
 
 func TestParseBridgeFlags(t *testing.T) {
@@ -40,9 +43,22 @@ func TestParseBridgeFlags(t *testing.T) {
 				t.Errorf("protocol %q", c.opts.ProtocolVersion)
 			}
 		}},
+		{name: "size limits", args: []string{"--upstream-max-message", "1024", "--max-packet-size", "2048", "--", "srv"}, check: func(t *testing.T, c bridgeConfig) {
+			if c.opts.MaxMessage != 1024 || c.Opts.MaxPacketSize != 2048 {
+				t.Errorf("max message %d, max packet size %d", c.opts.MaxMessage, c.Opts.MaxPacketSize)
+			}
+		}},
+		{name: "default size limits", args: []string{"--", "srv"}, check: func(t *testing.T, c bridgeConfig) {
+			if c.opts.MaxMessage != bridge.DefaultMaxMessage || c.Opts.MaxPacketSize != expertagent.DefaultAgentMaxPacketSize {
+				t.Errorf("max message %d, max packet size %d", c.opts.MaxMessage, c.Opts.MaxPacketSize)
+			}
+		}},
+		{name: "zero max message", args: []string{"--upstream-max-message", "0", "--", "srv"}, wantErr: "--upstream-max-message"},
 		{name: "no upstream", wantErr: "no upstream"},
 		{name: "both upstreams", args: []string{"--upstream-url", "http://h/mcp", "--", "srv"}, wantErr: "not both"},
 		{name: "not an http URL", args: []string{"--upstream-url", "ftp://h/mcp"}, wantErr: "http:// or https://"},
+		{name: "a bad URL's credentials are not echoed", args: []string{"--upstream-url", "ftp://bob:s3cret@h/mcp?api_key=k3y"}, check: nil,
+			wantErr: "http:// or https://"},
 		{name: "header without URL", args: []string{"--upstream-header", "A: b", "--", "srv"}, wantErr: "goes with --upstream-url"},
 		{name: "header without colon", args: []string{"--upstream-url", "http://h/mcp", "--upstream-header", "Bearer x"}, wantErr: "Name: value"},
 		{name: "zero hold timeout", args: []string{"--hold-timeout", "0s", "--", "srv"}, wantErr: "--hold-timeout"},
@@ -54,6 +70,9 @@ func TestParseBridgeFlags(t *testing.T) {
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one saying %q", err, tc.wantErr)
+				}
+				if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "k3y") {
+					t.Errorf("err = %v: it shows the URL's credentials", err)
 				}
 				return
 			}

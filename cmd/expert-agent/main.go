@@ -24,6 +24,11 @@
 // bridge): a stdio server it starts (`-- COMMAND ARG...`) or a Streamable
 // HTTP one (--upstream-url), with the same broker flags.
 //
+// --version prints the version this binary was built from, which the agent
+// also reports in presence and serverInfo (package internal/buildinfo).
+// --name is for people and may hold any character: the default client ID
+// is made of it, fit for a topic level.
+//
 // Every flag also reads the environment variable TOOLBUS_AGENT_<FLAG>
 // (e.g. TOOLBUS_AGENT_PASSWORD); a flag on the command line wins.
 package main

@@ -154,6 +154,8 @@ func addAuditFlags(fs *flag.FlagSet, cfg *server.AuditConfig) func() error {
 	fs.Int64Var(&cfg.MaxRows, "audit-max-rows", 0, "most audit records kept, the oldest deleted first (0 = no bound)")
 	fs.IntVar(&cfg.QueueSize, "audit-queue-size", audit.DefaultQueueSize,
 		"audit records that may wait to be written; beyond it they are dropped, counted (toolbus_audit_dropped_total) and logged")
+	aggregate := fs.Duration("audit-aggregate-window", audit.DefaultAggregateWindow,
+		"repeated refusals of one kind from one source (failed MQTT logins, ACL denials, refused HTTP and OAuth requests) are recorded one by one up to 5 in this window, then counted in one record; 0 records each one")
 	return func() error {
 		switch {
 		case cfg.FlushInterval <= 0:
@@ -164,6 +166,9 @@ func addAuditFlags(fs *flag.FlagSet, cfg *server.AuditConfig) func() error {
 			return fmt.Errorf("--audit-max-rows %d: want 0 (no bound) or more", cfg.MaxRows)
 		case cfg.QueueSize < 1:
 			return fmt.Errorf("--audit-queue-size %d: want 1 or more", cfg.QueueSize)
+		}
+		if cfg.AggregateWindow = *aggregate; *aggregate <= 0 {
+			cfg.AggregateWindow = -1 // server.AuditConfig: negative records each refusal
 		}
 		cfg.Retention = *retention
 		if cfg.Retention == 0 {

@@ -7,6 +7,7 @@
 //	toolbus acl        export --format mosquitto [flags]
 //	toolbus acl rule   list|add|remove [flags]
 //	toolbus clients|agents|contexts [flags]
+//	toolbus version                print the build's version (also --version)
 //
 // Every flag can also be set through an environment variable TOOLBUS_<FLAG>,
 // e.g. --http-addr through TOOLBUS_HTTP_ADDR; a flag on the command line wins.
@@ -22,6 +23,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/toolbus/toolbus/internal/buildinfo"
 )
 
 const usage = `usage: toolbus <command> [flags]
@@ -54,6 +57,7 @@ commands:
   contexts evict         evict (unsubscribe) a cached context     (needs --server)
   audit                  query the audit log (--since --until --user --tool --outcome --kind --limit)
   config check FILE      check a config file for serve (exit 0, or the line at fault)
+  version                print the version this binary was built from (also --version)
 
 The operator commands (all but serve, config and acl export) work through the
 admin API of a running toolbus with --server URL --token T (a token with the
@@ -165,6 +169,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runConfig(ctx, rest, stdout, stderr)
 	case "audit":
 		return runAudit(ctx, rest, stdout, stderr)
+	case "version", "-version", "--version":
+		return runVersion(rest, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -181,4 +187,23 @@ func withoutList(args []string) []string {
 		return args[1:]
 	}
 	return args
+}
+
+// runVersion prints "toolbus VERSION" on stdout: the version serve reports
+// as serverInfo.version, from the build (package buildinfo).
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("version", stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: toolbus version\n\nPrints the version this binary was built from, as serve reports it in serverInfo:\n"+
+			"a module version (v1.2.3, or a pseudo-version with +dirty for a modified checkout), or\n"+
+			"\"(devel) REVISION TIME\" for a build without one.\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("version: unexpected arguments %q", fs.Args())
+	}
+	_, err := fmt.Fprintln(stdout, "toolbus", buildinfo.Version())
+	return err
 }

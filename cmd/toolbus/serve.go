@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/gctune"
 	"github.com/toolbus/toolbus/internal/pahoconn"
 	"github.com/toolbus/toolbus/internal/pprofserver"
+	"github.com/toolbus/toolbus/oauth"
+	"github.com/toolbus/toolbus/requester"
 	"github.com/toolbus/toolbus/server"
 )
 
@@ -33,8 +36,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.OAuth.RefreshTTL, "oauth-refresh-ttl", 30*24*time.Hour, "how long an unused OAuth refresh token stays valid")
 	fs.DurationVar(&cfg.OAuth.GrantMaxAge, "oauth-grant-max-age", 90*24*time.Hour, "how long a consent lasts, however often it is refreshed, before the user must sign in again (with --oidc-issuer: the longest a user removed at the provider keeps access)")
 	fs.DurationVar(&cfg.OAuth.UnusedClientTTL, "oauth-unused-client-ttl", 24*time.Hour, "how long a client registered at /oauth/register is kept if no user consents to it (registration is open to anyone); one consented to once is kept")
+	fs.IntVar(&cfg.OAuth.MaxUnusedClients, "oauth-max-unused-clients", oauth.DefaultMaxUnusedClients, "most clients registered through this process that no user has consented to; at the bound the oldest at least 10 minutes old are deleted, else registration answers 503 with Retry-After; at most 100 of them from one address (429 beyond); negative: no bound but --oauth-unused-client-ttl")
+	fs.DurationVar(&cfg.OAuth.RefreshGrace, "oauth-refresh-grace", oauth.DefaultRefreshGrace, "how long the same client presenting its just-rotated refresh token again (a retry, concurrent refreshes) gets the same tokens instead of losing its grant; negative: none, every reuse revokes")
 	fs.BoolVar(&cfg.OAuth.AllowPrivateClientMetadata, "oauth-allow-private-client-metadata", false, "fetch Client ID Metadata Documents from loopback and private addresses too, over http as well (tests, closed networks)")
-	trustedProxies := fs.String("trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client's address, for the OAuth rate limits (default: none, the connection's peer is the client)")
+	trustedProxies := fs.String("trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client's address, for the OAuth rate limits and refresh grace and the audit log's refused requests (default: none, the connection's peer is the client)")
 	fs.IntVar(&cfg.OAuth.RateLimit, "oauth-rate-limit", 30, "sign-in attempts, token requests and registrations allowed per client address (and sign-ins per user) per minute; negative: no limit")
 	fs.StringVar(&cfg.OAuth.OIDC.Issuer, "oidc-issuer", "", "sign users in at this OpenID provider (its issuer URL) instead of with toolbus passwords; register toolbus there with the redirect URI <public URL>/oauth/callback")
 	fs.StringVar(&cfg.OAuth.OIDC.ClientID, "oidc-client-id", "", "toolbus's client ID at the --oidc-issuer provider")
@@ -68,6 +73,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.SessionTTL, "session-ttl", 24*time.Hour, "idle time after which an MCP session ends")
 	fs.DurationVar(&cfg.EndedSessionsCacheTTL, "ended-sessions-cache-ttl", time.Second, "how long a replica trusts the store's \"session not ended\" per session: how late it may serve a session another replica ended (negative: ask on every request)")
 	fs.DurationVar(&cfg.ToolListTTL, "tool-list-ttl", 30*time.Second, "how long an expert agent's tool list is reused per context")
+	fs.IntVar(&cfg.MaxSessionsPerToken, "max-sessions-per-token", gateway.DefaultMaxSessionsPerToken, "live MCP sessions of one token on this replica; past it, initialize ends the token's least recently used session (its client gets 404 and initializes anew); negative: no bound")
+	fs.IntVar(&cfg.MaxSessionsPerUser, "max-sessions-per-user", gateway.DefaultMaxSessionsPerUser, "live MCP sessions of one user, all tokens together, on this replica; past it, initialize ends the same token's least recently used session, or is refused (429, Retry-After) when that token has none; negative: no bound")
+	fs.IntVar(&cfg.MaxAgentTools, "max-agent-tools", gateway.DefaultMaxAgentTools, "most tools kept of one expert agent's tools/list answer per context; the rest are logged once per answer and counted (toolbus_agent_tools_left_out_total)")
+	fs.IntVar(&cfg.MaxAgentListBytes, "max-agent-list-bytes", gateway.DefaultMaxAgentListBytes, "most bytes kept of one expert agent's tools/list answer per context, all pages together; no further page is asked past it")
+	fs.IntVar(&cfg.MaxToolBytes, "max-tool-bytes", gateway.DefaultMaxToolBytes, "largest expert-agent tool definition listed, in bytes; larger ones are left out")
+	fs.DurationVar(&cfg.ListChangedInterval, "list-changed-interval", gateway.DefaultListChangedInterval, "least time between two notifications/tools/list_changed to a listening client (a burst of agent changes is one at once and one when it ends); negative: every change at once")
+	fs.IntVar(&cfg.MaxAgentInstances, "max-agent-instances", requester.DefaultMaxInstancesPerAgent, "most instances of one agent that the gateway keeps from presence; past it, an offline one is forgotten, and while all are online a new one is not admitted; negative: no bound")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 4<<20, "largest MCP request body accepted (413 above)")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "http-read-header-timeout", 10*time.Second, "how long a client may take to send a request's headers (slow clients are disconnected)")
 	fs.DurationVar(&cfg.ReadTimeout, "http-read-timeout", 60*time.Second, "how long a client may take to send a whole request, headers and body (408 when the body is late); tool calls may run longer")

@@ -12,17 +12,25 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/expertagent"
+	"github.com/toolbus/toolbus/internal/buildinfo"
 	"github.com/toolbus/toolbus/internal/envflag"
 )
 
 // EnvPrefix prefixes the environment variable of every flag.
 const EnvPrefix = "TOOLBUS_AGENT_"
+
+// ErrVersion is returned by Parse and ParseArgs once --version printed the
+// version: the command has nothing more to do, and Main exits 0.
+var ErrVersion = errors.New("version printed")
+
+// stdout is where --version prints; a variable for tests.
+var stdout io.Writer = os.Stdout
 
 // Common is what every agent command reads from its command line.
 type Common struct {
@@ -31,6 +39,10 @@ type Common struct {
 	Opts      expertagent.AgentOptions
 	LogLevel  logrus.Level
 	LogFormat string // json or text
+
+	// passwordArg: --password was on the command line, which every user
+	// of the host can read (ps, /proc/<pid>/cmdline).
+	passwordArg bool
 }
 
 // Parse defines the common flags on fs (--name defaulting to name) beside
@@ -60,7 +72,7 @@ func ParseArgs(fs *flag.FlagSet, args []string, getenv func(string) string, name
 	fs.StringVar(&o.Username, "username", "", "MQTT username (an identity with the expert-agent role), also the agent's name on the bus: "+
 		"every instance run with it shares its requests. Required")
 	fs.StringVar(&o.Password, "password", "", "MQTT password (prefer the environment variable "+EnvPrefix+"PASSWORD)")
-	fs.StringVar(&o.Name, "name", name, "display name, reported in presence and serverInfo")
+	fs.StringVar(&o.Name, "name", name, "display name, reported in presence and serverInfo; any characters (the default client ID is made of it)")
 	fs.BoolVar(&o.Exclusive, "exclusive", false, "subscribe to the pool's requests without $share, for brokers without shared subscriptions: "+
 		"every instance gets (and answers) every request for any instance")
 	fs.StringVar(&o.ClientID, "client-id", "", "MQTT client ID, this instance's name on the bus; unique per instance (default: name + random suffix)")
@@ -68,12 +80,25 @@ func ParseArgs(fs *flag.FlagSet, args []string, getenv func(string) string, name
 	fs.DurationVar(&o.PresenceEvery, "presence-every", expertagent.DefaultAgentPresenceEvery, "publish the online status again this often; gateways take an instance silent for three of these for gone "+
 		"(a broker node that dies sends no Last Will); negative: never again")
 	fs.IntVar(&o.Concurrency, "concurrency", expertagent.DefaultAgentConcurrency, "requests served at once")
+	fs.IntVar(&o.MaxPacketSize, "max-packet-size", expertagent.DefaultAgentMaxPacketSize, "largest MQTT packet the broker accepts, in bytes "+
+		"(toolbus's embedded broker: 16 MiB; Mosquitto: max_packet_size; NATS: max_payload); a larger result is answered "+
+		"with an error instead, as the broker would drop the connection; negative: no check")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", expertagent.DefaultAgentShutdownTimeout, "how long to wait for calls in flight on shutdown")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
+	version := fs.Bool("version", false, "print the version this binary was built from (the one reported in presence and serverInfo) and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
+	if *version {
+		// Before the checks: --version needs no --username.
+		command, _, _ := strings.Cut(fs.Name(), " ")
+		if _, err := fmt.Fprintln(stdout, command, buildinfo.Version()); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, ErrVersion
+	}
+	fs.Visit(func(f *flag.Flag) { c.passwordArg = c.passwordArg || f.Name == "password" })
 	if err := envflag.Apply(fs, EnvPrefix, getenv); err != nil {
 		return nil, nil, err
 	}
@@ -89,17 +114,10 @@ func ParseArgs(fs *flag.FlagSet, args []string, getenv func(string) string, name
 		return nil, nil, fmt.Errorf("--log-format: want json or text, got %q", c.LogFormat)
 	}
 	c.LogLevel = lvl
-	o.Version = buildVersion()
+	// The build, as --version prints it: a module version, or "(devel)"
+	// with the VCS revision and time (package buildinfo).
+	o.Version = buildinfo.Version()
 	return c, fs.Args(), nil
-}
-
-// buildVersion is the module version the binary was built from, or the
-// SDK's default.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return expertagent.DefaultAgentVersion
 }
 
 // NewLogger builds the logger the log flags describe, writing to out, and
@@ -112,6 +130,10 @@ func (c *Common) NewLogger(out io.Writer) *logrus.Entry {
 		l.Formatter = &logrus.JSONFormatter{}
 	}
 	c.Opts.Logger = logrus.NewEntry(l)
+	if c.passwordArg {
+		c.Opts.Logger.Warn("--password on the command line is readable by every user of this host (ps, /proc/<pid>/cmdline); " +
+			"set " + EnvPrefix + "PASSWORD instead")
+	}
 	return c.Opts.Logger
 }
 
@@ -124,7 +146,7 @@ func Main(name string, run func(ctx context.Context, args []string, getenv func(
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
 	stop()
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, ErrVersion):
 	case errors.Is(err, context.Canceled):
 	default:
 		fmt.Fprintln(os.Stderr, name+":", err)

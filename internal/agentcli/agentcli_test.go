@@ -2,6 +2,7 @@ package agentcli_test
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"io"
 	"strings"
@@ -111,5 +112,27 @@ func TestNewLogger(t *testing.T) {
 				t.Errorf("output %q is not %s", got, format)
 			}
 		})
+	}
+}
+
+// --version prints the command's name and the build's version (the one
+// Parse puts in Opts.Version) and needs no --username: Parse returns
+// ErrVersion, which Main takes for success.
+func TestParseVersion(t *testing.T) {
+	var out bytes.Buffer
+	t.Cleanup(agentcli.SetStdout(&out))
+	fs := flag.NewFlagSet("some-agent sub", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	_, err := agentcli.Parse(fs, []string{"--version"}, func(string) string { return "" }, "x")
+	if !errors.Is(err, agentcli.ErrVersion) {
+		t.Fatalf("Parse(--version) = %v, want ErrVersion", err)
+	}
+	fs = flag.NewFlagSet("some-agent", flag.ContinueOnError)
+	c, err := agentcli.Parse(fs, []string{"--username", "u"}, func(string) string { return "" }, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "some-agent " + c.Opts.Version + "\n"; out.String() != want || c.Opts.Version == expertagent.DefaultAgentVersion {
+		t.Errorf("--version printed %q, want %q, the build's version rather than %q", out.String(), want, expertagent.DefaultAgentVersion)
 	}
 }
