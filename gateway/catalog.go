@@ -19,15 +19,33 @@ import (
 )
 
 // AgentSeparator joins an agent's name and a tool name. A platform tool
-// keeps its name; an agent's tool is listed and called as <agent>.<tool>
-// when its name holds the separator, when a platform tool has its name, or
-// when another agent lists it too. Agent names are topic levels
+// keeps its name; an agent's tool is listed as <agent>.<tool> when its
+// name holds the separator, when a platform tool has its name, when an
+// agent online since earlier lists it too (NamesQualifyOnCollision), or
+// always (NamesAlwaysQualify). Agent names are topic levels
 // ([A-Za-z0-9_-]), so the first '.' is where the agent's name ends: a
 // dotted name always reads as its own agent's, and no agent, online now
 // or later, can list a name that reads as another's. A tool whose listed
 // name is taken (by a platform tool) or over MCP's 128 characters is left
-// out (and logged).
+// out (and logged). <agent>.<tool> also calls a tool listed under its
+// plain name, so that a name a client once saw keeps working when the
+// agent that had the plain name goes.
 const AgentSeparator = "."
+
+// How agent tools are named (Options.AgentToolNames).
+const (
+	// NamesQualifyOnCollision lists an agent's tool under its plain name
+	// unless an agent online since earlier (requester AgentOnlineSince),
+	// among those the caller's token may use, lists the same name: a
+	// tool keeps its name while its agent stays online, and the newcomer's
+	// is qualified. Names are short, and stable under a running client;
+	// which agent has a plain name depends on who came first.
+	NamesQualifyOnCollision = "qualify-on-collision"
+	// NamesAlwaysQualify lists every agent tool as <agent>.<tool>: names
+	// depend on nothing but the agent, at the cost of longer names and
+	// of renaming every tool of a gateway that ran with the default.
+	NamesAlwaysQualify = "always-qualify"
+)
 
 // MetaAgent is the _meta member of every agent tool as listed: the name of
 // the agent that serves it.
@@ -62,6 +80,10 @@ type agentTool struct {
 type agentCatalog struct {
 	*toolSet
 	gen uint64 // presence generation it was checked at
+	// agents are the agents the token it was built for may use
+	// (acl.Token.Agents, nil: all): its names are worked out over those,
+	// so a token whose list changed (a user's grants) needs another.
+	agents []string
 	// fetched is when its oldest answer was fetched: it is stale a TTL
 	// after that.
 	fetched time.Time
@@ -126,9 +148,9 @@ func newCatalogs(size int, ttl time.Duration) *catalogs {
 // get returns the catalog of a context, building it when missing or stale.
 // build gets the stale catalog (nil if none), whose answers it may use
 // again.
-func (cs *catalogs) get(ctx context.Context, key contract.Context, gen uint64, build func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error)) (*agentCatalog, error) {
+func (cs *catalogs) get(ctx context.Context, key contract.Context, agents []string, gen uint64, build func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error)) (*agentCatalog, error) {
 	stale, ok := cs.cache.Get(key)
-	if ok && cs.fresh(stale, gen) {
+	if ok && cs.fresh(stale, agents, gen) {
 		return stale, nil
 	}
 	v, err, _ := cs.group.Do(key.Levels(), func() (any, error) {
@@ -136,7 +158,7 @@ func (cs *catalogs) get(ctx context.Context, key contract.Context, gen uint64, b
 		if err != nil {
 			return nil, err
 		}
-		c.gen = gen
+		c.gen, c.agents = gen, agents
 		cs.cache.Add(key, c)
 		return c, nil
 	})
@@ -148,19 +170,29 @@ func (cs *catalogs) get(ctx context.Context, key contract.Context, gen uint64, b
 
 // peek returns the context's catalog if one is cached and fresh, without
 // fetching; nil otherwise.
-func (cs *catalogs) peek(key contract.Context, gen uint64) *agentCatalog {
-	if c, ok := cs.cache.Peek(key); ok && cs.fresh(c, gen) {
+func (cs *catalogs) peek(key contract.Context, agents []string, gen uint64) *agentCatalog {
+	if c, ok := cs.cache.Peek(key); ok && cs.fresh(c, agents, gen) {
 		return c
 	}
 	return nil
 }
 
-func (cs *catalogs) fresh(c *agentCatalog, gen uint64) bool {
+func (cs *catalogs) fresh(c *agentCatalog, agents []string, gen uint64) bool {
 	ttl := cs.ttl
 	if c.partial {
 		ttl = min(ttl, partialTTL)
 	}
-	return !c.stale && c.gen == gen && cs.now().Sub(c.fetched) < ttl
+	return !c.stale && c.gen == gen && sameAgents(c.agents, agents) && cs.now().Sub(c.fetched) < ttl
+}
+
+// sameAgents reports whether two tokens' agent lists allow the same
+// agents: nil (every agent) is not an empty list (none). Unnarrowed
+// tokens, nearly all, cost two nil checks.
+func sameAgents(a, b []string) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return slices.Equal(a, b)
 }
 
 // reusable reports whether an answer of a stale catalog may serve again:
@@ -345,18 +377,23 @@ func decodeAgentList(a agentPages, lim listLimits) (*agentList, error) {
 	return l, nil
 }
 
-// buildUnion turns the agents' lists (sorted by agent) into the union
-// clients see: each tool under its own name when it has no AgentSeparator
-// and no other source holds that name, else as <agent>.<tool>; every tool
-// says its agent in _meta (MetaAgent), and gets what MCP clients need (a
-// description, an object inputSchema). The same answers always give the
-// same names, and an agent's names depend on no agent that sorts before
-// it. It also returns what it left out (names taken).
-func buildUnion(lists []*agentList, taken func(name string) bool) (*toolSet, leftOut) {
-	holders := map[string]int{} // tool name -> how many agents list it
+// buildUnion turns the agents' lists, the agent online longest first
+// (fetchCatalog), into the union clients see: each tool under its own
+// name when it has no AgentSeparator, no platform tool has it, no earlier
+// list has it and always is false; else as <agent>.<tool>. So a tool
+// keeps its name while its agent stays online: a newcomer that lists it
+// too is the one qualified. Every tool says its agent in _meta
+// (MetaAgent), and gets what MCP clients need (a description, an object
+// inputSchema). The same lists in the same order always give the same
+// names. A tool listed plainly is also found as <agent>.<tool> (lookup
+// only). It also returns what it left out (names taken).
+func buildUnion(lists []*agentList, taken func(name string) bool, always bool) (*toolSet, leftOut) {
+	first := map[string]string{} // tool name -> the first agent (in order) to list it
 	for _, l := range lists {
 		for _, lt := range l.tools {
-			holders[lt.name]++
+			if _, ok := first[lt.name]; !ok {
+				first[lt.name] = l.agent
+			}
 		}
 	}
 	c := &toolSet{byName: map[string]int{}}
@@ -365,7 +402,7 @@ func buildUnion(lists []*agentList, taken func(name string) bool) (*toolSet, lef
 		for _, lt := range l.tools {
 			name := lt.name
 			exposed := name
-			if strings.Contains(name, AgentSeparator) || taken(name) || holders[name] > 1 {
+			if always || strings.Contains(name, AgentSeparator) || taken(name) || first[name] != l.agent {
 				exposed = l.agent + AgentSeparator + name
 			}
 			// exposed is unique among agents by construction (a dotted
@@ -407,7 +444,31 @@ func buildUnion(lists []*agentList, taken func(name string) bool) (*toolSet, lef
 	for i, t := range c.tools {
 		c.byName[t.exposed] = i
 	}
+	// The qualified name of a tool listed plainly reaches it too: it is no
+	// other tool's (a qualified name starts with its own agent's), and a
+	// client that saw it while another agent had the plain name keeps it.
+	for i, t := range c.tools {
+		if t.exposed != t.name {
+			continue
+		}
+		alias := t.agent + AgentSeparator + t.name
+		if _, dup := c.byName[alias]; !dup && !taken(alias) && len(alias) <= 128 {
+			c.byName[alias] = i
+		}
+	}
 	return c, left
+}
+
+// suggest returns the listed name of a tool whose own name is name (the
+// first by listed name), for an unknown tool's error; "" if none.
+// allowed filters the agents the caller may use.
+func (c *toolSet) suggest(name string, allowed func(agent string) bool) string {
+	for _, t := range c.tools {
+		if t.name == name && t.exposed != name && allowed(t.agent) {
+			return t.exposed
+		}
+	}
+	return ""
 }
 
 // withAgentMeta returns a tool's _meta object with MetaAgent set to agent

@@ -26,22 +26,59 @@ type fakeAgents struct {
 	gen      uint64
 	agentGen map[string]uint64
 	lists    map[string]int // tools/list requests (pages) per agent
+	// since orders the agents by when they came online (the first change
+	// of each: the agents of newFakeAgents by name, then the later ones).
+	since map[string]uint64
 }
 
 func newFakeAgents(pages map[string][]string) *fakeAgents {
-	f := &fakeAgents{pages: pages, agentGen: map[string]uint64{}, lists: map[string]int{}}
+	f := &fakeAgents{pages: pages, agentGen: map[string]uint64{}, lists: map[string]int{}, since: map[string]uint64{}}
+	var names []string
 	for a := range pages {
+		names = append(names, a)
+	}
+	sortStrings(names)
+	for _, a := range names {
 		f.changed(a)
 	}
 	return f
 }
 
-// changed is a presence change of agent (a new since, say).
+// changed is a presence change of agent (a new since, say); its first
+// brings it online.
 func (f *fakeAgents) changed(agent string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.gen++
 	f.agentGen[agent] = f.gen
+	if _, ok := f.since[agent]; !ok {
+		f.since[agent] = f.gen
+	}
+}
+
+// gone takes agent offline: the next time it comes it is a newcomer.
+func (f *fakeAgents) gone(agent string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gen++
+	f.agentGen[agent] = f.gen
+	delete(f.pages, agent)
+	delete(f.since, agent)
+}
+
+// add brings agent online with these tools/list pages.
+func (f *fakeAgents) add(agent string, pages ...string) {
+	f.mu.Lock()
+	f.pages[agent] = pages
+	f.mu.Unlock()
+	f.changed(agent)
+}
+
+func (f *fakeAgents) AgentOnlineSince(agent string) (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.since[agent]
+	return time.UnixMilli(int64(s)), ok
 }
 
 func (f *fakeAgents) asked(agent string) int {
@@ -185,8 +222,8 @@ func TestUnionAgentCannotTakeAnothersName(t *testing.T) {
 			})
 			g, _ := fakeGateway(t, agents, nil)
 			names := listedNames(t, g)
-			if names["victim.lookup"] != "victim" {
-				t.Fatalf("victim.lookup is %q's; listed %v", names["victim.lookup"], names)
+			if names["victim.lookup"] == evil || names["lookup"] == evil && names["victim.lookup"] != "victim" {
+				t.Fatalf("victim's lookup not listed as its own: %v", names)
 			}
 			if names[evil+".victim.lookup"] != evil || names[evil+".later.tool"] != evil {
 				t.Fatalf("evil's dotted names not under its own: %v", names)
@@ -204,8 +241,9 @@ func TestUnionAgentCannotTakeAnothersName(t *testing.T) {
 			if names["later.lookup"] != "later" || names["tool"] != "later" || names[evil+".later.tool"] != evil {
 				t.Fatalf("with later online: %v", names)
 			}
-			if tool, ok := route(t, g, "later.tool"); ok {
-				t.Fatalf("later.tool listed for %s", tool.agent)
+			// later.tool reads as later's tool, and is it; never evil's.
+			if tool, ok := route(t, g, "later.tool"); !ok || tool.agent != "later" || tool.name != "tool" {
+				t.Fatalf("later.tool goes to %s as %q", tool.agent, tool.name)
 			}
 		})
 	}
@@ -420,7 +458,7 @@ func TestAgentListBounds(t *testing.T) {
 			}
 			var kept int
 			for _, tl := range g.catalogs.peek(contract.Context{PlatformID: "gwtest", UserID: "alice", SessionID: "tok-" + testToken.ID,
-				EntityType: contract.NoEntity, EntityID: contract.NoEntity}, agents.PresenceGeneration()).tools {
+				EntityType: contract.NoEntity, EntityID: contract.NoEntity}, testToken.Agents, agents.PresenceGeneration()).tools {
 				kept += len(tl.raw)
 			}
 			if limit := g.toolListLimits().bytes; kept > limit+len(names)*128 {

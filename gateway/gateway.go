@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"strings"
@@ -123,6 +124,10 @@ type Options struct {
 	// ToolsPageSize is the most tools one tools/list page holds; 0 means
 	// 1000. Clients follow nextCursor for the rest.
 	ToolsPageSize int
+	// AgentToolNames is how expert-agent tools are named in the union:
+	// NamesQualifyOnCollision (the zero value "" means it) or
+	// NamesAlwaysQualify.
+	AgentToolNames string
 	// MaxAgentTools bounds the tools kept of one expert agent's tools/list
 	// answer in a context; 0 means DefaultMaxAgentTools (1000). What the
 	// bounds leave out is logged once per answer and counted (Stats.AgentToolsLeftOut).
@@ -227,6 +232,13 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.ToolsPageSize <= 0 {
 		opts.ToolsPageSize = 1000
+	}
+	switch opts.AgentToolNames {
+	case "":
+		opts.AgentToolNames = NamesQualifyOnCollision
+	case NamesQualifyOnCollision, NamesAlwaysQualify:
+	default:
+		return nil, fmt.Errorf("%w: agent tool names %q: want %s or %s", ErrOptions, opts.AgentToolNames, NamesQualifyOnCollision, NamesAlwaysQualify)
 	}
 	if opts.ServerName == "" {
 		opts.ServerName = "toolbus"

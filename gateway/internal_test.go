@@ -149,7 +149,7 @@ func testCatalog(t *testing.T, g *Gateway, tok acl.Token) *agentCatalog {
 	t.Helper()
 	key := contract.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID, SessionID: "tok-" + tok.ID,
 		EntityType: contract.NoEntity, EntityID: contract.NoEntity}
-	cat, err := g.catalogs.get(t.Context(), key, g.opts.Agents.PresenceGeneration(), func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error) {
+	cat, err := g.catalogs.get(t.Context(), key, tok.Agents, g.opts.Agents.PresenceGeneration(), func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error) {
 		return g.fetchCatalog(ctx, key, tok, stale, g.log)
 	})
 	if err != nil {
@@ -209,9 +209,10 @@ func TestCatalogFromAnswer(t *testing.T) {
 }
 
 // The union of several agents: a name one agent holds alone keeps it; a
-// name two agents hold is <agent>.<name> for both, and so is an agent's
-// tool that a platform tool's name hides, and every dotted name (it would
-// read as another agent's).
+// name two agents hold keeps it for the one online longest (here, with no
+// since known, the first by name) and is <agent>.<name> for the others,
+// and so is an agent's tool that a platform tool's name hides, and every
+// dotted name (it would read as another agent's).
 func TestCatalogUnion(t *testing.T) {
 	g, hook := unionGateway(t, map[string][]string{
 		"files":  {toolsPage("read", "search", "platform_whoami")},
@@ -223,8 +224,8 @@ func TestCatalogUnion(t *testing.T) {
 	for _, tl := range c.tools {
 		got = append(got, tl.exposed+"@"+tl.agent+":"+tl.name)
 	}
-	want := "fetch@web:fetch,files.platform_whoami@files:platform_whoami,files.search@files:search," +
-		"rank@search:rank,read@files:read,search.search@search:search,web.files.read@web:files.read,web.search@web:search"
+	want := "fetch@web:fetch,files.platform_whoami@files:platform_whoami," +
+		"rank@search:rank,read@files:read,search@files:search,search.search@search:search,web.files.read@web:files.read,web.search@web:search"
 	if strings.Join(got, ",") != want {
 		t.Fatalf("union:\n got %s\nwant %s", strings.Join(got, ","), want)
 	}
@@ -241,7 +242,9 @@ func TestCatalogUnion(t *testing.T) {
 	if t2, ok := c.lookup("web.files.read"); !ok || t2.agent != "web" || t2.name != "files.read" {
 		t.Errorf("web.files.read: %+v", t2)
 	}
-	if _, ok := c.lookup("files.read"); ok {
-		t.Error("files.read listed: it reads as files' tool")
+	// files.read reads as files' tool, and calls it (files lists it as
+	// read): never web's.
+	if t2, ok := c.lookup("files.read"); !ok || t2.agent != "files" || t2.name != "read" {
+		t.Errorf("files.read: %+v", t2)
 	}
 }

@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -47,7 +50,7 @@ func callerOf(tok acl.Token) *contract.Caller {
 
 // agentCatalog returns the expert agents' tools for the request's context.
 func (g *Gateway) agentCatalog(r *request) (*agentCatalog, error) {
-	return g.catalogs.get(r.ctx, r.bus, g.opts.Agents.PresenceGeneration(), func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error) {
+	return g.catalogs.get(r.ctx, r.bus, r.tok.Agents, g.opts.Agents.PresenceGeneration(), func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error) {
 		return g.fetchCatalog(ctx, r.bus, r.tok, stale, g.logger(r.ctx))
 	})
 }
@@ -65,10 +68,13 @@ func (g *Gateway) fetchCatalog(ctx context.Context, key contract.Context, tok ac
 	// not cancel the fetch for the others.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ListTimeout)
 	defer cancel()
-	online := g.opts.Agents.OnlineAgents(ctx)
+	// Only the agents the token may use: names are computed over what the
+	// caller can see, never qualified for an agent it cannot.
+	online := slices.DeleteFunc(g.opts.Agents.OnlineAgents(ctx), func(a string) bool { return !tok.AllowsAgent(a) })
 	if len(online) == 0 {
 		return nil, requester.ErrNoAgent
 	}
+	g.byOnlineSince(online)
 	held := map[string]agentAnswer{}
 	if stale != nil {
 		for _, a := range stale.answers {
@@ -130,8 +136,8 @@ func (g *Gateway) fetchCatalog(ctx context.Context, key contract.Context, tok ac
 		}
 		return nil, errors.Join(failed...)
 	}
-	set, err := g.toolSets.union(lists, func() (*toolSet, error) {
-		set, left := buildUnion(lists, g.platformTaken)
+	set, err := g.toolSets.union(lists, tok.Agents == nil, func() (*toolSet, error) {
+		set, left := buildUnion(lists, g.platformTaken, g.opts.AgentToolNames == NamesAlwaysQualify)
 		if !left.empty() {
 			g.stats.addLeftOut(left)
 			log.WithFields(left.fields()).Warn("agent tools left out of the union: their names are taken")
@@ -143,6 +149,35 @@ func (g *Gateway) fetchCatalog(ctx context.Context, key contract.Context, tok ac
 	}
 	c.toolSet = set
 	return c, nil
+}
+
+// agentOnlineSince is an AgentRequester that says since when each agent
+// has been online (*requester.Requester). Without it agents are ordered by
+// name.
+type agentOnlineSince interface {
+	AgentOnlineSince(agent string) (time.Time, bool)
+}
+
+// byOnlineSince sorts agents (sorted by name) so that the agent online
+// longest comes first, ties by name: buildUnion gives it the plain names
+// it shares with later ones. The order is part of the union's key
+// (toolSets.union), so an agent that comes back after a break, a newcomer
+// then, gets another union.
+func (g *Gateway) byOnlineSince(agents []string) {
+	os, ok := g.opts.Agents.(agentOnlineSince)
+	if !ok || len(agents) < 2 {
+		return
+	}
+	since := make(map[string]int64, len(agents))
+	for _, a := range agents {
+		t, online := os.AgentOnlineSince(a)
+		if !online {
+			since[a] = math.MaxInt64 // went meanwhile: last
+			continue
+		}
+		since[a] = t.UnixMilli()
+	}
+	slices.SortStableFunc(agents, func(a, b string) int { return cmp.Compare(since[a], since[b]) })
 }
 
 // errSkipped marks an agent left out of a union because it was silent
@@ -364,6 +399,9 @@ func (g *Gateway) agentCall(r *request, name string, start time.Time) answer {
 	}
 	if !ok {
 		r.setOutcome(OutcomeRefused, "unknown_tool")
+		if hint := g.didYouMean(r, name); hint != "" {
+			return invalidParams("unknown tool %q; did you mean %q?", name, hint)
+		}
 		return invalidParams("unknown tool %q", name)
 	}
 	r.outcome.source = SourceAgent
@@ -374,7 +412,8 @@ func (g *Gateway) agentCall(r *request, name string, start time.Time) answer {
 		return g.rateLimitedCall(r, wait)
 	}
 	params := r.params
-	if t.name != t.exposed {
+	// The agent knows its own name: not a qualified one, listed or not.
+	if name != t.name {
 		var p map[string]json.RawMessage
 		if err := json.Unmarshal(params, &p); err != nil {
 			return invalidParams("invalid params")
@@ -421,12 +460,16 @@ func (g *Gateway) agentToolOf(r *request, name string) (agentTool, bool, error) 
 // check needs the context's own annotations, always waits for the list.
 func (g *Gateway) lookupAgentTool(r *request, name string) (agentTool, bool, error) {
 	if !r.tok.ReadOnly {
-		if cat := g.catalogs.peek(r.bus, g.opts.Agents.PresenceGeneration()); cat != nil {
+		if cat := g.catalogs.peek(r.bus, r.tok.Agents, g.opts.Agents.PresenceGeneration()); cat != nil {
 			t, ok := cat.lookup(name)
 			return t, ok, nil
 		}
-		if t, ok := g.toolSets.lastListed(name); ok {
-			return t, true, nil
+		// The latest list was built over every agent: it names tools as
+		// this token sees them only if the token is not narrowed to some.
+		if r.tok.Agents == nil {
+			if t, ok := g.toolSets.lastListed(name); ok {
+				return t, true, nil
+			}
 		}
 	}
 	cat, err := g.agentCatalog(r)
@@ -435,6 +478,17 @@ func (g *Gateway) lookupAgentTool(r *request, name string) (agentTool, bool, err
 	}
 	t, ok := cat.lookup(name)
 	return t, ok, nil
+}
+
+// didYouMean is the listed name of a tool the caller may use whose own
+// name is name (an agent's tool qualified since another came, or dotted):
+// what an unknown tool's error suggests. Only unknown tools pay for it.
+func (g *Gateway) didYouMean(r *request, name string) string {
+	cat, err := g.agentCatalog(r)
+	if err != nil {
+		return ""
+	}
+	return cat.suggest(name, r.tok.AllowsAgent)
 }
 
 // relay sends the interim message agent sent for an open call to the
@@ -509,7 +563,7 @@ func (g *Gateway) agentFailure(r *request, name string, err error) answer {
 func (g *Gateway) AgentTools(ctx context.Context, tok acl.Token) ([]platformtools.AgentTool, error) {
 	key := contract.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID, SessionID: "tok-" + tok.ID,
 		EntityType: contract.NoEntity, EntityID: contract.NoEntity}
-	cat, err := g.catalogs.get(ctx, key, g.opts.Agents.PresenceGeneration(), func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error) {
+	cat, err := g.catalogs.get(ctx, key, tok.Agents, g.opts.Agents.PresenceGeneration(), func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error) {
 		return g.fetchCatalog(ctx, key, tok, stale, g.log)
 	})
 	if err != nil {

@@ -27,7 +27,7 @@ type toolSets struct {
 	mu    sync.Mutex
 	lru   *simplelru.LRU[uint64, *sharedToolSet]
 	lists *simplelru.LRU[[sha256.Size]byte, *agentList] // one agent's answers (agentList)
-	last  atomic.Pointer[toolSet]                       // the set of the latest answer any context got
+	last  atomic.Pointer[toolSet]                       // the set of the latest answer a context of an unnarrowed token got
 	ids   atomic.Uint64                                 // the last agentList.id given
 }
 
@@ -111,20 +111,23 @@ func answerKey(a agentPages) [sha256.Size]byte {
 }
 
 // union returns the union of lists (buildUnion), built with build the
-// first time these very lists meet: contexts whose agents all gave the
-// same answers share one.
-func (ts *toolSets) union(lists []*agentList, build func() (*toolSet, error)) (*toolSet, error) {
+// first time these very lists meet in this order (the order names the
+// agent that keeps a shared name): contexts whose agents all gave the
+// same answers share one. everyAgent says the lists are of every online
+// agent (a token not narrowed to some): only such a union is the one
+// lastListed looks in.
+func (ts *toolSets) union(lists []*agentList, everyAgent bool, build func() (*toolSet, error)) (*toolSet, error) {
 	key := make([]json.RawMessage, len(lists))
 	for i, l := range lists {
 		key[i] = strconv.AppendUint(nil, l.id, 10)
 	}
-	return ts.get(key, build)
+	return ts.get(key, everyAgent, build)
 }
 
 // get returns the tool set built from pages, building it with build the
 // first time. Concurrent first builds of one answer may both run; the sets
 // are equal, and the later one is kept.
-func (ts *toolSets) get(pages []json.RawMessage, build func() (*toolSet, error)) (*toolSet, error) {
+func (ts *toolSets) get(pages []json.RawMessage, last bool, build func() (*toolSet, error)) (*toolSet, error) {
 	var h maphash.Hash
 	h.SetSeed(ts.seed)
 	for _, p := range pages {
@@ -136,7 +139,9 @@ func (ts *toolSets) get(pages []json.RawMessage, build func() (*toolSet, error))
 	e, ok := ts.lru.Get(key)
 	ts.mu.Unlock()
 	if ok && samePages(e.pages, pages) {
-		ts.last.Store(e.set)
+		if last {
+			ts.last.Store(e.set)
+		}
 		return e.set, nil
 	}
 	set, err := build()
@@ -150,7 +155,9 @@ func (ts *toolSets) get(pages []json.RawMessage, build func() (*toolSet, error))
 	ts.mu.Lock()
 	ts.lru.Add(key, &sharedToolSet{pages: kept, set: set})
 	ts.mu.Unlock()
-	ts.last.Store(set)
+	if last {
+		ts.last.Store(set)
+	}
 	return set, nil
 }
 

@@ -39,11 +39,12 @@ const (
 )
 
 // agentTools is the union of the three agents' tools as the gateway lists
-// them: echo is held twice, so both are qualified with their agent's name.
-var agentTools = []string{"alpha.echo", "countdown", "pool.echo", "sha256", "time_now", "whoami_instance", "word_count"}
+// them: echo is held twice; alpha, online first, keeps the name, and
+// pool's is qualified with its agent's name.
+var agentTools = []string{"countdown", "echo", "pool.echo", "sha256", "time_now", "whoami_instance", "word_count"}
 
 // ownerOf says which agent serves each of agentTools.
-var ownerOf = map[string]string{"alpha.echo": agAlpha, "countdown": agAlpha, "word_count": agAlpha,
+var ownerOf = map[string]string{"echo": agAlpha, "countdown": agAlpha, "word_count": agAlpha,
 	"sha256": agBeta, "time_now": agBeta, "pool.echo": agPool, "whoami_instance": agPool}
 
 // manyEnv is a gateway and the three agents, on the embedded broker or on
@@ -99,6 +100,8 @@ func startMany(t *testing.T, mosquitto bool, cfg server.Config) *manyEnv {
 		e.broker = "tcp://" + srv.MQTTAddr().String()
 	}
 	startToolsAgent(t, e.broker, agAlpha, "echo,word_count,countdown")
+	// alpha comes before pool, so that echo is alpha's.
+	poll(t, 15*time.Second, "alpha online", func() bool { return agentOnline(e.g.srv, agAlpha+"-1") })
 	e.stopBeta = startToolsAgent(t, e.broker, agBeta, "sha256,time_now")
 	for i := range 2 {
 		id := fmt.Sprintf("pool-%d", i+1)
@@ -271,7 +274,7 @@ func callOwned(t *testing.T, cs *mcp.ClientSession, s, c int, poolIDs []string, 
 	}
 	got := res.Content[0].(*mcp.TextContent).Text
 	sum := sha256.Sum256([]byte(text))
-	want := map[string]string{"alpha.echo": text, "pool.echo": "pool:" + text, "sha256": hex.EncodeToString(sum[:]),
+	want := map[string]string{"echo": text, "pool.echo": "pool:" + text, "sha256": hex.EncodeToString(sum[:]),
 		"countdown": "countdown of 1 finished"}[tool]
 	switch {
 	case tool == "whoami_instance":
@@ -451,7 +454,7 @@ func TestTokenAgentLimits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, want := unionAgentTools(list), []string{"alpha.echo", "countdown", "word_count"}; !slices.Equal(got, want) {
+			if got, want := unionAgentTools(list), []string{"countdown", "echo", "word_count"}; !slices.Equal(got, want) {
 				t.Errorf("agent tools %v, want alpha's alone %v", got, want)
 			}
 			if !slices.ContainsFunc(list.Tools, func(tool *mcp.Tool) bool { return tool.Name == "platform_whoami" }) {
@@ -464,9 +467,9 @@ func TestTokenAgentLimits(t *testing.T) {
 					t.Errorf("%s by a token limited to alpha: err = %v, want -32602", name, err)
 				}
 			}
-			res, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "alpha.echo", Arguments: map[string]any{"text": "mine"}})
+			res, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "mine"}})
 			if err != nil || res.IsError || textOf(t, res) != "mine" {
-				t.Errorf("alpha.echo = %+v, %v", res, err)
+				t.Errorf("echo = %+v, %v", res, err)
 			}
 		})
 	}
@@ -598,7 +601,7 @@ func TestAgentsJoinAndLeaveUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				res, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "alpha.echo", Arguments: map[string]any{"text": fmt.Sprint(i)}})
+				res, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": fmt.Sprint(i)}})
 				calls.Add(1)
 				if err != nil || res.IsError {
 					failures.Add(1)
@@ -610,12 +613,12 @@ func TestAgentsJoinAndLeaveUnderLoad(t *testing.T) {
 	drain()
 	startToolsAgent(t, e.broker, "delta", "sha256")
 	waitChanged("delta joined")
-	e.waitTools(t, []string{"alpha.echo", "beta.sha256", "countdown", "delta.sha256", "pool.echo", "time_now", "whoami_instance", "word_count"})
+	e.waitTools(t, []string{"countdown", "delta.sha256", "echo", "pool.echo", "sha256", "time_now", "whoami_instance", "word_count"})
 
 	drain()
 	e.stopBeta()
 	waitChanged("beta left")
-	e.waitTools(t, []string{"alpha.echo", "countdown", "pool.echo", "sha256", "whoami_instance", "word_count"})
+	e.waitTools(t, []string{"countdown", "echo", "pool.echo", "sha256", "whoami_instance", "word_count"})
 
 	close(stop)
 	wg.Wait()
@@ -650,7 +653,7 @@ func TestUserAgentGrants(t *testing.T) {
 	if _, err := adm.SetUserAgents(testCtx(t, 10*time.Second), "gina", admin.UserAgentsRequest{Agents: []string{agAlpha}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := list(), []string{"alpha.echo", "countdown", "word_count"}; !slices.Equal(got, want) {
+	if got, want := list(), []string{"countdown", "echo", "word_count"}; !slices.Equal(got, want) {
 		t.Errorf("gina limited to alpha: %v, want %v", got, want)
 	}
 	grants, err := adm.ListUserAgents(testCtx(t, 10*time.Second))

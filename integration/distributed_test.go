@@ -149,7 +149,8 @@ func sessionsAndCalls(t *testing.T, so *scaleOut) {
 		}
 		return true
 	}
-	// Both agents serve echo: the union names them pool.echo and solo.echo.
+	// Both agents serve echo: one is listed as echo, the other qualified,
+	// and both qualified names call their own agent's.
 	tools := []string{soWorkerUser + ".echo", soSoloUser + ".echo"}
 
 	// 1000 sessions per replica, all open at once, each with its own reply

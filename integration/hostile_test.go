@@ -864,9 +864,11 @@ func TestHostileMCP(t *testing.T) {
 			allRequests, "ff/v1/mcp/+/+/+/+/+/req", "../../etc/passwd", "..", "echo/../delete_all", `..\..\echo`,
 			"echo\x00", "%2e%2e%2f", " echo", "echo\n", "ECHO", strings.Repeat("a", 129),
 			strings.Repeat("n", 1<<20),
-			// Agent-qualified names exist only for a name two sources hold,
+			// An agent-qualified name reaches only that agent's own tool
+			// (hagent.echo is hagent's echo: tool_names_test.go); of an
+			// agent that is not online, or with no tool, it is unknown,
 			// and the old prefix for a collision is gone.
-			hostileAgentName + ".echo", hostileAgentName + ".delete_all", "spy.echo", ".echo", hostileAgentName + ".",
+			"spy.echo", ".echo", hostileAgentName + ".",
 			"agent_echo",
 		} {
 			t.Run(clipName(name), func(t *testing.T) {

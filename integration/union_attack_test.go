@@ -81,7 +81,7 @@ func TestUnionAgentCannotTakeAnothersName(t *testing.T) {
 		_ = json.Unmarshal(tl.Meta, &m)
 		listed[tl.Name] = m["io.toolbus/agent"]
 	}
-	if listed["victim.lookup"] != "victim" || listed["evil.victim.lookup"] != "evil" || listed["evil.lookup"] != "evil" {
+	if listed["victim.lookup"] != "victim" || listed["evil.victim.lookup"] != "evil" || listed["lookup"] != "evil" {
 		t.Fatalf("union %v", listed)
 	}
 

@@ -38,7 +38,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter("context_unsubscribes_total", "Response-topic unsubscribes (failed ones included).", float64(s.Unsubscribes))
 		counter("context_unsubscribe_errors_total", "Response-topic unsubscribes that failed.", float64(s.UnsubscribeErrors))
 		discarded := desc("agent_replies_discarded_total",
-			"Replies from expert agents that completed no call, by kind: malformed, late (no open call), duplicate, mismatched (another context's correlationId), interim_overflow.", "kind")
+			"Replies from expert agents that completed no call, by kind: malformed, late (no open call), duplicate (a call already answered, whoever sends it), mismatched (an open call's correlationId from another agent, or on another context's topic), interim_overflow.", "kind")
 		for kind, v := range map[string]uint64{"malformed": s.Dropped, "late": s.Late, "duplicate": s.Duplicates, "mismatched": s.Mismatched, "interim_overflow": s.InterimDropped} {
 			ch <- prometheus.MustNewConstMetric(discarded, prometheus.CounterValue, float64(v), kind)
 		}

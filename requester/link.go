@@ -82,6 +82,7 @@ func (r *Requester) linkUp() {
 	r.mu.Lock()
 	if r.started {
 		r.startedAt = time.Now()
+		r.presence.trustRetained(r.startedAt.Add(presenceGrace))
 	}
 	r.mu.Unlock()
 }

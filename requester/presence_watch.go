@@ -90,7 +90,24 @@ type presenceWatch struct {
 	// an instance since they last were admitted one, or lost one: the
 	// refusal is logged once per such episode, not once per message.
 	refusing map[string]bool
+	// onlineSince is, by online agent, since when it has been online
+	// without a break (rankOf): an agent's tools keep their plain names
+	// against agents online since later (the gateway's union). Deleted
+	// when the agent's last instance goes.
+	onlineSince map[string]int64
+	// trustUntil ends the moment after the presence subscription is made
+	// (Start, and each reconnect of the link) in which statuses are the
+	// broker's retained ones, of instances online before this gateway
+	// heard: their own since is all there is to order them by.
+	trustUntil time.Time
 }
+
+// RankSlack is how far before the moment a gateway hears an agent come
+// online its own since may place it (rankOf): the time its status takes
+// to arrive, and clocks a little apart. An agent cannot claim to have
+// been online long before it came, and so take the plain names of the
+// tools of agents that were.
+const RankSlack = time.Second
 
 // heard is what the expiry and the staleness checks need of an instance's
 // latest status.
@@ -99,12 +116,14 @@ type heard struct {
 	at       time.Time     // when it arrived
 	interval time.Duration // how often it said it would repeat an online status; 0 = never
 	conn     string        // its connection (contract.Presence.Connection); "" if it said none
+	rank     int64         // since when its agent is online, if it is the first instance online (rankOf)
 }
 
 func newPresenceWatch() *presenceWatch {
 	return &presenceWatch{agents: make(map[string]AgentStatus), online: make(map[string]int),
 		heard: make(map[string]heard), suspect: make(map[string]bool), changed: make(chan struct{}),
-		agentGen: make(map[string]uint64), known: make(map[string]map[string]struct{}), refusing: make(map[string]bool)}
+		agentGen: make(map[string]uint64), known: make(map[string]map[string]struct{}), refusing: make(map[string]bool),
+		onlineSince: make(map[string]int64)}
 }
 
 // presenceChange is what one presence message changed.
@@ -159,6 +178,7 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (pre
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	h.rank = w.rankOf(h.stated, now)
 	old, had := w.agents[key]
 	if !had && !cleared && !w.admit(agent) {
 		first := !w.refusing[agent]
@@ -185,6 +205,9 @@ func (w *presenceWatch) handle(topic string, payload []byte, now time.Time) (pre
 // is forgotten) and wakes those who wait for changes.
 func (w *presenceWatch) apply(key, agent string, st AgentStatus, h heard, cleared bool) presenceChange {
 	var ch presenceChange
+	// The agent's rank outlives the instance's own change (its count goes
+	// down and up again) while any instance stays online.
+	rank, ranked := w.onlineSince[agent]
 	if old, had := w.agents[key]; had && old.Online {
 		w.setOnline(agent, -1)
 		if cleared || !st.Online {
@@ -211,6 +234,14 @@ func (w *presenceWatch) apply(key, agent string, st AgentStatus, h heard, cleare
 		}
 		if len(w.agents) > maxKnownAgents {
 			w.forgetOldestOffline()
+		}
+	}
+	if w.online[agent] > 0 {
+		if st.Online && !cleared && (!ranked || h.rank < rank) {
+			rank, ranked = h.rank, true
+		}
+		if ranked {
+			w.onlineSince[agent] = rank
 		}
 	}
 	if ch.instanceGone != "" && w.online[agent] == 0 {
@@ -307,7 +338,46 @@ func (w *presenceWatch) setOnline(agent string, delta int) {
 		w.online[agent] = n
 	} else {
 		delete(w.online, agent)
+		delete(w.onlineSince, agent)
 	}
+}
+
+// rankOf is the since an instance's status gives its agent, should the
+// agent come online with it (Unix ms): the status's own since (the same
+// on every gateway), but no earlier than RankSlack before the gateway
+// heard it, unless it came while retained statuses arrive (trustUntil).
+// A status without since counts from when it was heard. Called with mu
+// held.
+func (w *presenceWatch) rankOf(stated int64, now time.Time) int64 {
+	heard := now.UnixMilli()
+	switch {
+	case stated <= 0:
+		return heard
+	case now.Before(w.trustUntil):
+		return stated
+	default:
+		return max(stated, heard-RankSlack.Milliseconds())
+	}
+}
+
+// trustRetained opens the moment, until end, in which statuses are taken
+// for the broker's retained ones (rankOf).
+func (w *presenceWatch) trustRetained(end time.Time) {
+	w.mu.Lock()
+	w.trustUntil = end
+	w.mu.Unlock()
+}
+
+// agentOnlineSince is since when agent has been online without a break
+// (rankOf); false if it is not online.
+func (w *presenceWatch) agentOnlineSince(agent string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ms, ok := w.onlineSince[agent]
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
 }
 
 // forgetOldestOffline drops the offline agent heard of longest ago. Called

@@ -287,6 +287,7 @@ func (r *Requester) Start(ctx context.Context) error {
 	}
 	r.started = true
 	r.startedAt = time.Now()
+	r.presence.trustRetained(r.startedAt.Add(presenceGrace))
 	r.cache.start(reapInterval(r.opts.ContextTTL))
 	r.expireDone = make(chan struct{})
 	r.expireWG.Go(r.expirePresence)
@@ -861,6 +862,17 @@ func (r *Requester) PresenceGeneration() uint64 { return r.presence.generation()
 // agent alone is stale once it moves, and stays fresh while other agents
 // come, go or churn.
 func (r *Requester) AgentGeneration(agent string) uint64 { return r.presence.agentGeneration(agent) }
+
+// AgentOnlineSince is since when agent has been online without a break:
+// its first online instance's since (the same on every gateway), but for
+// an agent that came online while this gateway listened no earlier than
+// RankSlack before it heard so, so that a status cannot claim an earlier
+// place than its agent had. The gateway's union lets the agent online
+// longest keep a tool name that agents online since later also list.
+// false when no instance of agent is online.
+func (r *Requester) AgentOnlineSince(agent string) (time.Time, bool) {
+	return r.presence.agentOnlineSince(agent)
+}
 
 // Stats returns the counters.
 func (r *Requester) Stats() Stats {

@@ -97,6 +97,10 @@ type Config struct {
 	CallTimeout time.Duration
 	// ListTimeout bounds an expert-agent tool list; 0 means 5s.
 	ListTimeout time.Duration
+	// AgentToolNames is how agent tools are named in the union
+	// (gateway.Options.AgentToolNames): "" or gateway.NamesQualifyOnCollision,
+	// or gateway.NamesAlwaysQualify.
+	AgentToolNames string
 	// AddressAgentInstances sends each request to one online instance of
 	// the agent (requester.Options.AddressInstances) instead of to its
 	// pool: for brokers without shared subscriptions.
@@ -575,6 +579,7 @@ func (s *Server) startGateway() error {
 		MaxToolBytes:        s.cfg.MaxToolBytes,
 		ListChangedInterval: s.cfg.ListChangedInterval,
 		ListTimeout:         s.cfg.ListTimeout,
+		AgentToolNames:      s.cfg.AgentToolNames,
 		MaxContexts:         s.cfg.MaxContexts,
 		RateLimits:          s.cfg.RateLimits,
 		Observer:            observer,

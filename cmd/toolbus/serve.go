@@ -65,6 +65,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	brokerKey := fs.String("broker-key-file", "", "PEM private key of --broker-cert-file")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", 30*time.Second, "deadline of an expert-agent tool call")
 	fs.DurationVar(&cfg.ListTimeout, "list-timeout", 5*time.Second, "deadline of an expert-agent tool list")
+	fs.StringVar(&cfg.AgentToolNames, "agent-tool-names", gateway.NamesQualifyOnCollision, "how agent tools are named: qualify-on-collision (a tool keeps its plain name while its agent is online; an agent that comes later with the same name gets <agent>.<tool>) or always-qualify (every agent tool is <agent>.<tool>)")
 	fs.BoolVar(&cfg.AddressAgentInstances, "address-agent-instances", false, "send each request to one instance of the agent, chosen in turn from presence, instead of to its pool's shared subscription: for brokers without $share (NATS, RabbitMQ)")
 	fs.DurationVar(&cfg.SuspectAfter, "suspect-after", 2*time.Second, "with --address-agent-instances: an instance that neither answers nor claims a call sent to it for this long gets no new calls while its agent has other instances, until it is heard from (one whose node died sends no Will); negative: never")
 	fs.IntVar(&cfg.MaxContexts, "max-contexts", 10000, "most per-context response subscriptions kept (LRU)")
