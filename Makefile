@@ -51,7 +51,7 @@ BENCHTIME ?= 2s
 bench:
 	./scripts/bench.sh
 	@if [ -n "$$BENCH_LONG$$BENCH_MICRO" ]; then \
-		$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./contract/ ./requester/ ./expertagent/ ./acl/ ./platformtools/ ./internal/jsonenc/; \
+		$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./broker/ ./contract/ ./requester/ ./expertagent/ ./acl/ ./store/ ./platformtools/ ./internal/jsonenc/; \
 		$(GO) test -run '^$$' -bench BenchmarkHandler -benchmem -benchtime $(BENCHTIME) ./bench/; \
 	fi
 
@@ -75,9 +75,9 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServeMCP$$' -fuzztime $(FUZZTIME) ./gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONGuards$$' -fuzztime $(FUZZTIME) ./gateway/
-	$(GO) test -run '^$$' -fuzz '^FuzzValidateLevel$$' -fuzztime $(FUZZTIME) ./acl/
+	$(GO) test -run '^$$' -fuzz '^FuzzValidateLevel$$' -fuzztime $(FUZZTIME) ./contract/
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyAllow$$' -fuzztime $(FUZZTIME) ./acl/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseSecret$$' -fuzztime $(FUZZTIME) ./acl/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSecret$$' -fuzztime $(FUZZTIME) ./store/
 	$(GO) test -run '^$$' -fuzz '^FuzzCallArguments$$' -fuzztime $(FUZZTIME) ./platformtools/
 	$(GO) test -run '^$$' -fuzz '^FuzzFlatSchema$$' -fuzztime $(FUZZTIME) ./platformtools/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $(FUZZTIME) ./contract/

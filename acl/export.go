@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/toolbus/toolbus/contract"
 )
 
 // exportSelection is what an export writes: the identities (by username)
@@ -30,7 +32,7 @@ func selectExport(ids []Identity, noHash func(Identity) string, rules []Rule, un
 		switch {
 		case id.Disabled:
 			continue
-		case !ValidLevel(id.Username):
+		case !contract.ValidLevel(id.Username):
 			sel.skipped = append(sel.skipped, fmt.Sprintf("identity %q: not a valid username", id.Username))
 			continue
 		case exported[id.Username]:

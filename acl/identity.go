@@ -34,8 +34,10 @@ func ParseRole(s string) (Role, error) {
 	return "", fmt.Errorf("unknown role %q (want %s, %s or %s)", s, RolePlatform, RoleExpertAgent, RoleClient)
 }
 
-// Identity is an MQTT login known to the store. The password hash never
-// leaves the store.
+// Identity is an MQTT login as the Policy sees it: who, in what role, and
+// whether it is disabled. Package store keeps identities (with their
+// password hashes, which an Identity never carries) and returns them as
+// this type.
 type Identity struct {
 	Username string
 	Role     Role

@@ -31,7 +31,7 @@ type MosquittoFiles struct {
 }
 
 // MosquittoExport turns identities, their password hashes (username ->
-// "$7$..." hash, as Store.PasswordHashes returns them) and the operator
+// "$7$..." hash, as store.Store.PasswordHashes returns them) and the operator
 // rules into files that make a Mosquitto 2 broker enforce what Policy
 // enforces in the embedded broker, as closely as Mosquitto's acl_file
 // allows. It is a pure function: same input, same bytes.

@@ -33,7 +33,7 @@ type NATSFiles struct {
 	Skipped []string
 }
 
-// NATSExport turns identities, their bcrypt hashes (Store.BcryptHashes:
+// NATSExport turns identities, their bcrypt hashes (store.Store.BcryptHashes:
 // NATS verifies no other kind) and the operator rules into a NATS accounts
 // block whose permissions give each identity what MosquittoExport gives it,
 // as closely as NATS subjects allow. It is a pure function: same input,

@@ -23,11 +23,6 @@ const (
 	// MaxHashIterations bounds the iteration count VerifyPassword accepts,
 	// so a tampered hash cannot make one login burn minutes of CPU.
 	MaxHashIterations = 10_000_000
-	// MaxPasswordLen is the longest password the store accepts.
-	MaxPasswordLen = 1024
-	// DefaultBcryptCost is the cost of the bcrypt hashes the store keeps
-	// for NATS when StoreOptions.BcryptCost is 0.
-	DefaultBcryptCost = 11
 
 	hashPrefix  = "$7$"
 	saltLen     = 12
@@ -53,6 +48,18 @@ func HashPassword(password []byte, iterations int) (string, error) {
 		return "", fmt.Errorf("pbkdf2: %w", err)
 	}
 	return encodeHash(iterations, salt, dk), nil
+}
+
+// UnmatchableHash returns a well-formed hash at iterations that no password
+// matches: a random salt and a random "derived key". Checking a login for an
+// unknown username against it costs what checking a wrong password costs, so
+// that the time a refusal takes does not tell which usernames exist.
+func UnmatchableHash(iterations int) (string, error) {
+	b := make([]byte, saltLen+hashLen)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("unmatchable hash: %w", err)
+	}
+	return encodeHash(iterations, b[:saltLen], b[saltLen:]), nil
 }
 
 func encodeHash(iterations int, salt, dk []byte) string {
@@ -132,20 +139,4 @@ func allDigits(s string) bool {
 		}
 	}
 	return true
-}
-
-// checkNewPassword refuses passwords that cannot be stored faithfully.
-func checkNewPassword(password []byte) error {
-	switch {
-	case len(password) == 0:
-		return fmt.Errorf("%w: empty", ErrInvalidPassword)
-	case len(password) > MaxPasswordLen:
-		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidPassword, len(password), MaxPasswordLen)
-	}
-	for _, c := range password {
-		if c == 0 {
-			return fmt.Errorf("%w: holds a NUL byte", ErrInvalidPassword)
-		}
-	}
-	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"github.com/toolbus/toolbus/contract"
 )
 
 // Policy answers "may this client do this?" for the broker. It denies
@@ -11,7 +13,7 @@ import (
 // granted by role and cannot be changed; operator rules (from the store)
 // only ever add access outside that tree and outside ff/v1/mcp/.
 //
-// Built-in rules (L is a level that passes ValidLevel; U is the client's
+// Built-in rules (L is a level that passes contract.ValidLevel; U is the client's
 // own username and C its own client ID, both of which must be L):
 //
 //   - RolePlatform publishes requests on ff/v2/mcp/L/L/L/L/L/L/L/req (any
@@ -165,12 +167,12 @@ func builtinPublish(id Identity, clientID, topic string) bool {
 	}
 	switch id.Role {
 	case RolePlatform:
-		return ValidLevel(agent) && ValidLevel(instance) && contextTopic(tail, "req", false)
+		return contract.ValidLevel(agent) && contract.ValidLevel(instance) && contextTopic(tail, "req", false)
 	case RoleExpertAgent:
 		// Only under its own username and client ID: the topic names who
 		// replied or announced itself. "_" names the pool, never one
 		// instance.
-		return agent == id.Username && ValidLevel(agent) && instance == clientID && ValidLevel(instance) && instance != "_" &&
+		return agent == id.Username && contract.ValidLevel(agent) && instance == clientID && contract.ValidLevel(instance) && instance != "_" &&
 			(tail == "status" || contextTopic(tail, "res", false))
 	}
 	return false
@@ -194,14 +196,14 @@ func builtinSubscribe(id Identity, clientID, filter string) bool {
 		}
 		if tail == "status" {
 			return agent == "+" && instance == "+" ||
-				ValidLevel(agent) && (instance == "+" || ValidLevel(instance))
+				contract.ValidLevel(agent) && (instance == "+" || contract.ValidLevel(instance))
 		}
 		// Replies of one context, from whichever agent answers it, or of
 		// every context of one gateway (contract.GatewayReplyFilter),
 		// which holds no topic that a context's filter would not. The
 		// broker checks each delivery against the topic name too, where
 		// the agent and instance levels are real ones.
-		return (agent == "+" || ValidLevel(agent)) && (instance == "+" || ValidLevel(instance)) &&
+		return (agent == "+" || contract.ValidLevel(agent)) && (instance == "+" || contract.ValidLevel(instance)) &&
 			(contextTopic(tail, "res", false) || gatewayReplies(tail))
 	case RoleExpertAgent:
 		return agentRequestFilter(id.Username, clientID, filter)
@@ -218,8 +220,8 @@ func agentRequestFilter(username, clientID, f string) bool {
 		return false
 	}
 	agent, instance, tail, ok := cutAddress(rest)
-	return ok && agent == username && ValidLevel(agent) &&
-		(instance == "_" || instance == clientID && ValidLevel(instance)) &&
+	return ok && agent == username && contract.ValidLevel(agent) &&
+		(instance == "_" || instance == clientID && contract.ValidLevel(instance)) &&
 		contextTopic(tail, "req", true)
 }
 
@@ -244,7 +246,7 @@ func cutAddress(rest string) (agent, instance, tail string, ok bool) {
 func contextTopic(rest, kind string, wild bool) bool {
 	for range 5 {
 		level, r, more := cutLevel(rest)
-		if !more || !(ValidLevel(level) || wild && level == "+") {
+		if !more || !(contract.ValidLevel(level) || wild && level == "+") {
 			return false
 		}
 		rest = r
@@ -256,12 +258,12 @@ func contextTopic(rest, kind string, wild bool) bool {
 // levels) is one valid platform level, four "+" and then "res".
 func gatewayReplies(rest string) bool {
 	platform, rest, more := cutLevel(rest)
-	return more && ValidLevel(platform) && rest == "+/+/+/+/res"
+	return more && contract.ValidLevel(platform) && rest == "+/+/+/+/res"
 }
 
 // ownProbeTopic reports whether rest (what follows ff/v2/probe/) is
 // <username>/L: exactly two levels, no wildcard.
 func ownProbeTopic(rest, username string) bool {
 	owner, level, more := cutLevel(rest)
-	return more && owner == username && ValidLevel(owner) && ValidLevel(level)
+	return more && owner == username && contract.ValidLevel(owner) && contract.ValidLevel(level)
 }

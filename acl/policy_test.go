@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/toolbus/toolbus/contract"
 )
 
 var (
@@ -50,7 +52,7 @@ const (
 )
 
 func TestPolicyAllow(t *testing.T) {
-	long := strings.Repeat("a", MaxLevelLen+1)
+	long := strings.Repeat("a", contract.MaxLevelLen+1)
 	type tc struct {
 		name     string
 		id       Identity

@@ -31,7 +31,7 @@ const (
 
 // ProbeTopic is the topic on which username (an identity's MQTT username)
 // may publish and subscribe to measure a round trip between two of its own
-// connections; level tells its probes apart. Both must pass ValidLevel, or
+// connections; level tells its probes apart. Both must pass contract.ValidLevel, or
 // the Policy refuses the topic.
 func ProbeTopic(username, level string) string {
 	return probePrefix + username + "/" + level

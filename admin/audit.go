@@ -10,7 +10,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/store"
 )
 
 // AuditEvent is one record of the audit log (GET /audit).
@@ -46,7 +46,7 @@ type AuditEvent struct {
 }
 
 // NewAuditEvent converts a stored record.
-func NewAuditEvent(e acl.AuditEvent) AuditEvent {
+func NewAuditEvent(e store.AuditEvent) AuditEvent {
 	return AuditEvent{
 		ID: e.ID, Time: e.Time.UTC(), Kind: e.Kind, TokenID: e.TokenID, User: e.UserID, ClientID: e.ClientID,
 		SessionID: e.SessionID, EntityType: e.EntityType, EntityID: e.EntityID, Tool: e.Tool, Source: e.Source,
@@ -76,8 +76,8 @@ type AuditPage struct {
 // Audit reads the audit log. Records reach it within the writer's flush
 // interval (serve --audit-flush-interval).
 func (s *Service) Audit(ctx context.Context, q AuditQuery) (AuditPage, error) {
-	evs, next, err := s.opts.Store.QueryAudit(ctx, acl.AuditQuery(q))
-	if errors.Is(err, acl.ErrInvalidAuditQuery) {
+	evs, next, err := s.opts.Store.QueryAudit(ctx, store.AuditQuery(q))
+	if errors.Is(err, store.ErrInvalidAuditQuery) {
 		return AuditPage{}, invalid("%v", err)
 	}
 	if err != nil {
@@ -132,8 +132,8 @@ func ParseAuditQuery(v url.Values) (AuditQuery, error) {
 	}
 	if s := v.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > acl.MaxAuditLimit {
-			return q, invalid("limit %q: want 1..%d", s, acl.MaxAuditLimit)
+		if err != nil || n < 1 || n > store.MaxAuditLimit {
+			return q, invalid("limit %q: want 1..%d", s, store.MaxAuditLimit)
 		}
 		q.Limit = n
 	}

@@ -6,14 +6,16 @@ import (
 	"net/http"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 var (
 	// ErrInvalidRequest is returned for a request the model cannot carry
 	// out as asked: a malformed body, an unknown role or access, a bad TTL,
 	// a password too short. (Errors of the store's own checks wrap their
-	// acl sentinel instead; both answer 400.)
+	// sentinel (package store, acl or contract) instead; both answer 400.)
 	ErrInvalidRequest = errors.New("invalid request")
 	// ErrBuiltinRule is returned when a built-in rule of the ff/v2/
 	// tree is to be removed: they are granted by role and cannot change.
@@ -51,7 +53,7 @@ const (
 
 // APIError is an error answer of the admin API, as the Client returns it.
 // errors.Is matches it against the sentinel its code stands for
-// (acl.ErrNotFound, acl.ErrExists, ErrBuiltinRule, ErrForbidden, ...), so
+// (store.ErrNotFound, store.ErrExists, ErrBuiltinRule, ErrForbidden, ...), so
 // callers test both doors' errors the same way.
 type APIError struct {
 	Status  int    `json:"-"`
@@ -72,9 +74,9 @@ func (e *APIError) Unwrap() error {
 	case codeInvalid:
 		return ErrInvalidRequest
 	case codeNotFound:
-		return acl.ErrNotFound
+		return store.ErrNotFound
 	case codeConflict:
-		return acl.ErrExists
+		return store.ErrExists
 	case codeBuiltin:
 		return ErrBuiltinRule
 	case codeBusy:
@@ -84,9 +86,9 @@ func (e *APIError) Unwrap() error {
 	case codeNoServer:
 		return ErrNoServer
 	case codeStoreReadOnly:
-		return acl.ErrStoreReadOnly
+		return store.ErrStoreReadOnly
 	case codeStoreFull:
-		return acl.ErrStoreFull
+		return store.ErrStoreFull
 	case codeForbidden:
 		return ErrForbidden
 	case codeUnauthenticated:
@@ -99,14 +101,14 @@ func (e *APIError) Unwrap() error {
 // Unknown errors are internal (500): their text is logged, not sent.
 func errorStatus(err error) (status int, code string) {
 	switch {
-	case errors.Is(err, ErrInvalidRequest), errors.Is(err, acl.ErrInvalidTokenSpec), errors.Is(err, acl.ErrInvalidRule),
-		errors.Is(err, acl.ErrInvalidLevel), errors.Is(err, acl.ErrInvalidPassword), errors.Is(err, acl.ErrInvalidScope):
+	case errors.Is(err, ErrInvalidRequest), errors.Is(err, store.ErrInvalidTokenSpec), errors.Is(err, acl.ErrInvalidRule),
+		errors.Is(err, contract.ErrInvalidLevel), errors.Is(err, store.ErrInvalidPassword), errors.Is(err, store.ErrInvalidScope):
 		return http.StatusBadRequest, codeInvalid
 	case errors.Is(err, ErrBuiltinRule):
 		return http.StatusForbidden, codeBuiltin
-	case errors.Is(err, acl.ErrNotFound), errors.Is(err, requester.ErrContextNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, requester.ErrContextNotFound):
 		return http.StatusNotFound, codeNotFound
-	case errors.Is(err, acl.ErrExists):
+	case errors.Is(err, store.ErrExists):
 		return http.StatusConflict, codeConflict
 	case errors.Is(err, requester.ErrContextBusy):
 		return http.StatusConflict, codeBusy
@@ -116,9 +118,9 @@ func errorStatus(err error) (status int, code string) {
 		return http.StatusNotImplemented, codeNoServer
 	// A write the store cannot make: its message names what to fix (a
 	// read-only data directory, a standby, a full disk), so it is sent.
-	case errors.Is(err, acl.ErrStoreReadOnly):
+	case errors.Is(err, store.ErrStoreReadOnly):
 		return http.StatusServiceUnavailable, codeStoreReadOnly
-	case errors.Is(err, acl.ErrStoreFull):
+	case errors.Is(err, store.ErrStoreFull):
 		return http.StatusInsufficientStorage, codeStoreFull
 	}
 	return http.StatusInternalServerError, codeInternal

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 // TestErrorStatusRoundTrip: each sentinel the Service wraps answers its
@@ -19,15 +19,15 @@ func TestErrorStatusRoundTrip(t *testing.T) {
 		status int
 		code   string
 	}{
-		{acl.ErrNotFound, http.StatusNotFound, codeNotFound},
-		{acl.ErrExists, http.StatusConflict, codeConflict},
+		{store.ErrNotFound, http.StatusNotFound, codeNotFound},
+		{store.ErrExists, http.StatusConflict, codeConflict},
 		{ErrInvalidRequest, http.StatusBadRequest, codeInvalid},
 		{ErrBuiltinRule, http.StatusForbidden, codeBuiltin},
 		{requester.ErrContextBusy, http.StatusConflict, codeBusy},
 		{ErrNoBroker, http.StatusNotImplemented, codeNoBroker},
 		{ErrNoServer, http.StatusNotImplemented, codeNoServer},
-		{acl.ErrStoreReadOnly, http.StatusServiceUnavailable, codeStoreReadOnly},
-		{acl.ErrStoreFull, http.StatusInsufficientStorage, codeStoreFull},
+		{store.ErrStoreReadOnly, http.StatusServiceUnavailable, codeStoreReadOnly},
+		{store.ErrStoreFull, http.StatusInsufficientStorage, codeStoreFull},
 	} {
 		t.Run(c.code, func(t *testing.T) {
 			wrapped := fmt.Errorf("add identity: %w", c.err)

@@ -11,7 +11,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/store"
 )
 
 // PathPrefix is where the admin API lives.
@@ -23,7 +23,7 @@ const maxBodyBytes = 64 << 10
 
 // Handler serves the admin API under PathPrefix (the full path, not
 // stripped). It expects the gateway's auth middleware in front of it, which
-// puts the caller's token in the request context (acl.WithToken): without
+// puts the caller's token in the request context (store.WithToken): without
 // one it answers 401, to a token without the admin scope 403, whatever the
 // path.
 type Handler struct {
@@ -173,15 +173,15 @@ func endpoint[Req any](h *Handler, status int, body bodyKind, call func(r *http.
 
 // ServeHTTP checks the admin scope, then routes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	tok, _, ok := acl.TokenFrom(r.Context())
+	tok, _, ok := store.TokenFrom(r.Context())
 	if !ok {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		writeError(w, http.StatusUnauthorized, codeUnauthenticated, "the admin API needs a bearer token: Authorization: Bearer <token>")
 		return
 	}
-	if !tok.HasScope(acl.ScopeAdmin) {
+	if !tok.HasScope(store.ScopeAdmin) {
 		h.log.WithFields(logrus.Fields{"token": tok.ID, "user": tok.UserID, "path": r.URL.Path}).Info("admin API refused: no admin scope")
-		writeError(w, http.StatusForbidden, codeForbidden, "the admin API needs a token with scope "+acl.ScopeAdmin)
+		writeError(w, http.StatusForbidden, codeForbidden, "the admin API needs a token with scope "+store.ScopeAdmin)
 		return
 	}
 	h.router.ServeHTTP(w, r)

@@ -15,6 +15,7 @@ import (
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 // do sends one request with an optional bearer secret and returns the
@@ -115,7 +116,7 @@ func TestEndpointsNeedAdminScope(t *testing.T) {
 
 func TestTokens(t *testing.T) {
 	e := startEnv(t)
-	created, err := e.adm.CreateToken(ctx(t), admin.TokenRequest{User: "ops", Scopes: []string{acl.ScopeAdmin}, TTL: "1h", Name: "second admin"})
+	created, err := e.adm.CreateToken(ctx(t), admin.TokenRequest{User: "ops", Scopes: []string{store.ScopeAdmin}, TTL: "1h", Name: "second admin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,8 +150,8 @@ func TestTokens(t *testing.T) {
 		req  admin.TokenRequest
 		want error
 	}{
-		{"bad user", admin.TokenRequest{User: "a/b"}, acl.ErrInvalidTokenSpec},
-		{"empty scopes", admin.TokenRequest{User: "a", Scopes: []string{}}, acl.ErrInvalidTokenSpec},
+		{"bad user", admin.TokenRequest{User: "a/b"}, store.ErrInvalidTokenSpec},
+		{"empty scopes", admin.TokenRequest{User: "a", Scopes: []string{}}, store.ErrInvalidTokenSpec},
 		{"bad ttl", admin.TokenRequest{User: "a", TTL: "soon"}, admin.ErrInvalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -168,7 +169,7 @@ func TestTokens(t *testing.T) {
 	if _, err := ops.ListTokens(ctx(t), ""); !errors.Is(err, admin.ErrUnauthenticated) {
 		t.Fatalf("revoked token: %v, want ErrUnauthenticated", err)
 	}
-	if err := e.adm.RevokeToken(ctx(t), "tb_00000000"); !errors.Is(err, acl.ErrNotFound) {
+	if err := e.adm.RevokeToken(ctx(t), "tb_00000000"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("revoke unknown: %v, want ErrNotFound", err)
 	}
 	user, _ := admin.NewClient(e.base, e.userSecret, admin.ClientOptions{})
@@ -196,7 +197,7 @@ func TestIdentities(t *testing.T) {
 		t.Fatalf("clients = %+v, %v", cls, err)
 	}
 
-	if _, err := e.adm.AddIdentity(ctx(t), admin.IdentityRequest{Username: "dev1", Role: acl.RoleClient}); !errors.Is(err, acl.ErrExists) {
+	if _, err := e.adm.AddIdentity(ctx(t), admin.IdentityRequest{Username: "dev1", Role: acl.RoleClient}); !errors.Is(err, store.ErrExists) {
 		t.Fatalf("add twice: %v, want ErrExists", err)
 	}
 	for _, req := range []admin.IdentityRequest{
@@ -235,7 +236,7 @@ func TestIdentities(t *testing.T) {
 	if ch, err = e.adm.RemoveIdentity(ctx(t), "dev1"); err != nil || ch.Disconnected != 1 {
 		t.Fatalf("remove = %+v, %v; want one client disconnected", ch, err)
 	}
-	if _, err := e.adm.SetDisabled(ctx(t), "dev1", true); !errors.Is(err, acl.ErrNotFound) {
+	if _, err := e.adm.SetDisabled(ctx(t), "dev1", true); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("disable removed: %v, want ErrNotFound", err)
 	}
 }
@@ -268,11 +269,11 @@ func TestRules(t *testing.T) {
 		req  admin.RuleRequest
 		want error
 	}{
-		{"duplicate", admin.RuleRequest{Username: "dev1", Access: "readwrite", Filter: "sensors/#"}, acl.ErrExists},
+		{"duplicate", admin.RuleRequest{Username: "dev1", Access: "readwrite", Filter: "sensors/#"}, store.ErrExists},
 		{"reserved tree", admin.RuleRequest{Access: "read", Filter: "ff/v2/mcp/#"}, admin.ErrInvalidRequest},
 		{"retired v1 tree", admin.RuleRequest{Access: "read", Filter: "ff/v1/mcp/#"}, admin.ErrInvalidRequest},
 		{"bad access", admin.RuleRequest{Access: "all", Filter: "x"}, admin.ErrInvalidRequest},
-		{"unknown identity", admin.RuleRequest{Username: "ghost", Access: "read", Filter: "x"}, acl.ErrNotFound},
+		{"unknown identity", admin.RuleRequest{Username: "ghost", Access: "read", Filter: "x"}, store.ErrNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := e.adm.AddRule(ctx(t), tc.req); !errors.Is(err, tc.want) {
@@ -295,7 +296,7 @@ func TestRules(t *testing.T) {
 	if err := e.adm.RemoveRule(ctx(t), r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.adm.RemoveRule(ctx(t), r.ID); !errors.Is(err, acl.ErrNotFound) {
+	if err := e.adm.RemoveRule(ctx(t), r.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("remove twice: %v, want ErrNotFound", err)
 	}
 }
@@ -335,7 +336,7 @@ func TestAgentsAndContexts(t *testing.T) {
 	if cs, _ := e.adm.Contexts(ctx(t), ""); len(cs) != 0 {
 		t.Fatalf("contexts after evict = %+v", cs)
 	}
-	if err := e.adm.EvictContext(ctx(t), key); !errors.Is(err, acl.ErrNotFound) {
+	if err := e.adm.EvictContext(ctx(t), key); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("evict twice: %v, want ErrNotFound", err)
 	}
 	if err := e.adm.EvictContext(ctx(t), "a/b"); !errors.Is(err, admin.ErrInvalidRequest) {
@@ -381,10 +382,10 @@ func TestWithoutEmbeddedBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := acl.Token{ID: "tb_00000000", UserID: "root", Scopes: []string{acl.ScopeAdmin}}
+	tok := store.Token{ID: "tb_00000000", UserID: "root", Scopes: []string{store.ScopeAdmin}}
 	h := admin.NewHandler(svc)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(acl.WithToken(r.Context(), tok, "secret")))
+		h.ServeHTTP(w, r.WithContext(store.WithToken(r.Context(), tok, "secret")))
 	}))
 	t.Cleanup(hs.Close)
 	c, err := admin.NewClient(hs.URL, "secret", admin.ClientOptions{})
@@ -426,8 +427,8 @@ func TestOnChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := acl.Token{ID: "tb_00000000", UserID: "root", Scopes: []string{acl.ScopeAdmin}}
-	actx := acl.WithToken(ctx(t), tok, "secret")
+	tok := store.Token{ID: "tb_00000000", UserID: "root", Scopes: []string{store.ScopeAdmin}}
+	actx := store.WithToken(ctx(t), tok, "secret")
 	if _, err := svc.AddIdentity(actx, admin.IdentityRequest{Username: "dev1", Role: acl.RoleClient}); err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +447,7 @@ func TestOnChange(t *testing.T) {
 	if c := got[1]; c.Action != "rule.add" || c.Err == nil {
 		t.Errorf("second change %+v, want a refused rule.add", c)
 	}
-	if c := got[2]; c.Action != "token.revoke" || !c.Local || !errors.Is(c.Err, acl.ErrNotFound) {
+	if c := got[2]; c.Action != "token.revoke" || !c.Local || !errors.Is(c.Err, store.ErrNotFound) {
 		t.Errorf("third change %+v, want a local, refused token.revoke", c)
 	}
 	// The policy follows rule changes.

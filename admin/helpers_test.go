@@ -15,6 +15,7 @@ import (
 	"github.com/toolbus/toolbus/internal/testenv/servertest"
 	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // env is a running toolbus (embedded broker) with an admin token and a
@@ -31,8 +32,8 @@ func startEnv(t *testing.T) *env {
 	t.Helper()
 	srv := servertest.Start(t, server.Config{ListTimeout: 5 * time.Second})
 	e := &env{srv: srv, base: "http://" + srv.HTTPAddr().String()}
-	e.adminSecret = mintToken(t, srv, acl.TokenSpec{UserID: "root", Scopes: []string{acl.ScopeAdmin, acl.ScopeToolsList}})
-	e.userSecret = mintToken(t, srv, acl.TokenSpec{UserID: "alice"})
+	e.adminSecret = mintToken(t, srv, store.TokenSpec{UserID: "root", Scopes: []string{store.ScopeAdmin, store.ScopeToolsList}})
+	e.userSecret = mintToken(t, srv, store.TokenSpec{UserID: "alice"})
 	var err error
 	if e.adm, err = admin.NewClient(e.base, e.adminSecret, admin.ClientOptions{Timeout: 20 * time.Second}); err != nil {
 		t.Fatal(err)
@@ -40,7 +41,7 @@ func startEnv(t *testing.T) *env {
 	return e
 }
 
-func mintToken(t *testing.T, srv *server.Server, spec acl.TokenSpec) string {
+func mintToken(t *testing.T, srv *server.Server, spec store.TokenSpec) string {
 	t.Helper()
 	return servertest.Token(t, srv, spec)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The JSON shapes of the admin API. Times are RFC 3339 in UTC; an unset
@@ -14,13 +15,13 @@ import (
 
 // Token is a personal access token, without its secret.
 type Token struct {
-	ID       string       `json:"id"`
-	User     string       `json:"user"`
-	Scopes   []string     `json:"scopes"`
-	ReadOnly bool         `json:"readOnly"`
-	Entities []acl.Entity `json:"entities"` // [] = any entity
-	Agents   []string     `json:"agents"`   // [] = every expert agent
-	Name     string       `json:"name,omitempty"`
+	ID       string         `json:"id"`
+	User     string         `json:"user"`
+	Scopes   []string       `json:"scopes"`
+	ReadOnly bool           `json:"readOnly"`
+	Entities []store.Entity `json:"entities"` // [] = any entity
+	Agents   []string       `json:"agents"`   // [] = every expert agent
+	Name     string         `json:"name,omitempty"`
 	// Audience and Client are set on tokens issued to an OAuth client:
 	// the MCP endpoint it may use and the client's ID.
 	Audience  string     `json:"audience,omitempty"`
@@ -32,13 +33,13 @@ type Token struct {
 }
 
 // NewToken converts a stored token.
-func NewToken(t acl.Token) Token {
+func NewToken(t store.Token) Token {
 	j := Token{
 		ID: t.ID, User: t.UserID, Scopes: t.Scopes, ReadOnly: t.ReadOnly, Entities: t.Entities, Agents: t.Agents, Name: t.Name,
 		Audience: t.Audience, Client: t.ClientID, Created: t.Created.UTC(), ExpiresAt: optTime(t.ExpiresAt), LastUsed: optTime(t.LastUsed), RevokedAt: optTime(t.RevokedAt),
 	}
 	if j.Entities == nil {
-		j.Entities = []acl.Entity{}
+		j.Entities = []store.Entity{}
 	}
 	if j.Scopes == nil {
 		j.Scopes = []string{}
@@ -62,9 +63,9 @@ type TokenRequest struct {
 	User string `json:"user"`
 	// Scopes: null or absent means the default scopes (tools:list,
 	// tools:call); [] is refused.
-	Scopes   []string     `json:"scopes"`
-	ReadOnly bool         `json:"readOnly,omitempty"`
-	Entities []acl.Entity `json:"entities,omitempty"`
+	Scopes   []string       `json:"scopes"`
+	ReadOnly bool           `json:"readOnly,omitempty"`
+	Entities []store.Entity `json:"entities,omitempty"`
 	// Agents limits the token to these expert agents' tools (their names
 	// on the bus); absent or [] means every agent.
 	Agents []string `json:"agents,omitempty"`

@@ -18,12 +18,13 @@ import (
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
-// Store is what the Service keeps its model in. *acl.Store satisfies it.
+// Store is what the Service keeps its model in. *store.Store satisfies it.
 type Store interface {
-	CreateToken(ctx context.Context, spec acl.TokenSpec) (string, acl.Token, error)
-	ListTokens(ctx context.Context, userID string) ([]acl.Token, error)
+	CreateToken(ctx context.Context, spec store.TokenSpec) (string, store.Token, error)
+	ListTokens(ctx context.Context, userID string) ([]store.Token, error)
 	RevokeToken(ctx context.Context, id string) error
 
 	AddIdentity(ctx context.Context, username string, role acl.Role, password []byte) (acl.Identity, error)
@@ -37,13 +38,13 @@ type Store interface {
 	ListRules(ctx context.Context) ([]acl.Rule, error)
 	RemoveRule(ctx context.Context, id int64) error
 
-	QueryAudit(ctx context.Context, q acl.AuditQuery) ([]acl.AuditEvent, string, error)
+	QueryAudit(ctx context.Context, q store.AuditQuery) ([]store.AuditEvent, string, error)
 
 	SetUserAgents(ctx context.Context, user string, agents []string) error
 	ListUserAgents(ctx context.Context) (map[string][]string, error)
 
-	AddUser(ctx context.Context, id string, password []byte) (acl.User, error)
-	ListUsers(ctx context.Context) ([]acl.User, error)
+	AddUser(ctx context.Context, id string, password []byte) (store.User, error)
+	ListUsers(ctx context.Context) ([]store.User, error)
 	SetUserPassword(ctx context.Context, id string, password []byte) error
 	RemoveUser(ctx context.Context, id string) (int, error)
 }
@@ -84,11 +85,11 @@ type Options struct {
 	Requester Requester
 	// AgentTools lists the expert agents' tools as the token sees them;
 	// nil leaves Agents.Tools empty. It runs under ToolsTimeout.
-	AgentTools func(ctx context.Context, tok acl.Token) ([]AgentTool, error)
+	AgentTools func(ctx context.Context, tok store.Token) ([]AgentTool, error)
 	// ToolsTimeout bounds AgentTools; 0 means 5s.
 	ToolsTimeout time.Duration
 	// ToolScopes are the scopes tools declare (platformtools.ToolScopes),
-	// which a token may carry beside acl.BuiltinScopes; any other scope
+	// which a token may carry beside store.BuiltinScopes; any other scope
 	// is refused, naming the valid ones.
 	ToolScopes []string
 	// Settings returns the process's effective settings (GET /config);
@@ -145,7 +146,7 @@ func NewService(opts Options) (*Service, error) {
 func (s *Service) change(ctx context.Context, action, target string, f func() error) error {
 	err := f()
 	c := Change{Time: time.Now(), Action: action, Target: target, Err: err}
-	if tok, _, ok := acl.TokenFrom(ctx); ok {
+	if tok, _, ok := store.TokenFrom(ctx); ok {
 		c.TokenID, c.User = tok.ID, tok.UserID
 	} else {
 		c.Local = true
@@ -184,11 +185,11 @@ func (s *Service) CreateToken(ctx context.Context, req TokenRequest) (CreatedTok
 	var out CreatedToken
 	err := s.change(ctx, "token.create", "user "+req.User, func() error {
 		for _, sc := range req.Scopes {
-			if !slices.Contains(acl.BuiltinScopes, sc) && !slices.Contains(s.opts.ToolScopes, sc) {
+			if !slices.Contains(store.BuiltinScopes, sc) && !slices.Contains(s.opts.ToolScopes, sc) {
 				return invalid("unknown scope %q: the scopes are %s", sc, strings.Join(s.ValidScopes(), ", "))
 			}
 		}
-		spec := acl.TokenSpec{UserID: req.User, Scopes: req.Scopes, ReadOnly: req.ReadOnly, Entities: req.Entities, Agents: req.Agents, Name: req.Name}
+		spec := store.TokenSpec{UserID: req.User, Scopes: req.Scopes, ReadOnly: req.ReadOnly, Entities: req.Entities, Agents: req.Agents, Name: req.Name}
 		if req.TTL != "" {
 			ttl, err := time.ParseDuration(req.TTL)
 			if err != nil {
@@ -208,7 +209,7 @@ func (s *Service) CreateToken(ctx context.Context, req TokenRequest) (CreatedTok
 
 // ValidScopes are the scopes a token may carry here.
 func (s *Service) ValidScopes() []string {
-	return append(slices.Clone(acl.BuiltinScopes), s.opts.ToolScopes...)
+	return append(slices.Clone(store.BuiltinScopes), s.opts.ToolScopes...)
 }
 
 // RevokeToken revokes the token with this ID.
@@ -238,7 +239,7 @@ func (s *Service) ListUserAgents(ctx context.Context) ([]UserAgents, error) {
 func (s *Service) SetUserAgents(ctx context.Context, user string, req UserAgentsRequest) (UserAgents, error) {
 	err := s.change(ctx, "user.agents", "user "+user, func() error {
 		err := s.opts.Store.SetUserAgents(ctx, user, req.Agents)
-		if errors.Is(err, acl.ErrInvalidTokenSpec) {
+		if errors.Is(err, store.ErrInvalidTokenSpec) {
 			return invalid("%v", err)
 		}
 		return err

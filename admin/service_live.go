@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Clients lists the MQTT clients connected to the embedded broker.
@@ -28,7 +28,7 @@ func (s *Service) Clients(context.Context) ([]MQTTClient, error) {
 
 // Agents lists the expert agent instances heard of (online first) and
 // their tools as the caller's token sees them (the token in ctx, see
-// acl.WithToken; without one, no tools).
+// store.WithToken; without one, no tools).
 func (s *Service) Agents(ctx context.Context) (Agents, error) {
 	if s.opts.Requester == nil {
 		return Agents{}, ErrNoServer
@@ -47,7 +47,7 @@ func (s *Service) Agents(ctx context.Context) (Agents, error) {
 		}
 		return out.Agents[i].ClientID < out.Agents[j].ClientID
 	})
-	tok, _, ok := acl.TokenFrom(ctx)
+	tok, _, ok := store.TokenFrom(ctx)
 	if s.opts.AgentTools == nil || !ok {
 		return out, nil
 	}

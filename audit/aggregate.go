@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/clip"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Defaults of the aggregation of refusals (Options.AggregateWindow,
@@ -49,7 +49,7 @@ type aggBucket struct {
 	n    int // those counted into sum instead of recorded
 	// sum is the record that stands for the counted ones: the first of
 	// them, with every field in which a later one differed emptied.
-	sum    acl.AuditEvent
+	sum    store.AuditEvent
 	source string
 	mixed  bool // sum.Reason is cut to the class the merged reasons share
 }
@@ -80,12 +80,12 @@ func newAggregator(window time.Duration, after, maxKeys int) *aggregator {
 // aggregatable reports whether e is a refusal a client can cause at will:
 // an HTTP request refused before it ran, an MQTT login or publish
 // refused, a refused OAuth step.
-func aggregatable(e *acl.AuditEvent) bool {
+func aggregatable(e *store.AuditEvent) bool {
 	if e.Outcome != gateway.OutcomeRefused {
 		return false
 	}
 	switch e.Kind {
-	case acl.AuditRefused, acl.AuditMQTTDenied, acl.AuditOAuth:
+	case store.AuditRefused, store.AuditMQTTDenied, store.AuditOAuth:
 		return true
 	}
 	return false
@@ -113,7 +113,7 @@ func httpMethod(m string) string {
 
 // add counts e (already clipped) under k, and reports whether it is to be
 // recorded by itself.
-func (a *aggregator) add(e *acl.AuditEvent, k aggKey) bool {
+func (a *aggregator) add(e *store.AuditEvent, k aggKey) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -147,7 +147,7 @@ func (a *aggregator) add(e *acl.AuditEvent, k aggKey) bool {
 }
 
 // merge counts e into the bucket's record.
-func (b *aggBucket) merge(e *acl.AuditEvent) {
+func (b *aggBucket) merge(e *store.AuditEvent) {
 	b.n++
 	if b.n == 1 {
 		b.sum = *e
@@ -176,7 +176,7 @@ func (b *aggBucket) merge(e *acl.AuditEvent) {
 }
 
 // flush returns the records of the window that ended and starts the next.
-func (a *aggregator) flush() []acl.AuditEvent {
+func (a *aggregator) flush() []store.AuditEvent {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.takeLocked()
@@ -184,15 +184,15 @@ func (a *aggregator) flush() []acl.AuditEvent {
 
 // close returns the last window's records; later refusals are recorded
 // one by one (and dropped, counted, once the Log is closed).
-func (a *aggregator) close() []acl.AuditEvent {
+func (a *aggregator) close() []store.AuditEvent {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.closed = true
 	return a.takeLocked()
 }
 
-func (a *aggregator) takeLocked() []acl.AuditEvent {
-	var out []acl.AuditEvent
+func (a *aggregator) takeLocked() []store.AuditEvent {
+	var out []store.AuditEvent
 	for _, b := range a.keys {
 		if b.n == 0 {
 			continue

@@ -18,13 +18,14 @@ import (
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/testenv"
+	"github.com/toolbus/toolbus/store"
 )
 
 // allRecords reads every stored record, newest first.
-func allRecords(t *testing.T, s *acl.Store) []acl.AuditEvent {
+func allRecords(t *testing.T, s *store.Store) []store.AuditEvent {
 	t.Helper()
-	var out []acl.AuditEvent
-	q := acl.AuditQuery{Limit: acl.MaxAuditLimit}
+	var out []store.AuditEvent
+	q := store.AuditQuery{Limit: store.MaxAuditLimit}
 	for {
 		page, next, err := s.QueryAudit(testenv.Context(t, 10*time.Second), q)
 		if err != nil {
@@ -42,7 +43,7 @@ var countRE = regexp.MustCompile(`\(×(\d+) more from ([^)]*) in [^)]*\)$`)
 
 // refusalsIn is how many refusals the records stand for: one each, and a
 // summary's count more.
-func refusalsIn(t *testing.T, evs []acl.AuditEvent) (total, summaries int) {
+func refusalsIn(t *testing.T, evs []store.AuditEvent) (total, summaries int) {
 	t.Helper()
 	for _, e := range evs {
 		total++
@@ -78,7 +79,7 @@ func TestFieldsClipped(t *testing.T) {
 			l.BrokerEvent(broker.Event{Time: time.Now(), Kind: broker.EventConnect, ClientID: huge, Username: huge, Role: acl.RoleExpertAgent, Remote: huge})
 		}},
 		{"oauth record", func(l *audit.Log) {
-			l.Record(acl.AuditEvent{Time: time.Now(), Kind: acl.AuditOAuth, Action: "authorize", Outcome: "refused",
+			l.Record(store.AuditEvent{Time: time.Now(), Kind: store.AuditOAuth, Action: "authorize", Outcome: "refused",
 				ClientID: huge, UserID: huge, Reason: "unknown client " + huge, Target: huge, Source: huge})
 		}},
 		{"tool call", func(l *audit.Log) {
@@ -142,7 +143,7 @@ func TestRefusalsAggregated(t *testing.T) {
 		}, "203.0.113.10"},
 		{"refused OAuth authorize requests, each a new client_id", func(l *audit.Log, i int) {
 			id := fmt.Sprintf("tbc_%d", i)
-			l.Record(acl.AuditEvent{Time: time.Now(), Kind: acl.AuditOAuth, Action: "authorize", Outcome: "refused",
+			l.Record(store.AuditEvent{Time: time.Now(), Kind: store.AuditOAuth, Action: "authorize", Outcome: "refused",
 				ClientID: id, Reason: strconv.Quote(id) + " is unknown", Status: 400, Source: "192.0.2.44"})
 		}, "192.0.2.44"},
 	} {
@@ -200,10 +201,10 @@ func TestAggregationBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := allRecords(t, s)
-	var refusals []acl.AuditEvent
+	var refusals []store.AuditEvent
 	calls := 0
 	for _, e := range evs {
-		if e.Kind == acl.AuditToolCall {
+		if e.Kind == store.AuditToolCall {
 			calls++
 		} else {
 			refusals = append(refusals, e)
@@ -273,13 +274,13 @@ func TestAggregationPerSource(t *testing.T) {
 	l := newLog(t, audit.Options{Store: s, FlushInterval: time.Hour, AggregateWindow: time.Hour, AggregateKeys: keys, AggregateAfter: after})
 	for i := range kinds {
 		for range 3 {
-			l.Record(acl.AuditEvent{Time: time.Now(), Kind: acl.AuditOAuth, Action: "token", Outcome: "refused",
+			l.Record(store.AuditEvent{Time: time.Now(), Kind: store.AuditOAuth, Action: "token", Outcome: "refused",
 				Reason: fmt.Sprintf("invalid_request: reason %d", i), Status: 400, Source: "192.0.2.1"})
 		}
 	}
 	const other = 5
 	for range other {
-		l.Record(acl.AuditEvent{Time: time.Now(), Kind: acl.AuditOAuth, Action: "token", Outcome: "refused",
+		l.Record(store.AuditEvent{Time: time.Now(), Kind: store.AuditOAuth, Action: "token", Outcome: "refused",
 			Reason: "invalid_client: unknown client", Status: 401, Source: "192.0.2.2"})
 	}
 	if err := l.Close(testenv.Context(t, 10*time.Second)); err != nil {

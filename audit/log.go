@@ -23,8 +23,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/logutil"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Defaults of Options.
@@ -45,9 +45,9 @@ const warnEvery = 10 * time.Second
 // in Stats.Dropped.
 var ErrLost = errors.New("audit records lost")
 
-// Store is where the records go. *acl.Store satisfies it.
+// Store is where the records go. *store.Store satisfies it.
 type Store interface {
-	InsertAudit(ctx context.Context, events []acl.AuditEvent) error
+	InsertAudit(ctx context.Context, events []store.AuditEvent) error
 	PruneAudit(ctx context.Context, before time.Time, maxRows int64, chunk int) (int64, error)
 }
 
@@ -123,8 +123,8 @@ type Log struct {
 	log  *logrus.Entry
 
 	mu     sync.Mutex
-	queue  []acl.AuditEvent
-	spare  []acl.AuditEvent // the last written batch's array, emptied: the next queue
+	queue  []store.AuditEvent
+	spare  []store.AuditEvent // the last written batch's array, emptied: the next queue
 	closed bool
 	depth  atomic.Int64
 
@@ -212,13 +212,13 @@ func (l *Log) Stats() Stats {
 // short bound, and a refusal (Outcome refused, Kind refused, mqtt_denied
 // or oauth) is aggregated with the others of its Kind, Action, Status and
 // reason from the same Source (see Options.AggregateWindow).
-func (l *Log) Record(e acl.AuditEvent) {
+func (l *Log) Record(e store.AuditEvent) {
 	l.record(e, e.Source, "")
 }
 
 // record is Record with the aggregation key's source (a remote address)
 // and who (an authenticated actor, or "").
-func (l *Log) record(e acl.AuditEvent, source, who string) {
+func (l *Log) record(e store.AuditEvent, source, who string) {
 	clipEvent(&e)
 	if l.agg != nil && aggregatable(&e) {
 		k := aggKey{kind: e.Kind, action: e.Action, reason: reasonClass(e.Reason), who: who, source: source, status: e.Status}
@@ -231,7 +231,7 @@ func (l *Log) record(e acl.AuditEvent, source, who string) {
 }
 
 // enqueue queues e as it is.
-func (l *Log) enqueue(e acl.AuditEvent) {
+func (l *Log) enqueue(e store.AuditEvent) {
 	l.mu.Lock()
 	if l.closed || l.depth.Load() >= int64(l.opts.QueueSize) {
 		l.mu.Unlock()
@@ -302,7 +302,7 @@ func (l *Log) run() {
 		defer t.Stop()
 		window = t.C
 	}
-	var pending []acl.AuditEvent // taken from the queue, not yet written
+	var pending []store.AuditEvent // taken from the queue, not yet written
 	l.prune()
 	for {
 		select {
@@ -332,7 +332,7 @@ func (l *Log) run() {
 // write takes the queue and writes it after pending, BatchSize records per
 // transaction. It returns what is left after a failure (retried at the next
 // flush), or nothing.
-func (l *Log) write(ctx context.Context, pending []acl.AuditEvent) []acl.AuditEvent {
+func (l *Log) write(ctx context.Context, pending []store.AuditEvent) []store.AuditEvent {
 	// Only a queue taken whole is recycled: after a failed write, pending
 	// is the tail of an array whose head still holds written records.
 	fresh := len(pending) == 0
@@ -371,7 +371,7 @@ func (l *Log) write(ctx context.Context, pending []acl.AuditEvent) []acl.AuditEv
 // rebuilt from nil at every flush is one of the larger garbage sources per
 // tools/call (appends that double ~300-byte records). Arrays grown by a
 // burst beyond a few batches are left to the GC.
-func (l *Log) recycle(q []acl.AuditEvent) {
+func (l *Log) recycle(q []store.AuditEvent) {
 	if cap(q) == 0 || cap(q) > 4*l.opts.BatchSize {
 		return
 	}

@@ -19,13 +19,14 @@ import (
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/testenv"
+	"github.com/toolbus/toolbus/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func openStore(t *testing.T) *acl.Store {
+func openStore(t *testing.T) *store.Store {
 	t.Helper()
-	s, err := acl.Open(testenv.Context(t, 20*time.Second), t.TempDir(), acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
+	s, err := store.Open(testenv.Context(t, 20*time.Second), t.TempDir(), store.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func newLog(t *testing.T, opts audit.Options) *audit.Log {
 	return l
 }
 
-func count(t *testing.T, s *acl.Store) int64 {
+func count(t *testing.T, s *store.Store) int64 {
 	t.Helper()
 	n, err := s.CountAudit(testenv.Context(t, 10*time.Second))
 	if err != nil {
@@ -58,12 +59,12 @@ func count(t *testing.T, s *acl.Store) int64 {
 // gatedStore is the real store behind a gate: writes wait until it opens,
 // as they would behind a slow disk or another process's write lock.
 type gatedStore struct {
-	*acl.Store
+	*store.Store
 	open chan struct{}
 	once sync.Once
 }
 
-func (g *gatedStore) InsertAudit(ctx context.Context, evs []acl.AuditEvent) error {
+func (g *gatedStore) InsertAudit(ctx context.Context, evs []store.AuditEvent) error {
 	select {
 	case <-g.open:
 	case <-ctx.Done():
@@ -168,16 +169,16 @@ func TestRetentionByLog(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openStore(t)
-			var evs []acl.AuditEvent
+			var evs []store.AuditEvent
 			for h := range 72 { // one event an hour, 72h back; the newest 24 are within a day (strictly)
-				evs = append(evs, acl.AuditEvent{Time: now.Add(-time.Duration(h)*time.Hour - time.Minute), Kind: acl.AuditToolCall, Outcome: "ok"})
+				evs = append(evs, store.AuditEvent{Time: now.Add(-time.Duration(h)*time.Hour - time.Minute), Kind: store.AuditToolCall, Outcome: "ok"})
 			}
 			if err := s.InsertAudit(testenv.Context(t, 10*time.Second), evs); err != nil {
 				t.Fatal(err)
 			}
 			newLog(t, audit.Options{Store: s, Retention: tc.retention, MaxRows: tc.maxRows, Now: func() time.Time { return now }})
 			testenv.Poll(t, 10*time.Second, "retention applied", func() bool { return count(t, s) == tc.want })
-			left, _, err := s.QueryAudit(testenv.Context(t, 10*time.Second), acl.AuditQuery{Limit: acl.MaxAuditLimit})
+			left, _, err := s.QueryAudit(testenv.Context(t, 10*time.Second), store.AuditQuery{Limit: store.MaxAuditLimit})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,41 +193,41 @@ func TestRetentionByLog(t *testing.T) {
 func TestRecords(t *testing.T) {
 	s := openStore(t)
 	l := newLog(t, audit.Options{Store: s, FlushInterval: time.Hour})
-	secret, tok, err := s.CreateToken(testenv.Context(t, 10*time.Second), acl.TokenSpec{UserID: "mallory"})
+	secret, tok, err := s.CreateToken(testenv.Context(t, 10*time.Second), store.TokenSpec{UserID: "mallory"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := httptest.NewRequest(http.MethodPost, "/api/v1/mcp", nil)
 	r.Header.Set("Authorization", "Bearer "+secret)
 	l.Refused(r, http.StatusUnauthorized, "unauthenticated")
-	l.AdminChange(admin.Change{Time: time.Now(), TokenID: "tb_admin", User: "root", Action: "identity.remove", Target: "identity x", Err: acl.ErrNotFound})
+	l.AdminChange(admin.Change{Time: time.Now(), TokenID: "tb_admin", User: "root", Action: "identity.remove", Target: "identity x", Err: store.ErrNotFound})
 	l.BrokerEvent(broker.Event{Time: time.Now(), Kind: broker.EventConnect, ClientID: "a-1", Username: "a", Role: acl.RoleExpertAgent})
 	l.BrokerEvent(broker.Event{Time: time.Now(), Kind: broker.EventConnect, ClientID: "p-1", Username: "p", Role: acl.RolePlatform})
 	l.BrokerEvent(broker.Event{Time: time.Now(), Kind: broker.EventDenied, ClientID: "c-1", Username: "c", Action: "publish", Topic: "x/y"})
 	if err := l.Close(testenv.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	got, _, err := s.QueryAudit(testenv.Context(t, 10*time.Second), acl.AuditQuery{})
+	got, _, err := s.QueryAudit(testenv.Context(t, 10*time.Second), store.AuditQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	byKind := map[string]acl.AuditEvent{}
+	byKind := map[string]store.AuditEvent{}
 	for _, e := range got {
 		byKind[e.Kind] = e
 	}
 	if len(got) != 4 {
 		t.Fatalf("%d records, want 4 (a platform identity's connect is not an agent's): %+v", len(got), got)
 	}
-	if e := byKind[acl.AuditRefused]; e.TokenID != tok.ID || e.Status != 401 || e.Outcome != "refused" || e.Reason != "unauthenticated" {
+	if e := byKind[store.AuditRefused]; e.TokenID != tok.ID || e.Status != 401 || e.Outcome != "refused" || e.Reason != "unauthenticated" {
 		t.Errorf("refusal %+v: want the token ID (never the secret), 401, refused, unauthenticated", e)
 	}
-	if e := byKind[acl.AuditAdmin]; e.UserID != "root" || e.Action != "identity.remove" || e.Outcome != "error" || e.Reason == "" {
+	if e := byKind[store.AuditAdmin]; e.UserID != "root" || e.Action != "identity.remove" || e.Outcome != "error" || e.Reason == "" {
 		t.Errorf("admin change %+v: want root, identity.remove, error with its reason", e)
 	}
-	if e := byKind[acl.AuditAgentConnect]; e.ClientID != "a-1" || e.UserID != "a" {
+	if e := byKind[store.AuditAgentConnect]; e.ClientID != "a-1" || e.UserID != "a" {
 		t.Errorf("agent connect %+v", e)
 	}
-	if e := byKind[acl.AuditMQTTDenied]; e.Action != "publish" || e.Target != "x/y" || e.Outcome != "refused" {
+	if e := byKind[store.AuditMQTTDenied]; e.Action != "publish" || e.Target != "x/y" || e.Outcome != "refused" {
 		t.Errorf("mqtt refusal %+v", e)
 	}
 }
@@ -261,9 +262,9 @@ func TestQueueArrayReused(t *testing.T) {
 
 // storedRequestIDs counts the stored records (at most MaxAuditLimit) by
 // request ID, and in all.
-func storedRequestIDs(t *testing.T, s *acl.Store) (map[string]int, int) {
+func storedRequestIDs(t *testing.T, s *store.Store) (map[string]int, int) {
 	t.Helper()
-	evs, _, err := s.QueryAudit(testenv.Context(t, 10*time.Second), acl.AuditQuery{Limit: acl.MaxAuditLimit})
+	evs, _, err := s.QueryAudit(testenv.Context(t, 10*time.Second), store.AuditQuery{Limit: store.MaxAuditLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,11 +278,11 @@ func storedRequestIDs(t *testing.T, s *acl.Store) (map[string]int, int) {
 // failOnceStore fails its first InsertAudit, as a store briefly locked by
 // another process would.
 type failOnceStore struct {
-	*acl.Store
+	*store.Store
 	failed atomic.Bool
 }
 
-func (f *failOnceStore) InsertAudit(ctx context.Context, evs []acl.AuditEvent) error {
+func (f *failOnceStore) InsertAudit(ctx context.Context, evs []store.AuditEvent) error {
 	if f.failed.CompareAndSwap(false, true) {
 		return errors.New("store busy")
 	}

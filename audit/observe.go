@@ -11,6 +11,7 @@ import (
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/clip"
 	"github.com/toolbus/toolbus/internal/netsrc"
+	"github.com/toolbus/toolbus/store"
 )
 
 // maxField bounds every text field of a record (clipEvent): a user name, a
@@ -24,8 +25,8 @@ var _ gateway.Observer = (*Log)(nil)
 // start time, without its arguments. Like every record, its text fields
 // are clipped by Record.
 func (l *Log) ToolCall(tc *gateway.ToolCall) {
-	l.Record(acl.AuditEvent{
-		Time: tc.Start, Kind: acl.AuditToolCall, TokenID: tc.TokenID, UserID: tc.UserID, SessionID: tc.SessionID,
+	l.Record(store.AuditEvent{
+		Time: tc.Start, Kind: store.AuditToolCall, TokenID: tc.TokenID, UserID: tc.UserID, SessionID: tc.SessionID,
 		EntityType: tc.EntityType, EntityID: tc.EntityID, Tool: tc.Tool, Source: tc.Source,
 		Duration: tc.Duration, Outcome: tc.Outcome, Reason: tc.Reason, RequestID: tc.RequestID,
 	})
@@ -37,16 +38,16 @@ func (l *Log) ToolCall(tc *gateway.ToolCall) {
 // source is the client's address (Options.TrustedProxies), and a method
 // HTTP does not define is recorded as "other".
 func (l *Log) Refused(r *http.Request, status int, reason string) {
-	e := acl.AuditEvent{
-		Time: time.Now(), Kind: acl.AuditRefused, Status: status, Outcome: gateway.OutcomeRefused, Reason: reason,
+	e := store.AuditEvent{
+		Time: time.Now(), Kind: store.AuditRefused, Status: status, Outcome: gateway.OutcomeRefused, Reason: reason,
 		Action: httpMethod(r.Method), Target: r.URL.Path, RequestID: gateway.RequestID(r.Context()),
 	}
 	who := "" // the aggregation key's actor: only one the gateway authenticated
-	if tok, _, ok := acl.TokenFrom(r.Context()); ok {
+	if tok, _, ok := store.TokenFrom(r.Context()); ok {
 		e.TokenID, e.UserID = tok.ID, tok.UserID
 		who = tok.ID
 	} else if scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
-		e.TokenID = acl.TokenIDOf(strings.TrimSpace(secret))
+		e.TokenID = store.TokenIDOf(strings.TrimSpace(secret))
 	}
 	l.record(e, netsrc.ClientKey(r, l.opts.TrustedProxies), who)
 }
@@ -66,8 +67,8 @@ func (l *Log) AdminChange(c admin.Change) {
 
 // adminEvent is the record of an admin change: through the API it names
 // the token and its user, through a data directory Source is "data-dir".
-func adminEvent(c admin.Change) acl.AuditEvent {
-	e := acl.AuditEvent{Time: c.Time, Kind: acl.AuditAdmin, TokenID: c.TokenID, UserID: c.User,
+func adminEvent(c admin.Change) store.AuditEvent {
+	e := store.AuditEvent{Time: c.Time, Kind: store.AuditAdmin, TokenID: c.TokenID, UserID: c.User,
 		Action: c.Action, Target: c.Target, Outcome: gateway.OutcomeOK, Source: "api"}
 	if c.Local {
 		e.Source = "data-dir"
@@ -81,7 +82,7 @@ func adminEvent(c admin.Change) acl.AuditEvent {
 
 // AdminChangeEvent is the record of an admin change, for a process that
 // writes it itself (the CLI on a data directory).
-func AdminChangeEvent(c admin.Change) acl.AuditEvent { return adminEvent(c) }
+func AdminChangeEvent(c admin.Change) store.AuditEvent { return adminEvent(c) }
 
 // BrokerEvent records what the embedded broker reports (broker.Options.Events):
 // the connects and disconnects of expert agents, and every ACL refusal and
@@ -89,22 +90,22 @@ func AdminChangeEvent(c admin.Change) acl.AuditEvent { return adminEvent(c) }
 // client's to choose: they are clipped like every field, and its
 // aggregation key is its remote address alone (Target holds it).
 func (l *Log) BrokerEvent(e broker.Event) {
-	r := acl.AuditEvent{Time: e.Time, UserID: e.Username, ClientID: e.ClientID, Outcome: gateway.OutcomeOK, Source: "mqtt"}
+	r := store.AuditEvent{Time: e.Time, UserID: e.Username, ClientID: e.ClientID, Outcome: gateway.OutcomeOK, Source: "mqtt"}
 	who := "" // the aggregation key's actor: a logged-in client only
 	switch e.Kind {
 	case broker.EventConnect, broker.EventDisconnect:
 		if e.Role != acl.RoleExpertAgent {
 			return
 		}
-		r.Kind, r.Target = acl.AuditAgentConnect, e.Remote
+		r.Kind, r.Target = store.AuditAgentConnect, e.Remote
 		if e.Kind == broker.EventDisconnect {
-			r.Kind = acl.AuditAgentDisconnect
+			r.Kind = store.AuditAgentDisconnect
 			if e.Err != nil {
 				r.Reason = e.Err.Error()
 			}
 		}
 	case broker.EventDenied:
-		r.Kind, r.Outcome, r.Action, r.Target = acl.AuditMQTTDenied, gateway.OutcomeRefused, e.Action, e.Topic
+		r.Kind, r.Outcome, r.Action, r.Target = store.AuditMQTTDenied, gateway.OutcomeRefused, e.Action, e.Topic
 		r.Reason = "acl"
 		if e.Err != nil {
 			r.Reason = "acl: " + e.Err.Error()
@@ -112,7 +113,7 @@ func (l *Log) BrokerEvent(e broker.Event) {
 		// A logged-in client: its identity and client ID are its own.
 		who = clip.String(e.Username, maxField) + "\x00" + clip.String(e.ClientID, maxField)
 	case broker.EventLoginRefused:
-		r.Kind, r.Outcome, r.Action, r.Target = acl.AuditMQTTDenied, gateway.OutcomeRefused, "connect", e.Remote
+		r.Kind, r.Outcome, r.Action, r.Target = store.AuditMQTTDenied, gateway.OutcomeRefused, "connect", e.Remote
 		r.Reason = "login"
 		if e.Err != nil {
 			r.Reason = "login: " + e.Err.Error()
@@ -126,7 +127,7 @@ func (l *Log) BrokerEvent(e broker.Event) {
 // clipEvent cuts every text field of e to maxField bytes: whichever a
 // client can choose (an MQTT user name or client ID, a path, a reason
 // quoting a client's input) stays short in the store.
-func clipEvent(e *acl.AuditEvent) {
+func clipEvent(e *store.AuditEvent) {
 	for _, f := range []*string{&e.Kind, &e.TokenID, &e.UserID, &e.ClientID, &e.SessionID, &e.EntityType, &e.EntityID,
 		&e.Tool, &e.Source, &e.Action, &e.Target, &e.Outcome, &e.Reason, &e.RequestID} {
 		*f = clip.String(*f, maxField)

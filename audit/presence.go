@@ -3,9 +3,9 @@ package audit
 import (
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 // WatchPresence records the expert agents' connects and disconnects as
@@ -47,11 +47,11 @@ func (l *Log) presenceChanges(seen map[string]requester.AgentStatus, now []reque
 		if !known && !a.Online {
 			continue // gone before we heard of it
 		}
-		kind := acl.AuditAgentConnect
+		kind := store.AuditAgentConnect
 		if !a.Online {
-			kind = acl.AuditAgentDisconnect
+			kind = store.AuditAgentDisconnect
 		}
-		l.Record(acl.AuditEvent{Time: a.Since, Kind: kind, ClientID: a.ClientID, Target: a.Name,
+		l.Record(store.AuditEvent{Time: a.Since, Kind: kind, ClientID: a.ClientID, Target: a.Name,
 			Outcome: gateway.OutcomeOK, Source: "presence"})
 	}
 }

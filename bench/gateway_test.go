@@ -21,6 +21,7 @@ import (
 	"github.com/toolbus/toolbus/internal/testenv/servertest"
 	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The tiny runs of the harness's gateway modes (tools/list, cold contexts,
@@ -54,7 +55,7 @@ func startBenchGateway(t testing.TB) *benchGateway {
 			t.Fatal(err)
 		}
 	}
-	secret := servertest.Token(t, srv, acl.TokenSpec{UserID: "bench"})
+	secret := servertest.Token(t, srv, store.TokenSpec{UserID: "bench"})
 	g := &benchGateway{srv: srv, url: "http://" + srv.HTTPAddr().String() + "/api/v1/mcp", token: secret,
 		mqtt: "tcp://" + srv.MQTTAddr().String()}
 	startBenchAgent(t, g)

@@ -4,9 +4,9 @@
 // without a network hop.
 //
 // Every client logs in with a username and password that an Authenticator
-// (the acl store) checks; everything a client publishes or subscribes to, and
+// (the store, package store) checks; everything a client publishes or subscribes to, and
 // every message the broker delivers to it, is checked by an Authorizer (the
-// acl policy) against the identity it logged in as. Whatever the Authorizer
+// policy, package acl) against the identity it logged in as. Whatever the Authorizer
 // does not allow is denied. The inline client is the gateway itself and is
 // not checked.
 //

@@ -15,8 +15,10 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/internal/netsrc"
+	"github.com/toolbus/toolbus/store"
 )
 
 // aclHook is the mochi hook that decides who may log in and what each client
@@ -91,7 +93,7 @@ func (h *aclHook) clientLine(level logrus.Level, msg string, cl *mqtt.Client, fi
 }
 
 // cachedAuthenticator is an Authenticator that can check a login against
-// the recent successful ones without the KDF (*acl.Store).
+// the recent successful ones without the KDF (*store.Store).
 type cachedAuthenticator interface {
 	AuthenticateCached(ctx context.Context, username string, password []byte) (acl.Identity, bool, error)
 }
@@ -239,9 +241,9 @@ func (h *aclHook) login(cl *mqtt.Client, pk packets.Packet) (packets.Code, bool)
 		why = refusedDenied
 		return refuse("reserved client ID", nil)
 	}
-	if !acl.ValidLevel(username) {
+	if !contract.ValidLevel(username) {
 		// No stored identity can have this name; spare the KDF.
-		return refuse("bad credentials", acl.ErrInvalidLevel)
+		return refuse("bad credentials", contract.ErrInvalidLevel)
 	}
 
 	ctx, cancel := context.WithTimeout(h.ctx, h.connectTimeout)
@@ -254,9 +256,9 @@ func (h *aclHook) login(cl *mqtt.Client, pk packets.Packet) (packets.Code, bool)
 	case errors.Is(err, errLoginQueue):
 		why = refusedBusy
 		return refuse("login queue timeout", ctx.Err())
-	case errors.Is(err, acl.ErrBadCredentials):
+	case errors.Is(err, store.ErrBadCredentials):
 		return refuse("bad credentials", nil)
-	case errors.Is(err, acl.ErrDisabled), err == nil && id.Disabled:
+	case errors.Is(err, store.ErrDisabled), err == nil && id.Disabled:
 		why = refusedDenied // the store says so only to whoever knows the password
 		return refuse("identity disabled", nil)
 	case err != nil:
@@ -312,7 +314,7 @@ func (h *aclHook) authenticate(ctx context.Context, username string, password []
 	}
 	id, err := h.authn.Authenticate(ctx, username, password)
 	<-h.logins
-	if errors.Is(err, acl.ErrBadCredentials) {
+	if errors.Is(err, store.ErrBadCredentials) {
 		h.throttle.failed(username, remote)
 	}
 	return id, err

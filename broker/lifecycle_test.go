@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
+	"github.com/toolbus/toolbus/store"
 )
 
 func TestNewValidatesOptions(t *testing.T) {
@@ -45,7 +46,7 @@ func TestStartReadyClose(t *testing.T) {
 	b, err := broker.New(broker.Options{
 		Addr: "127.0.0.1:0",
 		Authenticator: authenticatorFunc(func(context.Context, string, []byte) (acl.Identity, error) {
-			return acl.Identity{}, acl.ErrBadCredentials
+			return acl.Identity{}, store.ErrBadCredentials
 		}),
 		Authorizer: acl.NewPolicy(nil),
 	})

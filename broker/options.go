@@ -12,7 +12,7 @@ import (
 	"github.com/toolbus/toolbus/internal/logutil"
 )
 
-// Authenticator checks a client's login. *acl.Store satisfies it.
+// Authenticator checks a client's login. *store.Store satisfies it.
 type Authenticator interface {
 	Authenticate(ctx context.Context, username string, password []byte) (acl.Identity, error)
 }

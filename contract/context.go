@@ -3,8 +3,6 @@ package contract
 import (
 	"fmt"
 	"strings"
-
-	"github.com/toolbus/toolbus/acl"
 )
 
 // Topic tree of the MQTT contract v2.
@@ -31,7 +29,7 @@ const V1Prefix = "ff/v1/mcp/"
 // Context names one conversation between a caller and the expert agents:
 // which gateway (PlatformID), whose token (UserID), which MCP session, and
 // which entity. Each field becomes one topic level and must pass
-// acl.ValidateLevel.
+// ValidateLevel.
 type Context struct {
 	PlatformID string
 	UserID     string
@@ -46,7 +44,7 @@ func (c Context) Validate() error {
 		{"platformId", c.PlatformID}, {"userId", c.UserID}, {"sessionId", c.SessionID},
 		{"entityType", c.EntityType}, {"entityId", c.EntityID},
 	} {
-		if err := acl.ValidateLevel(f.v); err != nil {
+		if err := ValidateLevel(f.v); err != nil {
 			return fmt.Errorf("context %s: %w", f.name, err)
 		}
 	}
@@ -128,10 +126,10 @@ func ParseTopic(topic string) (Topic, error) {
 		return Topic{}, fmt.Errorf("topic %q: want %s<agent>/<instance>/<5 levels>/req|res", topic, TopicPrefix)
 	}
 	t := Topic{Agent: parts[0], Instance: parts[1], Context: Context{parts[2], parts[3], parts[4], parts[5], parts[6]}, Kind: parts[7]}
-	if err := acl.ValidateLevel(t.Agent); err != nil {
+	if err := ValidateLevel(t.Agent); err != nil {
 		return Topic{}, fmt.Errorf("topic %q: agent: %w", topic, err)
 	}
-	if err := acl.ValidateLevel(t.Instance); err != nil {
+	if err := ValidateLevel(t.Instance); err != nil {
 		return Topic{}, fmt.Errorf("topic %q: instance: %w", topic, err)
 	}
 	if err := t.Context.Validate(); err != nil {
@@ -193,7 +191,7 @@ func ParsePresenceTopic(topic string) (agent, instance string, ok bool) {
 		return "", "", false
 	}
 	agent, instance, ok = strings.Cut(rest, "/")
-	if !ok || !acl.ValidLevel(agent) || !acl.ValidLevel(instance) {
+	if !ok || !ValidLevel(agent) || !ValidLevel(instance) {
 		return "", "", false
 	}
 	return agent, instance, true

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 )
 
@@ -53,7 +52,7 @@ func FuzzParseTopic(f *testing.F) {
 		}
 		c := tp.Context
 		for _, l := range []string{tp.Agent, tp.Instance, c.PlatformID, c.UserID, c.SessionID, c.EntityType, c.EntityID} {
-			if !acl.ValidLevel(l) {
+			if !contract.ValidLevel(l) {
 				t.Fatalf("%q parsed with an invalid level %q", topic, l)
 			}
 		}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
-
-	"github.com/toolbus/toolbus/acl"
 )
 
 // An agent answers a request with an "input required" result (SEP-2322)
@@ -35,7 +33,7 @@ func HeldState(requestState string) (clientID, state string, ok bool) {
 		return "", "", false
 	}
 	clientID, state, found = strings.Cut(rest, "/")
-	if !found || acl.ValidateLevel(clientID) != nil {
+	if !found || ValidateLevel(clientID) != nil {
 		return "", "", false
 	}
 	return clientID, state, true

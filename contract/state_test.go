@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 )
 
@@ -45,7 +44,7 @@ func FuzzHeldBy(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, params []byte) {
-		if id := contract.HeldBy(params); id != "" && acl.ValidateLevel(id) != nil {
+		if id := contract.HeldBy(params); id != "" && contract.ValidateLevel(id) != nil {
 			t.Fatalf("HeldBy(%q) = %q, not a valid level", params, id)
 		}
 	})

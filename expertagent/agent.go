@@ -17,7 +17,6 @@ import (
 	"github.com/eclipse/paho.mqtt.golang/packets"
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/backoff"
 	"github.com/toolbus/toolbus/internal/pahoconn"
@@ -90,7 +89,7 @@ type AgentOptions struct {
 	// <agent> level of its request, reply and presence topics, which the
 	// broker lets it use for no other name. Every instance logged in with
 	// one Username belongs to one pool, which shares the requests for any
-	// instance. Required; it must pass acl.ValidateLevel.
+	// instance. Required; it must pass contract.ValidateLevel.
 	Username, Password string
 	// TLSConfig is used for ssl:// and wss:// URLs; nil = system defaults.
 	TLSConfig *tls.Config
@@ -99,7 +98,7 @@ type AgentOptions struct {
 	// requests addressed to it alone. "" = Name made fit for a topic level
 	// (each run of characters other than A-Z a-z 0-9 _ - becomes one "-":
 	// "My agent" gives "My-agent"), "-" and 8 random hex digits. One given
-	// here must pass acl.ValidateLevel, and be unique in the pool (the
+	// here must pass contract.ValidateLevel, and be unique in the pool (the
 	// broker takes a second connection with one ID over from the first).
 	ClientID string
 	// Name and Version are reported in presence and in initialize's
@@ -256,12 +255,12 @@ func NewAgent(opts AgentOptions) *Agent {
 }
 
 // clientIDPrefix makes name, which is for people, the start of a client
-// ID, which is a topic level: each run of bytes acl.ValidateLevel does not
+// ID, which is a topic level: each run of bytes contract.ValidateLevel does not
 // allow becomes one "-", dashes at either end are dropped, and it is cut
-// so that the "-" and random suffix still fit in acl.MaxLevelLen. A name
+// so that the "-" and random suffix still fit in contract.MaxLevelLen. A name
 // with nothing left gives DefaultAgentName.
 func clientIDPrefix(name string) string {
-	const room = acl.MaxLevelLen - 1 - 8 // "-" and contract.RandomID(4)
+	const room = contract.MaxLevelLen - 1 - 8 // "-" and contract.RandomID(4)
 	b := make([]byte, 0, len(name))
 	for i := 0; i < len(name); i++ {
 		switch c := name[i]; {
@@ -372,10 +371,10 @@ func (a *Agent) start() error {
 	if a.opts.Username == "" {
 		return fmt.Errorf("%w: Username is required: it is the agent's name on the bus", ErrAgentOptions)
 	}
-	if err := acl.ValidateLevel(a.opts.Username); err != nil {
+	if err := contract.ValidateLevel(a.opts.Username); err != nil {
 		return fmt.Errorf("%w: Username (the agent's name on the bus): %w", ErrAgentOptions, err)
 	}
-	if err := acl.ValidateLevel(a.opts.ClientID); err != nil {
+	if err := contract.ValidateLevel(a.opts.ClientID); err != nil {
 		return fmt.Errorf("%w: ClientID: %w", ErrAgentOptions, err)
 	}
 	if a.opts.ClientID == contract.AnyInstance {

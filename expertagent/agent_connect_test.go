@@ -16,7 +16,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/testenv"
@@ -181,7 +180,7 @@ func TestAgentNameForPeople(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			id := expertagent.NewAgent(expertagent.AgentOptions{Name: tc.name}).ClientID()
-			if err := acl.ValidateLevel(id); err != nil || !strings.HasPrefix(id, tc.prefix) {
+			if err := contract.ValidateLevel(id); err != nil || !strings.HasPrefix(id, tc.prefix) {
 				t.Errorf("ClientID() = %q (%v), want a valid topic level starting %q", id, err, tc.prefix)
 			}
 		})

@@ -12,10 +12,10 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 // fakeAgents is an AgentRequester whose agents answer tools/list from
@@ -146,8 +146,8 @@ func sortStrings(s []string) {
 
 type noTokens struct{}
 
-func (noTokens) AuthenticateToken(context.Context, string) (acl.Token, error) {
-	return acl.Token{}, acl.ErrUnauthenticated
+func (noTokens) AuthenticateToken(context.Context, string) (store.Token, error) {
+	return store.Token{}, store.ErrUnauthenticated
 }
 
 // toolsPage is a tools/list result with tools of these names.
@@ -180,7 +180,7 @@ func fakeGateway(t *testing.T, agents AgentRequester, mod func(*Options)) (*Gate
 	return g, hook
 }
 
-var testToken = acl.Token{ID: "tb_test", UserID: "alice", Scopes: acl.DefaultScopes}
+var testToken = store.Token{ID: "tb_test", UserID: "alice", Scopes: store.DefaultScopes}
 
 // route resolves a tools/call name as the gateway does before it calls,
 // in the token's own context.

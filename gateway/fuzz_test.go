@@ -12,11 +12,11 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/platformtools"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 type handlerRef struct{ h http.Handler }
@@ -53,7 +53,7 @@ func newGateway(t testing.TB) (*gateway.Gateway, string) {
 	}
 	ref.h = g
 	t.Cleanup(g.Close)
-	secret, _, err := env.Store.CreateToken(ctx, acl.TokenSpec{UserID: "fuzzer"})
+	secret, _, err := env.Store.CreateToken(ctx, store.TokenSpec{UserID: "fuzzer"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,17 +26,17 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/platformtools"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
-// TokenAuthenticator checks bearer tokens (*acl.Store).
+// TokenAuthenticator checks bearer tokens (*store.Store).
 type TokenAuthenticator interface {
-	AuthenticateToken(ctx context.Context, secret string) (acl.Token, error)
+	AuthenticateToken(ctx context.Context, secret string) (store.Token, error)
 }
 
 // AgentRequester reaches the expert agents (*requester.Requester).
@@ -209,7 +209,7 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Tokens == nil || opts.Agents == nil {
 		return nil, errors.Join(ErrOptions, errors.New("Tokens and Agents are required"))
 	}
-	if err := acl.ValidateLevel(opts.PlatformID); err != nil {
+	if err := contract.ValidateLevel(opts.PlatformID); err != nil {
 		return nil, errors.Join(ErrOptions, err)
 	}
 	if opts.ReadyTimeout == 0 {
@@ -291,7 +291,7 @@ func (g *Gateway) routes() {
 		g.router.PathPrefix("/api/v1/").Handler(g.checkOrigin(g.authenticate(g.opts.API)))
 	}
 	if g.opts.Metrics != nil {
-		g.router.Handle("/metrics", g.checkOrigin(g.authenticate(g.requireScope(g.opts.Metrics, acl.ScopeAdmin, acl.ScopeMetrics)))).
+		g.router.Handle("/metrics", g.checkOrigin(g.authenticate(g.requireScope(g.opts.Metrics, store.ScopeAdmin, store.ScopeMetrics)))).
 			Methods(http.MethodGet, http.MethodHead)
 	}
 }

@@ -11,10 +11,10 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/store"
 )
 
 func TestWithResultType(t *testing.T) {
@@ -145,7 +145,7 @@ func unionGateway(t *testing.T, pages map[string][]string) (*Gateway, *logtest.H
 // testCatalog is the agent catalog of testToken's own context, as
 // AgentTools and tools/list build it (fetchCatalog: fetchAgentList and
 // toolSets.union, with the gateway's configured limits).
-func testCatalog(t *testing.T, g *Gateway, tok acl.Token) *agentCatalog {
+func testCatalog(t *testing.T, g *Gateway, tok store.Token) *agentCatalog {
 	t.Helper()
 	key := contract.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID, SessionID: "tok-" + tok.ID,
 		EntityType: contract.NoEntity, EntityID: contract.NoEntity}

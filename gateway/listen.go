@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/store"
 )
 
 // keepAliveInterval is how often an idle listening stream gets an SSE
@@ -247,8 +247,8 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request) {
 // Only tool list changes are relayed; the other filter members are not
 // honoured, and the acknowledgement says so.
 func (g *Gateway) subscriptionsListen(r *request) answer {
-	if !r.tok.HasScope(acl.ScopeToolsList) {
-		return g.lacksScope(r, acl.ScopeToolsList)
+	if !r.tok.HasScope(store.ScopeToolsList) {
+		return g.lacksScope(r, store.ScopeToolsList)
 	}
 	if !r.out.open() {
 		return failure(jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "subscriptions/listen answers with an event stream: Accept must include text/event-stream"))

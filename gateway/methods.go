@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/mcp"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The MCP methods. The transport (transport.go) reads a request off the
@@ -26,7 +26,7 @@ type request struct {
 	method string
 	params json.RawMessage // forwarded to the agents as they came
 	p      rpcParams       // the members of params the gateway reads
-	tok    acl.Token
+	tok    store.Token
 	secret string // the bearer token, forwarded to platform tools
 	modern bool   // the stateless era (2026-07-28)
 	sess   *session
@@ -131,7 +131,7 @@ func (g *Gateway) handle(r *request) answer {
 	case "tools/list":
 		return g.toolsList(r)
 	case "tools/call":
-		if n := r.p.Name; n != "" && !mcp.ValidName(n) && r.tok.HasScope(acl.ScopeToolsCall) {
+		if n := r.p.Name; n != "" && !mcp.ValidName(n) && r.tok.HasScope(store.ScopeToolsCall) {
 			// No tool has such a name: answered without asking the agents
 			// for their list, and without echoing a name of any size.
 			return invalidParams("unknown tool %q", clip(n))

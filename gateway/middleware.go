@@ -11,8 +11,9 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/store"
 )
 
 type ctxKey int
@@ -28,7 +29,7 @@ func (g *Gateway) logger(ctx context.Context) *logrus.Entry {
 	if id, ok := ctx.Value(ctxRequestID).(string); ok {
 		f["requestId"] = id
 	}
-	if tok, _, ok := acl.TokenFrom(ctx); ok {
+	if tok, _, ok := store.TokenFrom(ctx); ok {
 		f["user"], f["token"] = tok.UserID, tok.ID
 	}
 	return g.log.WithFields(f)
@@ -45,7 +46,7 @@ func requestIDOf(ctx context.Context) string {
 func (g *Gateway) withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
-		if len(id) > 64 || !acl.ValidLevel(id) {
+		if len(id) > 64 || !contract.ValidLevel(id) {
 			id = g.nextRequestID()
 		}
 		w.Header()["X-Request-Id"] = []string{id}
@@ -127,7 +128,7 @@ func hostOnly(hostport string) string {
 var LoopbackHosts = []string{"localhost", "127.0.0.1", "::1"}
 
 // authenticate checks the bearer token before anything else runs and puts
-// the token in the request context (acl.WithToken).
+// the token in the request context (store.WithToken).
 func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		secret, ok := bearer(r.Header.Get("Authorization"))
@@ -137,7 +138,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		}
 		tok, err := g.opts.Tokens.AuthenticateToken(r.Context(), secret)
 		if err != nil {
-			if errors.Is(err, acl.ErrUnauthenticated) {
+			if errors.Is(err, store.ErrUnauthenticated) {
 				g.unauthenticated(w, r, true, err.Error())
 				return
 			}
@@ -164,14 +165,14 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(acl.WithToken(r.Context(), tok, secret)))
+		next.ServeHTTP(w, r.WithContext(store.WithToken(r.Context(), tok, secret)))
 	})
 }
 
 // requireScope lets through only tokens holding one of scopes (403 otherwise).
 func (g *Gateway) requireScope(next http.Handler, scopes ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, _, _ := acl.TokenFrom(r.Context())
+		tok, _, _ := store.TokenFrom(r.Context())
 		for _, s := range scopes {
 			if tok.HasScope(s) {
 				next.ServeHTTP(w, r)

@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 // agentMethod describes an MCP method that the expert agents serve and the
@@ -34,14 +34,14 @@ type agentMethod struct {
 // contexts, same topics, same scopes and narrowing. Reads (resources/read,
 // prompts/get) need tools:call like calls do; listings need tools:list.
 var agentMethods = map[string]agentMethod{
-	"resources/list":           {scope: acl.ScopeToolsList, list: "resources", cacheable: true},
-	"resources/templates/list": {scope: acl.ScopeToolsList, list: "resourceTemplates", cacheable: true},
-	"resources/read":           {scope: acl.ScopeToolsCall, cacheable: true, mrtr: true},
-	"resources/subscribe":      {scope: acl.ScopeToolsList, legacyOnly: true},
-	"resources/unsubscribe":    {scope: acl.ScopeToolsList, legacyOnly: true},
-	"prompts/list":             {scope: acl.ScopeToolsList, list: "prompts", cacheable: true},
-	"prompts/get":              {scope: acl.ScopeToolsCall, mrtr: true},
-	"completion/complete":      {scope: acl.ScopeToolsList},
+	"resources/list":           {scope: store.ScopeToolsList, list: "resources", cacheable: true},
+	"resources/templates/list": {scope: store.ScopeToolsList, list: "resourceTemplates", cacheable: true},
+	"resources/read":           {scope: store.ScopeToolsCall, cacheable: true, mrtr: true},
+	"resources/subscribe":      {scope: store.ScopeToolsList, legacyOnly: true},
+	"resources/unsubscribe":    {scope: store.ScopeToolsList, legacyOnly: true},
+	"prompts/list":             {scope: store.ScopeToolsList, list: "prompts", cacheable: true},
+	"prompts/get":              {scope: store.ScopeToolsCall, mrtr: true},
+	"completion/complete":      {scope: store.ScopeToolsList},
 }
 
 // passThrough serves one agentMethods method.

@@ -10,8 +10,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/oauth"
+	"github.com/toolbus/toolbus/store"
 )
 
 // PRMPath is where the gateway publishes its OAuth Protected Resource
@@ -22,7 +23,7 @@ const PRMPath = "/.well-known/oauth-protected-resource"
 
 // mcpScopes are the scopes an MCP client needs, in a 401's challenge and in
 // the metadata.
-var mcpScopes = []string{acl.ScopeToolsList, acl.ScopeToolsCall}
+var mcpScopes = []string{store.ScopeToolsList, store.ScopeToolsCall}
 
 // CheckPublicURL validates a public URL for Options.PublicURL: http or
 // https, a host, nothing after it but an optional "/". It returns it
@@ -88,7 +89,7 @@ func resourcePath(path string) (string, bool) {
 		return "", false
 	}
 	entityType, entityID, ok := strings.Cut(rest, "/")
-	return path, ok && acl.ValidLevel(entityType) && acl.ValidLevel(entityID)
+	return path, ok && contract.ValidLevel(entityType) && contract.ValidLevel(entityID)
 }
 
 // serveWellKnown answers every /.well-known/ path: PRMPath[/<endpoint
@@ -145,7 +146,7 @@ func (g *Gateway) challenge(r *http.Request, invalidToken bool) string {
 // insufficientScope is the WWW-Authenticate value of a 403 for a token
 // without scope: the scopes the token has and the one it lacks, and the
 // endpoint's metadata (RFC 6750 section 3.1, RFC 9728 section 5.1).
-func (g *Gateway) insufficientScope(r *http.Request, tok acl.Token, need string) string {
+func (g *Gateway) insufficientScope(r *http.Request, tok store.Token, need string) string {
 	scopes := append(slices.Clone(tok.Scopes), need)
 	path, _ := resourcePath(r.URL.Path)
 	return fmt.Sprintf(`Bearer realm="toolbus", error="insufficient_scope", scope=%q, resource_metadata=%q`,

@@ -255,7 +255,7 @@ func (ss *sessions) bound(l sessionLimits, log *logrus.Entry) {
 	ss.limits, ss.log = l, logutil.OrDiscard(log)
 }
 
-// create starts a session for a token holder (acl.Token.Holder) and
+// create starts a session for a token holder (store.Token.Holder) and
 // returns it with its ID. It keeps copies of version and caps (sessionCaps),
 // never the caller's bytes. Past the holder's or the user's bound, it ends
 // the least recently used of the holder's other sessions, or fails with

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 // noAgents is an AgentRequester with no expert agent online.
@@ -42,7 +42,7 @@ func limitsGatewayTokens(t *testing.T, opts Options, n int) (*Gateway, []string)
 	st := openSharedStore(t)
 	var secrets []string
 	for range n {
-		secret, _, err := st.CreateToken(t.Context(), acl.TokenSpec{UserID: "alice", Scopes: []string{acl.ScopeToolsList}})
+		secret, _, err := st.CreateToken(t.Context(), store.TokenSpec{UserID: "alice", Scopes: []string{store.ScopeToolsList}})
 		if err != nil {
 			t.Fatal(err)
 		}

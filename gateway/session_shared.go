@@ -12,7 +12,7 @@ import (
 )
 
 // EndedSessions records the MCP sessions clients ended (DELETE), in a store
-// every replica shares (acl.Store: the ended_sessions table), so that a
+// every replica shares (store.Store: the ended_sessions table), so that a
 // session ended on one replica is refused by all of them.
 type EndedSessions interface {
 	// EndSession records key as ended; until is when the record stops

@@ -10,12 +10,12 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/store"
 )
 
-func openSharedStore(t *testing.T) *acl.Store {
+func openSharedStore(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := acl.Open(t.Context(), t.TempDir(), acl.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
+	st, err := store.Open(t.Context(), t.TempDir(), store.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,12 +15,12 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/platformtools"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 // encodePlatformTools encodes each platform tool once, as tools/list shows it.
@@ -44,7 +44,7 @@ func (g *Gateway) platformTaken(name string) bool {
 	return ok
 }
 
-func callerOf(tok acl.Token) *contract.Caller {
+func callerOf(tok store.Token) *contract.Caller {
 	return &contract.Caller{UserID: tok.UserID, Scopes: tok.Scopes, ReadOnly: tok.ReadOnly}
 }
 
@@ -63,7 +63,7 @@ func (g *Gateway) agentCatalog(r *request) (*agentCatalog, error) {
 // ListTimeout is left out (logged and counted), and the union is marked
 // partial so that it is asked again soon; only when every agent fails is
 // it an error.
-func (g *Gateway) fetchCatalog(ctx context.Context, key contract.Context, tok acl.Token, stale *agentCatalog, log *logrus.Entry) (*agentCatalog, error) {
+func (g *Gateway) fetchCatalog(ctx context.Context, key contract.Context, tok store.Token, stale *agentCatalog, log *logrus.Entry) (*agentCatalog, error) {
 	// Shared by concurrent requests of the context: one caller leaving must
 	// not cancel the fetch for the others.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ListTimeout)
@@ -192,7 +192,7 @@ const silentRetry = 5 * time.Second
 // bounds allow (decodeAgentList), shared with the contexts that got the
 // same answer. What it leaves out is counted each time, and logged in one
 // line when the answer is new.
-func (g *Gateway) fetchAgentList(ctx context.Context, key contract.Context, agent string, tok acl.Token, log *logrus.Entry) (*agentList, error) {
+func (g *Gateway) fetchAgentList(ctx context.Context, key contract.Context, agent string, tok store.Token, log *logrus.Entry) (*agentList, error) {
 	lim := g.toolListLimits()
 	a, err := g.fetchAgentTools(ctx, key, agent, tok, lim.bytes)
 	if err != nil {
@@ -212,7 +212,7 @@ func (g *Gateway) fetchAgentList(ctx context.Context, key contract.Context, agen
 
 // fetchAgentTools asks one agent for the pages of its tool list, until
 // there is no next page, maxToolPages, or maxBytes of pages.
-func (g *Gateway) fetchAgentTools(ctx context.Context, key contract.Context, agent string, tok acl.Token, maxBytes int) (agentPages, error) {
+func (g *Gateway) fetchAgentTools(ctx context.Context, key contract.Context, agent string, tok store.Token, maxBytes int) (agentPages, error) {
 	a := agentPages{agent: agent}
 	var cursor string
 	size := 0
@@ -250,8 +250,8 @@ func (g *Gateway) fetchAgentTools(ctx context.Context, key contract.Context, age
 }
 
 func (g *Gateway) toolsList(r *request) answer {
-	if !r.tok.HasScope(acl.ScopeToolsList) {
-		return g.lacksScope(r, acl.ScopeToolsList)
+	if !r.tok.HasScope(store.ScopeToolsList) {
+		return g.lacksScope(r, store.ScopeToolsList)
 	}
 	var items []json.RawMessage
 	if g.opts.Platform != nil {
@@ -327,8 +327,8 @@ func decodeCursor(c string) (int, error) {
 }
 
 func (g *Gateway) toolsCall(r *request) answer {
-	if !r.tok.HasScope(acl.ScopeToolsCall) {
-		return g.lacksScope(r, acl.ScopeToolsCall)
+	if !r.tok.HasScope(store.ScopeToolsCall) {
+		return g.lacksScope(r, store.ScopeToolsCall)
 	}
 	name := r.p.Name
 	if name == "" {
@@ -560,7 +560,7 @@ func (g *Gateway) agentFailure(r *request, name string, err error) answer {
 
 // AgentTools lists the expert agents' tools as a token sees them outside
 // any session (the platform API's GET /api/v1/agents).
-func (g *Gateway) AgentTools(ctx context.Context, tok acl.Token) ([]platformtools.AgentTool, error) {
+func (g *Gateway) AgentTools(ctx context.Context, tok store.Token) ([]platformtools.AgentTool, error) {
 	key := contract.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID, SessionID: "tok-" + tok.ID,
 		EntityType: contract.NoEntity, EntityID: contract.NoEntity}
 	cat, err := g.catalogs.get(ctx, key, tok.Agents, g.opts.Agents.PresenceGeneration(), func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error) {

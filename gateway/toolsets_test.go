@@ -7,12 +7,12 @@ import (
 	"testing"
 	"weak"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/store"
 )
 
 // tokenOf is a token of alice's other than testToken: another context.
-func tokenOf(id string) acl.Token {
-	return acl.Token{ID: id, UserID: "alice", Scopes: acl.DefaultScopes}
+func tokenOf(id string) store.Token {
+	return store.Token{ID: id, UserID: "alice", Scopes: store.DefaultScopes}
 }
 
 // TestToolSetsShareEqualAnswers: contexts whose agent gave the same answer

@@ -17,9 +17,9 @@ import (
 	"github.com/gorilla/mux"
 	segjson "github.com/segmentio/encoding/json"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
+	"github.com/toolbus/toolbus/store"
 )
 
 // rpcRequest is one JSON-RPC message from the client, decoded once.
@@ -53,7 +53,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) post(w http.ResponseWriter, r *http.Request) {
-	tok, secret, _ := acl.TokenFrom(r.Context())
+	tok, secret, _ := store.TokenFrom(r.Context())
 	entityType, entityID, ok := g.entity(w, r, tok)
 	if !ok {
 		return
@@ -235,20 +235,20 @@ func decodeJSON(b []byte, v any) error {
 // entity reads and checks the entity of the path (/api/v1/mcp/{type}/{id}).
 // A value that cannot be a topic level is refused (400), never mapped; a
 // token narrowed to other entities is refused (403).
-func (g *Gateway) entity(w http.ResponseWriter, r *http.Request, tok acl.Token) (string, string, bool) {
+func (g *Gateway) entity(w http.ResponseWriter, r *http.Request, tok store.Token) (string, string, bool) {
 	vars := mux.Vars(r)
 	et, eid := vars["entityType"], vars["entityId"]
 	if et == "" && eid == "" {
 		et, eid = contract.NoEntity, contract.NoEntity
 	} else {
 		for _, v := range []string{et, eid} {
-			if err := acl.ValidateLevel(v); err != nil || v == contract.NoEntity {
+			if err := contract.ValidateLevel(v); err != nil || v == contract.NoEntity {
 				g.refuse(w, r, http.StatusBadRequest, "invalid_entity", "entity type and id must match ^[A-Za-z0-9_-]{1,128}$ (and not be \"_\")")
 				return "", "", false
 			}
 		}
 	}
-	if !tok.AllowsEntity(acl.Entity{Type: et, ID: eid}) {
+	if !tok.AllowsEntity(store.Entity{Type: et, ID: eid}) {
 		g.refuse(w, r, http.StatusForbidden, "forbidden_entity", "this token is narrowed to other entities")
 		return "", "", false
 	}
@@ -414,7 +414,7 @@ func (g *Gateway) acceptLegacy(rw *rpcWriter, r *http.Request, req *request, hea
 // the caller's token; it answers 400 without the header, and 404 for a
 // session that is unknown, ended or another token's.
 func (g *Gateway) sessionOf(w http.ResponseWriter, r *http.Request) (*session, bool) {
-	tok, _, _ := acl.TokenFrom(r.Context())
+	tok, _, _ := store.TokenFrom(r.Context())
 	id := r.Header.Get(headerSessionID)
 	if id == "" {
 		writeError(w, http.StatusBadRequest, "missing_session", "missing "+headerSessionID+" header")

@@ -11,12 +11,13 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // adminClient returns an admin API client of srv, with a fresh admin token.
 func adminClient(t *testing.T, srv *server.Server) *admin.Client {
 	t.Helper()
-	secret, _, err := srv.Store().CreateToken(testCtx(t, 10*time.Second), acl.TokenSpec{UserID: "root", Scopes: []string{acl.ScopeAdmin}})
+	secret, _, err := srv.Store().CreateToken(testCtx(t, 10*time.Second), store.TokenSpec{UserID: "root", Scopes: []string{store.ScopeAdmin}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/toolbus/toolbus/expertagent"
 	tbmcp "github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The many-agents benchmarks: benchAgents distinct agents of
@@ -76,7 +77,7 @@ func startBenchAgents(b *testing.B, cfg server.Config) (*gwEnv, string) {
 		go func() { done <- a.Run(runCtx) }()
 		b.Cleanup(func() { cancel(); <-done })
 	}
-	secret, _, err := srv.Store().CreateToken(ctx, acl.TokenSpec{UserID: "bench"})
+	secret, _, err := srv.Store().CreateToken(ctx, store.TokenSpec{UserID: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/platformtools"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // agentsSeen is what GET /api/v1/agents (and platform_agents) shows: the
@@ -56,14 +56,14 @@ func TestAgentsOfLimitedTokens(t *testing.T) {
 	all := []string{agAlpha, agBeta, agPool}
 	for _, tc := range []struct {
 		name string
-		spec acl.TokenSpec
+		spec store.TokenSpec
 		want []string
 	}{
-		{"own list", acl.TokenSpec{UserID: "dana", Agents: []string{agAlpha}}, []string{agAlpha}},
-		{"own list of two", acl.TokenSpec{UserID: "dana", Agents: []string{agAlpha, agPool}}, []string{agAlpha, agPool}},
-		{"user's grant", acl.TokenSpec{UserID: "gina"}, []string{agBeta}},
-		{"own list within the grant", acl.TokenSpec{UserID: "gina", Agents: []string{agAlpha, agBeta}}, []string{agBeta}},
-		{"not limited", acl.TokenSpec{UserID: "dana"}, all},
+		{"own list", store.TokenSpec{UserID: "dana", Agents: []string{agAlpha}}, []string{agAlpha}},
+		{"own list of two", store.TokenSpec{UserID: "dana", Agents: []string{agAlpha, agPool}}, []string{agAlpha, agPool}},
+		{"user's grant", store.TokenSpec{UserID: "gina"}, []string{agBeta}},
+		{"own list within the grant", store.TokenSpec{UserID: "gina", Agents: []string{agAlpha, agBeta}}, []string{agBeta}},
+		{"not limited", store.TokenSpec{UserID: "dana"}, all},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tok := e.g.token(t, tc.spec)

@@ -28,6 +28,7 @@ import (
 	"github.com/toolbus/toolbus/internal/testenv"
 	tbmcp "github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The agents of the many-agents tests: alpha and beta are expert-agent
@@ -67,16 +68,16 @@ func startMany(t *testing.T, mosquitto bool, cfg server.Config) *manyEnv {
 		testenv.MosquittoBinary(t)
 		dataDir, files := t.TempDir(), t.TempDir()
 		ctx := testCtx(t, 30*time.Second)
-		store, err := acl.Open(ctx, dataDir, acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
+		st, err := store.Open(ctx, dataDir, store.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for name, role := range ids {
-			if _, err := store.AddIdentity(ctx, name, role, []byte(agentPassword)); err != nil {
+			if _, err := st.AddIdentity(ctx, name, role, []byte(agentPassword)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := store.Close(); err != nil {
+		if err := st.Close(); err != nil {
 			t.Fatal(err)
 		}
 		if out, err := exec.CommandContext(ctx, bins.toolbus, "acl", "export", "--data-dir", dataDir, "--out", files).CombinedOutput(); err != nil {
@@ -176,7 +177,7 @@ func unionAgentTools(list *mcp.ListToolsResult) []string {
 // waitTools waits until a new session lists exactly want as agent tools.
 func (e *manyEnv) waitTools(t *testing.T, want []string) {
 	t.Helper()
-	tok := e.g.token(t, acl.TokenSpec{UserID: "watcher"})
+	tok := e.g.token(t, store.TokenSpec{UserID: "watcher"})
 	var got []string
 	poll(t, 20*time.Second, fmt.Sprintf("agent tools %v", want), func() bool {
 		cs := e.g.connect(t, e.g.mcpURL(), tok, "2025-11-25", nil)
@@ -200,7 +201,7 @@ func TestManyAgents(t *testing.T) {
 	}{{"embedded broker", false}, {"mosquitto", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := startMany(t, tc.mosquitto, server.Config{})
-			tok := e.g.token(t, acl.TokenSpec{UserID: "alice"})
+			tok := e.g.token(t, store.TokenSpec{UserID: "alice"})
 			const sessions, callsPer = 20, 30
 			css := make([]*mcp.ClientSession, sessions)
 			for i := range css {
@@ -304,7 +305,7 @@ func TestSilentAgent(t *testing.T) {
 		return slices.Contains(e.g.srv.Requester().OnlineAgents(context.Background()), "silent")
 	})
 
-	tok := e.g.token(t, acl.TokenSpec{UserID: "bob"})
+	tok := e.g.token(t, store.TokenSpec{UserID: "bob"})
 	failsBefore := e.g.srv.Handler().(*gateway.Gateway).Stats().AgentListFailures
 	for i := range 3 {
 		cs := e.g.connect(t, e.g.mcpURL(), tok, "2025-11-25", nil)
@@ -362,7 +363,7 @@ func TestAgentIsolation(t *testing.T) {
 			}
 			mustToken(t, mallory.Subscribe(contract.RequestFilter(agBeta, "beta-mallory"), 1, nil))
 
-			tok := e.g.token(t, acl.TokenSpec{UserID: "carol"})
+			tok := e.g.token(t, store.TokenSpec{UserID: "carol"})
 			cs := e.g.connect(t, e.g.mcpURL(), tok, "2025-11-25", nil)
 			before := e.g.srv.Requester().Stats()
 			done := make(chan *mcp.CallToolResult, 1)
@@ -446,7 +447,7 @@ func requesterBus(srv *server.Server) interface {
 // tools; the platform tools still follow its scopes.
 func TestTokenAgentLimits(t *testing.T) {
 	e := startMany(t, false, server.Config{})
-	tok := e.g.token(t, acl.TokenSpec{UserID: "dana", Agents: []string{agAlpha}})
+	tok := e.g.token(t, store.TokenSpec{UserID: "dana", Agents: []string{agAlpha}})
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			cs := e.g.connect(t, e.g.mcpURL(), tok, version, nil)
@@ -479,7 +480,7 @@ func TestTokenAgentLimits(t *testing.T) {
 // those heard of, its tools, then each instance and each tool with its agent.
 func TestAgentsCommand(t *testing.T) {
 	e := startMany(t, false, server.Config{})
-	tok := e.g.token(t, acl.TokenSpec{UserID: "ops", Scopes: []string{acl.ScopeAdmin, acl.ScopeToolsList}})
+	tok := e.g.token(t, store.TokenSpec{UserID: "ops", Scopes: []string{store.ScopeAdmin, store.ScopeToolsList}})
 	out, err := exec.CommandContext(testCtx(t, 30*time.Second), bins.toolbus, "agents", "--server", e.g.base, "--token", tok).CombinedOutput()
 	if err != nil {
 		t.Fatalf("toolbus agents: %v\n%s", err, out)
@@ -532,7 +533,7 @@ func TestPoolWithoutSharedSubscriptions(t *testing.T) {
 				return n == 2
 			})
 			e.waitTools(t, []string{"echo", "whoami_instance"})
-			cs := e.g.connect(t, e.g.mcpURL(), e.g.token(t, acl.TokenSpec{UserID: "erin"}), "2025-11-25", nil)
+			cs := e.g.connect(t, e.g.mcpURL(), e.g.token(t, store.TokenSpec{UserID: "erin"}), "2025-11-25", nil)
 			before := srv.Requester().Stats()
 			seen := map[string]int{}
 			for range 20 {
@@ -564,7 +565,7 @@ func TestPoolWithoutSharedSubscriptions(t *testing.T) {
 // stay never fail.
 func TestAgentsJoinAndLeaveUnderLoad(t *testing.T) {
 	e := startMany(t, false, server.Config{})
-	tok := e.g.token(t, acl.TokenSpec{UserID: "frank"})
+	tok := e.g.token(t, store.TokenSpec{UserID: "frank"})
 	changed := make(chan struct{}, 16)
 	e.g.connect(t, e.g.mcpURL(), tok, "2025-11-25", &mcp.ClientOptions{ // the watcher
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
@@ -632,11 +633,11 @@ func TestAgentsJoinAndLeaveUnderLoad(t *testing.T) {
 // alpha's tools alone at once; lifting the limit gives every agent back.
 func TestUserAgentGrants(t *testing.T) {
 	e := startMany(t, false, server.Config{})
-	adm, err := admin.NewClient(e.g.base, e.g.token(t, acl.TokenSpec{UserID: "ops", Scopes: []string{acl.ScopeAdmin}}), admin.ClientOptions{})
+	adm, err := admin.NewClient(e.g.base, e.g.token(t, store.TokenSpec{UserID: "ops", Scopes: []string{store.ScopeAdmin}}), admin.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := e.g.token(t, acl.TokenSpec{UserID: "gina"})
+	tok := e.g.token(t, store.TokenSpec{UserID: "gina"})
 	list := func() []string {
 		t.Helper()
 		cs := e.g.connect(t, e.g.mcpURL(), tok, "2026-07-28", nil)
@@ -735,7 +736,7 @@ func TestManyAgentsResourcesAndPrompts(t *testing.T) {
 	})
 	e := &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
 	var logged atomic.Int64
-	cs := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "hal"}), "2025-11-25", &mcp.ClientOptions{
+	cs := e.connect(t, e.mcpURL(), e.token(t, store.TokenSpec{UserID: "hal"}), "2025-11-25", &mcp.ClientOptions{
 		LoggingMessageHandler: func(context.Context, *mcp.LoggingMessageRequest) { logged.Add(1) },
 	})
 	ctx := testCtx(t, 20*time.Second)

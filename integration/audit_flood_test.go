@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // floodCountRE reads the count of an aggregated audit record's reason.
@@ -19,7 +19,7 @@ var floodCountRE = regexp.MustCompile(`\(×(\d+) more from [^)]* in [^)]*\)$`)
 
 // refusalsStoodFor is how many refusals records stand for: one each, and
 // an aggregated record's count more.
-func refusalsStoodFor(evs []acl.AuditEvent) int {
+func refusalsStoodFor(evs []store.AuditEvent) int {
 	total := 0
 	for _, e := range evs {
 		total++
@@ -32,7 +32,7 @@ func refusalsStoodFor(evs []acl.AuditEvent) int {
 }
 
 // checkClipped fails on a record with a text field over the audit bound.
-func checkClipped(t *testing.T, evs []acl.AuditEvent) {
+func checkClipped(t *testing.T, evs []store.AuditEvent) {
 	t.Helper()
 	for _, e := range evs {
 		for _, v := range []string{e.UserID, e.ClientID, e.TokenID, e.Target, e.Reason, e.Action, e.Source, e.RequestID} {
@@ -94,8 +94,8 @@ func TestAuditFloodMQTTLogins(t *testing.T) {
 		rawConnect(t, srv.MQTTAddr().String(), strconv.Itoa(i)+long, "c"+strconv.Itoa(i)+long)
 	}
 	t.Logf("%d refused logins in %v", flood, time.Since(start))
-	q := acl.AuditQuery{Kind: acl.AuditMQTTDenied}
-	var evs []acl.AuditEvent
+	q := store.AuditQuery{Kind: store.AuditMQTTDenied}
+	var evs []store.AuditEvent
 	// The aggregated records are written when the audit window ends.
 	poll(t, 30*time.Second, "every refusal counted", func() bool {
 		evs = auditAll(t, srv.Store(), q)

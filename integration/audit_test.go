@@ -17,6 +17,7 @@ import (
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The audit log (issue 7): every tools/call, refusal, admin change and
@@ -68,10 +69,10 @@ func postCall(ctx context.Context, client *http.Client, url, token, tool, text s
 }
 
 // auditAll reads every record q selects, page by page.
-func auditAll(t *testing.T, st *acl.Store, q acl.AuditQuery) []acl.AuditEvent {
+func auditAll(t *testing.T, st *store.Store, q store.AuditQuery) []store.AuditEvent {
 	t.Helper()
-	q.Limit = acl.MaxAuditLimit
-	var out []acl.AuditEvent
+	q.Limit = store.MaxAuditLimit
+	var out []store.AuditEvent
 	for {
 		page, next, err := st.QueryAudit(testCtx(t, 10*time.Second), q)
 		if err != nil {
@@ -86,9 +87,9 @@ func auditAll(t *testing.T, st *acl.Store, q acl.AuditQuery) []acl.AuditEvent {
 }
 
 // waitAudit polls until q selects at least want records, and returns them.
-func waitAudit(t *testing.T, st *acl.Store, what string, q acl.AuditQuery, want int) []acl.AuditEvent {
+func waitAudit(t *testing.T, st *store.Store, what string, q store.AuditQuery, want int) []store.AuditEvent {
 	t.Helper()
-	var got []acl.AuditEvent
+	var got []store.AuditEvent
 	poll(t, 20*time.Second, what, func() bool {
 		got = auditAll(t, st, q)
 		return len(got) >= want
@@ -106,7 +107,7 @@ func TestAuditToolCalls(t *testing.T) {
 	const users, workers, total = 4, 16, 10000
 	secrets := make([]string, users)
 	for i := range secrets {
-		secrets[i] = e.token(t, acl.TokenSpec{UserID: fmt.Sprintf("user%d", i)})
+		secrets[i] = e.token(t, store.TokenSpec{UserID: fmt.Sprintf("user%d", i)})
 	}
 	toolOf := func(i int) string {
 		if i%25 == 0 {
@@ -155,13 +156,13 @@ func TestAuditToolCalls(t *testing.T) {
 	if s := l.Stats(); s.Dropped != 0 || s.WriteErrors != 0 {
 		t.Fatalf("audit stats %+v: want nothing dropped", s)
 	}
-	recs := auditAll(t, e.srv.Store(), acl.AuditQuery{Kind: acl.AuditToolCall})
+	recs := auditAll(t, e.srv.Store(), store.AuditQuery{Kind: store.AuditToolCall})
 	if len(recs) != total {
 		t.Fatalf("%d tool-call records, want %d", len(recs), total)
 	}
 	tokenUser := map[string]string{}
 	for i, s := range secrets {
-		tokenUser[acl.TokenIDOf(s)] = fmt.Sprintf("user%d", i)
+		tokenUser[store.TokenIDOf(s)] = fmt.Sprintf("user%d", i)
 	}
 	wantSource := map[string]string{"echo": gateway.SourceAgent, "platform_echo": gateway.SourcePlatform}
 	type key struct{ user, tool string }
@@ -204,12 +205,12 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 		Audit:        server.AuditConfig{FlushInterval: 50 * time.Millisecond},
 	})
 	st := e.srv.Store()
-	waitAudit(t, st, "agent connect", acl.AuditQuery{Kind: acl.AuditAgentConnect, User: "tagent"}, 1)
+	waitAudit(t, st, "agent connect", store.AuditQuery{Kind: store.AuditAgentConnect, User: "tagent"}, 1)
 
-	caller := e.token(t, acl.TokenSpec{UserID: "carol"})
-	listOnly := e.token(t, acl.TokenSpec{UserID: "dave", Scopes: []string{acl.ScopeToolsList}})
-	revoked := e.token(t, acl.TokenSpec{UserID: "erin"})
-	if err := st.RevokeToken(testCtx(t, 5*time.Second), acl.TokenIDOf(revoked)); err != nil {
+	caller := e.token(t, store.TokenSpec{UserID: "carol"})
+	listOnly := e.token(t, store.TokenSpec{UserID: "dave", Scopes: []string{store.ScopeToolsList}})
+	revoked := e.token(t, store.TokenSpec{UserID: "erin"})
+	if err := st.RevokeToken(testCtx(t, 5*time.Second), store.TokenIDOf(revoked)); err != nil {
 		t.Fatal(err)
 	}
 	client := &http.Client{Timeout: 20 * time.Second}
@@ -256,8 +257,8 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 			t.Fatalf("%s with an unknown session: status %d, want 404", method, resp.StatusCode)
 		}
 	}
-	refusals := waitAudit(t, st, "refusals", acl.AuditQuery{Kind: acl.AuditRefused}, 7)
-	byReason := map[string][]acl.AuditEvent{}
+	refusals := waitAudit(t, st, "refusals", store.AuditQuery{Kind: store.AuditRefused}, 7)
+	byReason := map[string][]store.AuditEvent{}
 	for _, r := range refusals {
 		byReason[r.Reason] = append(byReason[r.Reason], r)
 		if r.Outcome != gateway.OutcomeRefused || r.RequestID == "" || r.Target != "/api/v1/mcp" {
@@ -266,7 +267,7 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 	}
 	if rs := byReason["unauthenticated"]; len(rs) != 2 {
 		t.Errorf("401 records %+v, want 2", rs)
-	} else if rs[0].TokenID != acl.TokenIDOf(revoked) || rs[1].TokenID != "" {
+	} else if rs[0].TokenID != store.TokenIDOf(revoked) || rs[1].TokenID != "" {
 		t.Errorf("401 records %+v: want the revoked token's ID (newest first), then none", rs)
 	}
 	if rs := byReason["forbidden"]; len(rs) != 1 || rs[0].UserID != "dave" || rs[0].Status != 403 {
@@ -282,7 +283,7 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 		t.Errorf("unknown-session records %+v, want two 404s of carol", rs)
 	}
 	// The 429 call is also a tool-call record, refused for its rate limit.
-	calls := waitAudit(t, st, "carol's calls", acl.AuditQuery{Kind: acl.AuditToolCall, User: "carol"}, 2)
+	calls := waitAudit(t, st, "carol's calls", store.AuditQuery{Kind: store.AuditToolCall, User: "carol"}, 2)
 	if calls[0].Outcome != gateway.OutcomeRefused || calls[0].Reason != "rate_limited" || calls[1].Outcome != gateway.OutcomeOK {
 		t.Errorf("carol's calls %+v: want the limited one refused, the first ok", calls)
 	}
@@ -297,7 +298,7 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	mc.Publish("not/allowed", 0, false, "x").WaitTimeout(5 * time.Second)
-	denied := waitAudit(t, st, "MQTT refusal", acl.AuditQuery{Kind: acl.AuditMQTTDenied, User: "dev1"}, 1)
+	denied := waitAudit(t, st, "MQTT refusal", store.AuditQuery{Kind: store.AuditMQTTDenied, User: "dev1"}, 1)
 	if d := denied[0]; d.Action != "publish" || d.Target != "not/allowed" || d.ClientID != "dev1-c" || d.Outcome != gateway.OutcomeRefused {
 		t.Errorf("MQTT refusal %+v", d)
 	}
@@ -306,13 +307,13 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 	if _, err := mqttClient(t, e.srv, "dev1", "not-the-password", "dev1-bad", nil); err == nil {
 		t.Fatal("a wrong password logged in")
 	}
-	logins := waitAudit(t, st, "refused login", acl.AuditQuery{Kind: acl.AuditMQTTDenied, User: "dev1"}, 2)
+	logins := waitAudit(t, st, "refused login", store.AuditQuery{Kind: store.AuditMQTTDenied, User: "dev1"}, 2)
 	if l := logins[1]; l.Action != "connect" || l.Reason != "login: bad credentials" || l.ClientID != "dev1-bad" || l.Outcome != gateway.OutcomeRefused {
 		t.Errorf("refused login %+v", l)
 	}
 
 	// Admin changes through the API: one made, one refused.
-	adminSecret := e.token(t, acl.TokenSpec{UserID: "root", Scopes: []string{acl.ScopeAdmin}})
+	adminSecret := e.token(t, store.TokenSpec{UserID: "root", Scopes: []string{store.ScopeAdmin}})
 	adm, err := admin.NewClient(e.base, adminSecret, admin.ClientOptions{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -323,9 +324,9 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 	if err := adm.RevokeToken(ctx, "tb_00000000"); err == nil {
 		t.Fatal("revoking an unknown token worked")
 	}
-	changes := waitAudit(t, st, "admin changes", acl.AuditQuery{Kind: acl.AuditAdmin}, 2)
+	changes := waitAudit(t, st, "admin changes", store.AuditQuery{Kind: store.AuditAdmin}, 2)
 	if c := changes[1]; c.Action != "token.create" || c.Target != "user frank" || c.UserID != "root" ||
-		c.TokenID != acl.TokenIDOf(adminSecret) || c.Outcome != gateway.OutcomeOK || c.Source != "api" {
+		c.TokenID != store.TokenIDOf(adminSecret) || c.Outcome != gateway.OutcomeOK || c.Source != "api" {
 		t.Errorf("admin change %+v: want root's token.create of frank, ok", c)
 	}
 	if c := changes[0]; c.Action != "token.revoke" || c.Outcome != gateway.OutcomeError || c.Reason == "" {
@@ -334,7 +335,7 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 
 	// The agent's disconnect.
 	e.agentStop()
-	if d := waitAudit(t, st, "agent disconnect", acl.AuditQuery{Kind: acl.AuditAgentDisconnect}, 1)[0]; d.ClientID != "tagent-1" || d.UserID != "tagent" {
+	if d := waitAudit(t, st, "agent disconnect", store.AuditQuery{Kind: store.AuditAgentDisconnect}, 1)[0]; d.ClientID != "tagent-1" || d.UserID != "tagent" {
 		t.Errorf("agent disconnect %+v", d)
 	}
 
@@ -348,7 +349,7 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 		}{
 			{"user", admin.AuditQuery{User: "carol"}, 6, func(e admin.AuditEvent) bool { return e.User == "carol" }},
 			{"tool", admin.AuditQuery{Tool: "echo", Since: since}, 2, func(e admin.AuditEvent) bool { return e.Tool == "echo" }},
-			{"outcome", admin.AuditQuery{Outcome: "refused", Kind: acl.AuditRefused}, 7, func(e admin.AuditEvent) bool { return e.Status >= 400 }},
+			{"outcome", admin.AuditQuery{Outcome: "refused", Kind: store.AuditRefused}, 7, func(e admin.AuditEvent) bool { return e.Status >= 400 }},
 			{"until", admin.AuditQuery{Until: since}, 0, nil},
 			{"page of one", admin.AuditQuery{User: "carol", Limit: 1}, 1, func(e admin.AuditEvent) bool { return e.User == "carol" }},
 		} {
@@ -371,7 +372,7 @@ func TestAuditRefusalsAdminAgents(t *testing.T) {
 		if _, err := adm.Audit(ctx, admin.AuditQuery{Cursor: "bad"}); err == nil || !strings.Contains(err.Error(), "cursor") {
 			t.Errorf("bad cursor: %v, want a 400 that names the cursor", err)
 		}
-		user := e.token(t, acl.TokenSpec{UserID: "carol"})
+		user := e.token(t, store.TokenSpec{UserID: "carol"})
 		if s, _ := getStatus(t, e.base+"/api/v1/admin/audit", user); s != http.StatusForbidden {
 			t.Errorf("audit with a token without the admin scope: %d, want 403", s)
 		}

@@ -8,9 +8,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/bridge"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The cost of the bridge: one go-sdk client session's sequential calls of
@@ -23,7 +23,7 @@ func BenchmarkBridgeCall(b *testing.B) {
 	b.Cleanup(hs.Close)
 	srv := startServer(b, server.Config{Logger: benchLogger(b)})
 	startBridge(b, srv, "files", "files-1", bridge.Options{URL: hs.URL, Logger: benchLogger(b)})
-	secret, _, err := srv.Store().CreateToken(testCtx(b, 5*time.Second), acl.TokenSpec{UserID: "bench"})
+	secret, _, err := srv.Store().CreateToken(testCtx(b, 5*time.Second), store.TokenSpec{UserID: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

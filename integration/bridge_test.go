@@ -25,6 +25,7 @@ import (
 	"github.com/toolbus/toolbus/internal/testenv"
 	tbmcp "github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // startBridge runs a bridge in this process as instance clientID of agent
@@ -33,7 +34,7 @@ import (
 func startBridge(t testing.TB, srv *server.Server, username, clientID string, o bridge.Options) {
 	t.Helper()
 	if _, err := srv.Store().AddIdentity(testCtx(t, 10*time.Second), username, acl.RoleExpertAgent, []byte(agentPassword)); err != nil &&
-		!errors.Is(err, acl.ErrExists) {
+		!errors.Is(err, store.ErrExists) {
 		t.Fatal(err)
 	}
 	url := o.Agent.BrokerURL // tcp:// to srv's broker unless set
@@ -82,7 +83,7 @@ type bridgeClient struct {
 func connectBridgeClient(t *testing.T, e *gwEnv, version, user string) *bridgeClient {
 	t.Helper()
 	c := &bridgeClient{started: make(chan struct{}, 8)}
-	c.cs = e.connectWith(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: user}), version, []*mcp.Root{{URI: "file:///work/" + user}}, &mcp.ClientOptions{
+	c.cs = e.connectWith(t, e.mcpURL(), e.token(t, store.TokenSpec{UserID: user}), version, []*mcp.Root{{URI: "file:///work/" + user}}, &mcp.ClientOptions{
 		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			return &mcp.CreateMessageResult{Model: "test", Role: "assistant", Content: &mcp.TextContent{Text: "forty-two"}}, nil
 		},
@@ -301,7 +302,7 @@ func TestBridgeHeldStateOtherUser(t *testing.T) {
 	startBridge(t, srv, "files", "files-1", bridge.Options{URL: hs.URL, ProtocolVersion: "2025-11-25"})
 	e := &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
 	manual := func(user string) *mcp.ClientSession {
-		return e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: user}), "2026-07-28", &mcp.ClientOptions{
+		return e.connect(t, e.mcpURL(), e.token(t, store.TokenSpec{UserID: user}), "2026-07-28", &mcp.ClientOptions{
 			MultiRoundTrip:       &mcp.MultiRoundTripOptions{Disabled: true}, // the test answers by hand
 			CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { return nil, nil },
 			ElicitationHandler:   func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, nil },

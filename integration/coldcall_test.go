@@ -6,8 +6,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // TestColdContextCall: the first call in a new context asks the agents for
@@ -16,7 +16,7 @@ import (
 // agent listed never reaches them.
 func TestColdContextCall(t *testing.T) {
 	e := startGateway(t, server.Config{})
-	scraper := e.token(t, acl.TokenSpec{UserID: "prom", Scopes: []string{acl.ScopeMetrics}})
+	scraper := e.token(t, store.TokenSpec{UserID: "prom", Scopes: []string{store.ScopeMetrics}})
 	lists := func() float64 {
 		return max(metricValue(scrape(t, e, scraper), "toolbus_agent_request_duration_seconds", map[string]string{"method": "tools/list"}), 0)
 	}
@@ -24,8 +24,8 @@ func TestColdContextCall(t *testing.T) {
 		cs := e.connect(t, e.mcpURL(), token, "2025-11-25", nil) // a new session: a new context
 		return cs.CallTool(testCtx(t, 20*time.Second), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "hi"}})
 	}
-	alice := e.token(t, acl.TokenSpec{UserID: "alice"})
-	readOnly := e.token(t, acl.TokenSpec{UserID: "rob", ReadOnly: true})
+	alice := e.token(t, store.TokenSpec{UserID: "alice"})
+	readOnly := e.token(t, store.TokenSpec{UserID: "rob", ReadOnly: true})
 
 	steps := []struct {
 		what      string

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/testenv"
+	"github.com/toolbus/toolbus/store"
 )
 
 // `make run`'s script: a second one while the first runs refuses at once,
@@ -92,12 +92,12 @@ func TestMakeRunTwiceAndCtrlC(t *testing.T) {
 	}
 
 	ctx := testCtx(t, 30*time.Second)
-	store, err := acl.Open(ctx, dataDir, acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
+	st, err := store.Open(ctx, dataDir, store.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	if err := store.VerifyUser(ctx, "demo", []byte(password)); err != nil {
+	defer st.Close()
+	if err := st.VerifyUser(ctx, "demo", []byte(password)); err != nil {
 		t.Errorf("the printed sign-in password %q: %v", password, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The second agent of the distributed tests, beside the pool: one instance.
@@ -108,7 +109,7 @@ func sessionsAndCalls(t *testing.T, so *scaleOut) {
 		clients            = 16
 	)
 	a, workers := so.replicas[0], so.workers
-	tok := a.token(t, acl.TokenSpec{UserID: "alice"})
+	tok := a.token(t, store.TokenSpec{UserID: "alice"})
 	ctx := testCtx(t, 5*time.Minute)
 	served := func() (n int64) {
 		for _, w := range workers {
@@ -235,7 +236,7 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 	doomed := so.workerWith(t, workerSpec{brokerURL: so.nodeURLs(0, 2)})
 	survivor := so.workerWith(t, workerSpec{brokerURL: so.nodeURLs(2)})
 	solo := so.workerWith(t, workerSpec{user: soSoloUser, brokerURL: so.nodeURLs(2)})
-	tok := a.token(t, acl.TokenSpec{UserID: user})
+	tok := a.token(t, store.TokenSpec{UserID: user})
 	ctx := testCtx(t, 3*time.Minute)
 	tools := []string{soWorkerUser + ".echo", soSoloUser + ".echo"}
 
@@ -343,13 +344,13 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 	}
 
 	// The audit log holds each call once: those answered and those failed.
-	store, err := acl.OpenURL(ctx, so.storeURL, acl.StoreOptions{})
+	st, err := store.OpenURL(ctx, so.storeURL, store.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = store.Close() })
-	q := acl.AuditQuery{User: user, Kind: acl.AuditToolCall}
-	if got := waitAudit(t, store, "an audit record per call", q, len(outcomes)); len(got) != len(outcomes) {
+	t.Cleanup(func() { _ = st.Close() })
+	q := store.AuditQuery{User: user, Kind: store.AuditToolCall}
+	if got := waitAudit(t, st, "an audit record per call", q, len(outcomes)); len(got) != len(outcomes) {
 		t.Errorf("audit log holds %d tool calls of %s, want %d", len(got), user, len(outcomes))
 	}
 

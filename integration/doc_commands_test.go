@@ -15,6 +15,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // docCommand is one toolbus command line a document shows.
@@ -122,7 +123,7 @@ func runDocCommand(t *testing.T, c docCommand) {
 	if out, err := exec.CommandContext(ctx, bins.toolbus, "init", "--data-dir", dir).CombinedOutput(); err != nil {
 		t.Fatalf("init: %v\n%s", err, out)
 	}
-	store, err := acl.Open(ctx, dir, acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
+	st, err := store.Open(ctx, dir, store.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,12 +133,12 @@ func runDocCommand(t *testing.T, c docCommand) {
 		switch args[i] {
 		case "--username":
 			if !adding {
-				if _, err := store.AddIdentity(ctx, args[i+1], acl.RoleExpertAgent, []byte(docPassword)); err != nil {
+				if _, err := st.AddIdentity(ctx, args[i+1], acl.RoleExpertAgent, []byte(docPassword)); err != nil {
 					t.Fatal(err)
 				}
 			}
 		case "--id":
-			_, tok, err := store.CreateToken(ctx, acl.TokenSpec{UserID: "alice"})
+			_, tok, err := st.CreateToken(ctx, store.TokenSpec{UserID: "alice"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,12 +149,12 @@ func runDocCommand(t *testing.T, c docCommand) {
 			args[i+1] = t.TempDir()
 		}
 	}
-	if err := store.Close(); err != nil {
+	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if slices.Contains(args, "--server") {
 		srv := startServer(t, server.Config{DataDir: dir})
-		secret, _, err := srv.Store().CreateToken(ctx, acl.TokenSpec{UserID: "root", Scopes: []string{acl.ScopeAdmin}})
+		secret, _, err := srv.Store().CreateToken(ctx, store.TokenSpec{UserID: "root", Scopes: []string{store.ScopeAdmin}})
 		if err != nil {
 			t.Fatal(err)
 		}

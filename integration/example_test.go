@@ -14,6 +14,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The thirty-line agent of docs/agent-sdk.md (examples/greeter), built and
@@ -37,7 +38,7 @@ func TestExampleAgent(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
 	e := &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
-	cs := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "ada"}), "2025-11-25", nil)
+	cs := e.connect(t, e.mcpURL(), e.token(t, store.TokenSpec{UserID: "ada"}), "2025-11-25", nil)
 	var res *mcp.CallToolResult
 	poll(t, 20*time.Second, "greet to answer", func() bool {
 		r, err := cs.CallTool(testCtx(t, 10*time.Second), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{"name": "Ada"}})

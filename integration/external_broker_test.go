@@ -19,6 +19,7 @@ import (
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The identities of the external-broker tests, made in the store before
@@ -55,7 +56,7 @@ func startExternalBrokerWith(t *testing.T, config ...string) *extEnv {
 	testenv.MosquittoBinary(t) // skip (or install) before doing anything else
 	e := &extEnv{dataDir: t.TempDir(), files: t.TempDir()}
 	ctx := testCtx(t, 30*time.Second)
-	store, err := acl.Open(ctx, e.dataDir, acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
+	st, err := store.Open(ctx, e.dataDir, store.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,19 +69,19 @@ func startExternalBrokerWith(t *testing.T, config ...string) *extEnv {
 		{extSpareAgent, extPassword, acl.RoleExpertAgent},
 		{extDisabled, extPassword, acl.RoleExpertAgent},
 	} {
-		if _, err := store.AddIdentity(ctx, id.name, id.role, []byte(id.password)); err != nil {
+		if _, err := st.AddIdentity(ctx, id.name, id.role, []byte(id.password)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := store.SetDisabled(ctx, extDisabled, true); err != nil {
+	if err := st.SetDisabled(ctx, extDisabled, true); err != nil {
 		t.Fatal(err)
 	}
 	// Everyone may use test/sentinel: the ACL test's proof that nothing
 	// forbidden arrived before it.
-	if _, err := store.AddRule(ctx, acl.Rule{Access: acl.AccessReadWrite, Filter: "test/sentinel"}); err != nil {
+	if _, err := st.AddRule(ctx, acl.Rule{Access: acl.AccessReadWrite, Filter: "test/sentinel"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Close(); err != nil {
+	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.CommandContext(ctx, bins.toolbus, "acl", "export", "--format", "mosquitto",
@@ -176,7 +177,7 @@ func TestExternalBrokerToolsListAndCall(t *testing.T) {
 	if code := g.readyz(t); code != http.StatusOK {
 		t.Fatalf("readyz = %d, want 200", code)
 	}
-	tok := g.token(t, acl.TokenSpec{UserID: "alice"})
+	tok := g.token(t, store.TokenSpec{UserID: "alice"})
 	cs := g.connect(t, g.mcpURL(), tok, "2025-11-25", nil)
 	ctx := testCtx(t, 20*time.Second)
 	list, err := cs.ListTools(ctx, nil)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // This test is left out of -race builds: paho.mqtt.golang v1.5.1 races with
@@ -43,7 +43,7 @@ const (
 func TestExternalBrokerRestartUnderLoad(t *testing.T) {
 	e := startExternalBroker(t)
 	g := e.startGateway(t, server.Config{CallTimeout: 20 * time.Second})
-	tok := g.token(t, acl.TokenSpec{UserID: "loader"})
+	tok := g.token(t, store.TokenSpec{UserID: "loader"})
 	const callers = 8
 	sessions := make([]*mcp.ClientSession, callers)
 	for i := range sessions {

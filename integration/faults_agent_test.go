@@ -22,6 +22,7 @@ import (
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/jsonrpc"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The fault suite: an expert agent or the broker misbehaves while an
@@ -444,7 +445,7 @@ func TestFaultAgent(t *testing.T) {
 	const maxContexts = 2
 	e := startFaults(t, server.Config{CallTimeout: 2 * time.Second, MaxContexts: maxContexts})
 	rq := e.srv.Requester()
-	tok := e.token(t, acl.TokenSpec{UserID: "fiona"})
+	tok := e.token(t, store.TokenSpec{UserID: "fiona"})
 	n := 0
 	// session opens a client session (the versions in turn) and a fake
 	// agent, then takes the baseline.
@@ -476,7 +477,7 @@ func TestFaultAgent(t *testing.T) {
 		_, a := session(t)
 		var sessions []*mcp.ClientSession
 		for i := range 4 {
-			tk := e.token(t, acl.TokenSpec{UserID: fmt.Sprintf("many%d", i)})
+			tk := e.token(t, store.TokenSpec{UserID: fmt.Sprintf("many%d", i)})
 			sessions = append(sessions, e.connect(t, e.mcpURL(), tk, protocolVersions[i%len(protocolVersions)], nil))
 		}
 		e.markBaseline()
@@ -579,7 +580,7 @@ func TestFaultAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		cs1 := e.connect(t, e.mcpURL(), tok, protocolVersions[0], nil)
-		cs2 := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "gus"}), protocolVersions[1], nil)
+		cs2 := e.connect(t, e.mcpURL(), e.token(t, store.TokenSpec{UserID: "gus"}), protocolVersions[1], nil)
 		e.markBaseline()
 		mism := rq.Stats().Mismatched
 		ch1 := callAsync(t, cs1, "fault", "one")
@@ -639,7 +640,7 @@ func heapAfterGC() uint64 {
 func TestFaultAgentLongDeadline(t *testing.T) {
 	e := startFaults(t, server.Config{CallTimeout: 20 * time.Second})
 	rq := e.srv.Requester()
-	tok := e.token(t, acl.TokenSpec{UserID: "hugo"})
+	tok := e.token(t, store.TokenSpec{UserID: "hugo"})
 
 	t.Run("crash mid-call", func(t *testing.T) {
 		a := startFakeAgent(t, e, "fake-crash")

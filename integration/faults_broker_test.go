@@ -9,9 +9,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // saysEchoTimeout is the gateway's text for an echo call past its deadline.
@@ -28,7 +28,7 @@ func TestFaultBrokerListener(t *testing.T) {
 	// connection was cut, the gateway gave up on the call) ends by it.
 	e := startFaults(t, server.Config{CallTimeout: 5 * time.Second})
 	startTestAgent(t, e.srv, "tagent")
-	cs := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "ines"}), protocolVersions[1], nil)
+	cs := e.connect(t, e.mcpURL(), e.token(t, store.TokenSpec{UserID: "ines"}), protocolVersions[1], nil)
 	e.markBaseline()
 	wantText(t, await(t, callAsync(t, cs, "echo", "before")), "before")
 
@@ -72,7 +72,7 @@ func TestFaultNetworkStall(t *testing.T) {
 	e := startFaults(t, server.Config{CallTimeout: 2 * time.Second})
 	proxy := testenv.StartStallProxy(t, e.srv.MQTTAddr().String())
 	startTestAgentAt(t, e.srv, "tagent", proxy.URL())
-	cs := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "jack"}), protocolVersions[2], nil)
+	cs := e.connect(t, e.mcpURL(), e.token(t, store.TokenSpec{UserID: "jack"}), protocolVersions[2], nil)
 	e.markBaseline()
 	wantText(t, await(t, callAsync(t, cs, "echo", "before")), "before")
 

@@ -20,6 +20,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Gateway faults: SIGTERM under load, a restart on the same data directory,
@@ -398,7 +399,7 @@ func TestServeSIGTERMPastShutdownTimeout(t *testing.T) {
 // subscription are gone from the broker.
 func TestShutdownCleansUp(t *testing.T) {
 	e := startGateway(t, server.Config{MaxContexts: 8})
-	tok := e.token(t, acl.TokenSpec{UserID: "alice"})
+	tok := e.token(t, store.TokenSpec{UserID: "alice"})
 	var sessions []*mcp.ClientSession
 	for i := range 12 { // more sessions than MaxContexts: evictions run too
 		sessions = append(sessions, e.connect(t, e.mcpURL(), tok, protocolVersions[i%len(protocolVersions)], nil))
@@ -448,18 +449,18 @@ func TestServeRestartKeepsStore(t *testing.T) {
 	roTok := cliToken(t, dataDir, "bob", "--read-only")
 	// A rule for a platform identity, written through the store as the
 	// operator API would (the CLI has no rule command yet).
-	store, err := acl.Open(testCtx(t, 10*time.Second), dataDir, acl.StoreOptions{})
+	st, err := store.Open(testCtx(t, 10*time.Second), dataDir, store.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := testCtx(t, 30*time.Second)
-	if _, err := store.AddIdentity(ctx, "watcher", acl.RolePlatform, []byte("watcher-password-1")); err != nil {
+	if _, err := st.AddIdentity(ctx, "watcher", acl.RolePlatform, []byte("watcher-password-1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.AddRule(ctx, acl.Rule{Username: "watcher", Access: acl.AccessRead, Filter: "ops/alerts/#"}); err != nil {
+	if _, err := st.AddRule(ctx, acl.Rule{Username: "watcher", Access: acl.AccessRead, Filter: "ops/alerts/#"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Close(); err != nil {
+	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 

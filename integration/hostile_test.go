@@ -31,6 +31,7 @@ import (
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The hostile-input suite: every case sends something a careless or
@@ -72,10 +73,10 @@ func startHostile(t *testing.T, cfg server.Config) *hostileEnv {
 	startHostileAgent(t, srv)
 	ctx := testCtx(t, 5*time.Second)
 	var err error
-	if e.tok, _, err = srv.Store().CreateToken(ctx, acl.TokenSpec{UserID: "hank"}); err != nil {
+	if e.tok, _, err = srv.Store().CreateToken(ctx, store.TokenSpec{UserID: "hank"}); err != nil {
 		t.Fatal(err)
 	}
-	if e.ro, _, err = srv.Store().CreateToken(ctx, acl.TokenSpec{UserID: "hank", ReadOnly: true}); err != nil {
+	if e.ro, _, err = srv.Store().CreateToken(ctx, store.TokenSpec{UserID: "hank", ReadOnly: true}); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -1034,7 +1035,7 @@ func TestHostileMCP(t *testing.T) {
 	})
 
 	t.Run("session IDs", func(t *testing.T) {
-		other, _, err := e.srv.Store().CreateToken(testCtx(t, 5*time.Second), acl.TokenSpec{UserID: "ivy"})
+		other, _, err := e.srv.Store().CreateToken(testCtx(t, 5*time.Second), store.TokenSpec{UserID: "ivy"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1144,7 +1145,7 @@ func TestHostileSessionExpiry(t *testing.T) {
 	srv := startServer(t, server.Config{SessionTTL: 300 * time.Millisecond, Logger: testenv.LoggerAt(t, "", logrus.WarnLevel)})
 	e := &hostileEnv{srv: srv, addr: srv.HTTPAddr().String(), client: newHTTPClient(t)}
 	e.base = "http://" + e.addr
-	tok, _, err := srv.Store().CreateToken(testCtx(t, 5*time.Second), acl.TokenSpec{UserID: "hank"})
+	tok, _, err := srv.Store().CreateToken(testCtx(t, 5*time.Second), store.TokenSpec{UserID: "hank"})
 	if err != nil {
 		t.Fatal(err)
 	}

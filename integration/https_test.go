@@ -12,9 +12,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // TestServeHTTPS: with --tls-cert-file and --tls-key-file the gateway
@@ -35,7 +35,7 @@ func TestServeHTTPS(t *testing.T) {
 	if got := srv.BaseURL(); got[:8] != "https://" {
 		t.Fatalf("BaseURL = %s, want https://", got)
 	}
-	tok := g.token(t, acl.TokenSpec{UserID: "tls-user"})
+	tok := g.token(t, store.TokenSpec{UserID: "tls-user"})
 
 	// served reports the leaf certificate of a new connection, whose
 	// client trusts roots.

@@ -10,9 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // A legacy session hears of agents coming and going on its GET stream: the
@@ -21,7 +21,7 @@ import (
 func TestToolListChangedOnGETStream(t *testing.T) {
 	e := startGateway(t, server.Config{})
 	gw := e.srv.Handler().(*gateway.Gateway)
-	tok := e.token(t, acl.TokenSpec{UserID: "alice"})
+	tok := e.token(t, store.TokenSpec{UserID: "alice"})
 	changed := make(chan struct{}, 8)
 	cs := e.connect(t, e.mcpURL(), tok, "2025-11-25", &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
@@ -152,7 +152,7 @@ func TestGETStreamRefusals(t *testing.T) {
 func TestToolListChangedOnListenStream(t *testing.T) {
 	e := startGateway(t, server.Config{})
 	gw := e.srv.Handler().(*gateway.Gateway)
-	tok := e.token(t, acl.TokenSpec{UserID: "alice"})
+	tok := e.token(t, store.TokenSpec{UserID: "alice"})
 	changed := make(chan struct{}, 8)
 	cs := e.connect(t, e.mcpURL(), tok, "2026-07-28", &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },

@@ -20,6 +20,7 @@ import (
 	"github.com/toolbus/toolbus/jsonrpc"
 	tbmcp "github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // protocolVersions are the MCP versions the endpoint claims; every client
@@ -327,7 +328,7 @@ func (s *reqSpy) quiet(t *testing.T, what string, f func()) {
 }
 
 // token mints a token in the gateway's store.
-func (e *gwEnv) token(t *testing.T, spec acl.TokenSpec) string {
+func (e *gwEnv) token(t *testing.T, spec store.TokenSpec) string {
 	t.Helper()
 	secret, _, err := e.srv.Store().CreateToken(testCtx(t, 5*time.Second), spec)
 	if err != nil {

@@ -15,13 +15,14 @@ import (
 	"github.com/toolbus/toolbus/expertagent"
 	tbmcp "github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // TestMCPPromptsAndResources: prompts and resources come from the expert
 // agent through the same contexts and scopes as tools, at every version.
 func TestMCPPromptsAndResources(t *testing.T) {
 	e := startGateway(t, server.Config{})
-	tok := e.token(t, acl.TokenSpec{UserID: "judy"})
+	tok := e.token(t, store.TokenSpec{UserID: "judy"})
 	for _, v := range protocolVersions {
 		t.Run(v, func(t *testing.T) {
 			cs := e.connect(t, e.mcpURL(), tok, v, nil)
@@ -63,7 +64,7 @@ func TestMCPPromptsAndResources(t *testing.T) {
 	}
 
 	t.Run("list-only token cannot read", func(t *testing.T) {
-		cs := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "judy", Scopes: []string{acl.ScopeToolsList}}), "2025-11-25", nil)
+		cs := e.connect(t, e.mcpURL(), e.token(t, store.TokenSpec{UserID: "judy", Scopes: []string{store.ScopeToolsList}}), "2025-11-25", nil)
 		if _, err := cs.ReadResource(testCtx(t, 10*time.Second), &mcp.ReadResourceParams{URI: "test://note"}); err == nil {
 			t.Fatal("a token without tools:call read a resource")
 		}
@@ -75,7 +76,7 @@ func TestMCPPromptsAndResources(t *testing.T) {
 // the agent's work.
 func TestMCPCancellation(t *testing.T) {
 	e := startGateway(t, server.Config{})
-	tok := e.token(t, acl.TokenSpec{UserID: "ken"})
+	tok := e.token(t, store.TokenSpec{UserID: "ken"})
 	for _, v := range protocolVersions {
 		t.Run(v, func(t *testing.T) {
 			cs := e.connect(t, e.mcpURL(), tok, v, nil)
@@ -142,7 +143,7 @@ func TestMCPToolsPagination(t *testing.T) {
 	poll(t, 15*time.Second, "agent online", func() bool { return agentOnline(srv, "many-1") })
 
 	e := &gwEnv{srv: srv, base: "http://" + srv.HTTPAddr().String()}
-	tok := e.token(t, acl.TokenSpec{UserID: "lists"})
+	tok := e.token(t, store.TokenSpec{UserID: "lists"})
 	for _, v := range protocolVersions {
 		t.Run(v, func(t *testing.T) {
 			cs := e.connect(t, e.mcpURL(), tok, v, nil)

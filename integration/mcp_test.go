@@ -15,8 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 var platformToolNames = []string{"platform_agents", "platform_contexts", "platform_echo", "platform_whoami"}
@@ -49,7 +49,7 @@ func sorted(lists ...[]string) []string {
 // per protocol version: the union of tools, calls of both kinds, progress.
 func TestMCPClient(t *testing.T) {
 	e := startGateway(t, server.Config{})
-	tok := e.token(t, acl.TokenSpec{UserID: "alice"})
+	tok := e.token(t, store.TokenSpec{UserID: "alice"})
 	for _, v := range protocolVersions {
 		t.Run(v, func(t *testing.T) {
 			var mu sync.Mutex
@@ -116,7 +116,7 @@ func TestMCPScopes(t *testing.T) {
 		t.Run(v, func(t *testing.T) {
 			ctx := testCtx(t, 20*time.Second)
 
-			listOnly := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "bob", Scopes: []string{acl.ScopeToolsList}}), v, nil)
+			listOnly := e.connect(t, e.mcpURL(), e.token(t, store.TokenSpec{UserID: "bob", Scopes: []string{store.ScopeToolsList}}), v, nil)
 			if got := toolNames(t, listOnly); len(got) != len(platformToolNames)+len(agentToolNames) {
 				t.Fatalf("list-only token sees %v", got)
 			}
@@ -126,7 +126,7 @@ func TestMCPScopes(t *testing.T) {
 				}
 			})
 
-			ro := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "carol", ReadOnly: true}), v, nil)
+			ro := e.connect(t, e.mcpURL(), e.token(t, store.TokenSpec{UserID: "carol", ReadOnly: true}), v, nil)
 			e.spy.quiet(t, "read-only token calling a destructive tool", func() {
 				if _, err := ro.CallTool(ctx, &mcp.CallToolParams{Name: "delete_all"}); err == nil || !strings.Contains(err.Error(), "read-only") {
 					t.Errorf("read-only token calling delete_all: err = %v", err)
@@ -169,15 +169,15 @@ const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"proto
 // status before anything reaches the bus.
 func TestMCPRefusals(t *testing.T) {
 	e := startGateway(t, server.Config{})
-	store := e.srv.Store()
-	good := e.token(t, acl.TokenSpec{UserID: "dave"})
-	revoked := e.token(t, acl.TokenSpec{UserID: "dave"})
-	if err := store.RevokeToken(testCtx(t, 5*time.Second), strings.Join(strings.Split(revoked, "_")[:2], "_")); err != nil {
+	st := e.srv.Store()
+	good := e.token(t, store.TokenSpec{UserID: "dave"})
+	revoked := e.token(t, store.TokenSpec{UserID: "dave"})
+	if err := st.RevokeToken(testCtx(t, 5*time.Second), strings.Join(strings.Split(revoked, "_")[:2], "_")); err != nil {
 		t.Fatal(err)
 	}
-	expired := e.token(t, acl.TokenSpec{UserID: "dave", TTL: time.Millisecond})
+	expired := e.token(t, store.TokenSpec{UserID: "dave", TTL: time.Millisecond})
 	time.Sleep(5 * time.Millisecond)
-	narrowed := e.token(t, acl.TokenSpec{UserID: "dave", Entities: []acl.Entity{{Type: "project", ID: "p1"}}})
+	narrowed := e.token(t, store.TokenSpec{UserID: "dave", Entities: []store.Entity{{Type: "project", ID: "p1"}}})
 
 	for _, tc := range []struct {
 		name, path, token string
@@ -234,7 +234,7 @@ func TestMCPRefusals(t *testing.T) {
 // platform tools, and an agent tool call fails clearly and fast.
 func TestMCPAgentOffline(t *testing.T) {
 	e := startGateway(t, server.Config{CallTimeout: 30 * time.Second})
-	tok := e.token(t, acl.TokenSpec{UserID: "erin"})
+	tok := e.token(t, store.TokenSpec{UserID: "erin"})
 	for _, v := range protocolVersions {
 		t.Run(v, func(t *testing.T) {
 			cs := e.connect(t, e.mcpURL(), tok, v, nil)
@@ -267,7 +267,7 @@ func TestMCPTwoUsers(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, user := range []string{"frank", "grace"} {
 		v := protocolVersions[i%len(protocolVersions)]
-		cs := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: user}), v, nil)
+		cs := e.connect(t, e.mcpURL(), e.token(t, store.TokenSpec{UserID: user}), v, nil)
 		for w := range 4 {
 			wg.Add(1)
 			go func() {
@@ -301,7 +301,7 @@ func TestMCPTwoUsers(t *testing.T) {
 // TestMCPProtocolErrors: malformed requests get the documented JSON-RPC errors.
 func TestMCPProtocolErrors(t *testing.T) {
 	e := startGateway(t, server.Config{})
-	tok := e.token(t, acl.TokenSpec{UserID: "heidi"})
+	tok := e.token(t, store.TokenSpec{UserID: "heidi"})
 	for _, tc := range []struct {
 		name, body string
 		status     int
@@ -332,7 +332,7 @@ func TestMCPProtocolErrors(t *testing.T) {
 	t.Run("another user's session", func(t *testing.T) {
 		resp, _ := rawPost(t, e.mcpURL(), tok, initBody, nil)
 		sid := resp.Header.Get("Mcp-Session-Id")
-		other := e.token(t, acl.TokenSpec{UserID: "ivan"})
+		other := e.token(t, store.TokenSpec{UserID: "ivan"})
 		resp, body := rawPost(t, e.mcpURL(), other, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, map[string]string{"Mcp-Session-Id": sid})
 		if resp.StatusCode != http.StatusNotFound {
 			t.Fatalf("status %d: %s", resp.StatusCode, body)

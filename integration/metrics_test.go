@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // scrape reads /metrics with token and parses the text format.
@@ -70,8 +70,8 @@ next:
 // parses with Prometheus's own parser, and moves when calls are made.
 func TestMetrics(t *testing.T) {
 	e := startGateway(t, server.Config{})
-	scraper := e.token(t, acl.TokenSpec{UserID: "prom", Scopes: []string{acl.ScopeMetrics}})
-	caller := e.token(t, acl.TokenSpec{UserID: "alice"})
+	scraper := e.token(t, store.TokenSpec{UserID: "prom", Scopes: []string{store.ScopeMetrics}})
+	caller := e.token(t, store.TokenSpec{UserID: "alice"})
 
 	for _, tc := range []struct {
 		name, token string

@@ -20,9 +20,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // tsLine is a line the TypeScript client script prints.
@@ -143,12 +143,12 @@ func TestOAuthTypeScriptClientInBrowser(t *testing.T) {
 	if l := c.next(t, "done", 20*time.Second); l.Tokens != 2 || l.Distinct != 2 {
 		t.Fatalf("done: %+v", l)
 	}
-	events := auditAll(t, e.srv.Store(), acl.AuditQuery{Kind: acl.AuditOAuth})
+	events := auditAll(t, e.srv.Store(), store.AuditQuery{Kind: store.AuditOAuth})
 	for _, want := range []struct{ action, outcome string }{
 		{"register", "ok"}, {"sign_in", "refused"}, {"sign_in", "ok"}, {"consent", "ok"}, {"token", "ok"}, {"refresh", "ok"},
 	} {
-		if !slices.ContainsFunc(events, func(ev acl.AuditEvent) bool { return ev.Action == want.action && ev.Outcome == want.outcome }) {
-			waitAudit(t, e.srv.Store(), "oauth "+want.action+" "+want.outcome, acl.AuditQuery{Kind: acl.AuditOAuth, Outcome: want.outcome}, 1)
+		if !slices.ContainsFunc(events, func(ev store.AuditEvent) bool { return ev.Action == want.action && ev.Outcome == want.outcome }) {
+			waitAudit(t, e.srv.Store(), "oauth "+want.action+" "+want.outcome, store.AuditQuery{Kind: store.AuditOAuth, Outcome: want.outcome}, 1)
 		}
 	}
 }
@@ -205,7 +205,7 @@ func TestOAuthPageRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf := &oauth2.Config{ClientID: reg.ClientID, RedirectURL: redirect, Scopes: []string{acl.ScopeToolsList},
+	conf := &oauth2.Config{ClientID: reg.ClientID, RedirectURL: redirect, Scopes: []string{store.ScopeToolsList},
 		Endpoint: oauth2.Endpoint{AuthURL: e.base + "/oauth/authorize"}}
 	authURL := conf.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))
 	bctx := testenv.Browser(t, 60*time.Second)
@@ -218,7 +218,7 @@ func TestOAuthPageRefusals(t *testing.T) {
 		for k, vs := range u.Query() {
 			fmt.Fprintf(&fields, `<input type="hidden" name="%s" value="%s">`, html.EscapeString(k), html.EscapeString(vs[0]))
 		}
-		for k, v := range map[string]string{"username": "alice", "password": "alice-password", "action": "allow", "grant_scope": acl.ScopeToolsList} {
+		for k, v := range map[string]string{"username": "alice", "password": "alice-password", "action": "allow", "grant_scope": store.ScopeToolsList} {
 			fmt.Fprintf(&fields, `<input type="hidden" name="%s" value="%s">`, k, v)
 		}
 		evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -234,7 +234,7 @@ func TestOAuthPageRefusals(t *testing.T) {
 		if text := pageText(t, bctx); !strings.Contains(text, "sent from another site") {
 			t.Fatalf("the browser shows:\n%s", text)
 		}
-		waitAudit(t, e.srv.Store(), "the cross-site post", acl.AuditQuery{Kind: acl.AuditOAuth, Outcome: "refused"}, 1)
+		waitAudit(t, e.srv.Store(), "the cross-site post", store.AuditQuery{Kind: store.AuditOAuth, Outcome: "refused"}, 1)
 	})
 	t.Run("changed redirect URI", func(t *testing.T) {
 		changed := strings.Replace(authURL, url.QueryEscape(redirect), url.QueryEscape("https://attacker.example/cb"), 1)
@@ -251,6 +251,6 @@ func TestOAuthPageRefusals(t *testing.T) {
 		if text := pageText(t, bctx); !strings.Contains(text, "is not one the client registered") || !strings.HasPrefix(loc, e.base) {
 			t.Fatalf("at %s the browser shows:\n%s", loc, text)
 		}
-		waitAudit(t, e.srv.Store(), "both refusals", acl.AuditQuery{Kind: acl.AuditOAuth, Outcome: "refused"}, 2)
+		waitAudit(t, e.srv.Store(), "both refusals", store.AuditQuery{Kind: store.AuditOAuth, Outcome: "refused"}, 2)
 	})
 }

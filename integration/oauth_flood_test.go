@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // TestOAuthAuthorizeFlood: refused authorization requests, each naming a
@@ -37,8 +37,8 @@ func TestOAuthAuthorizeFlood(t *testing.T) {
 	if statuses[http.StatusTooManyRequests] < flood-40 {
 		t.Fatalf("statuses %v: want 429 for all but the rate limit's first few", statuses)
 	}
-	q := acl.AuditQuery{Kind: acl.AuditOAuth, Outcome: "refused"}
-	var evs []acl.AuditEvent
+	q := store.AuditQuery{Kind: store.AuditOAuth, Outcome: "refused"}
+	var evs []store.AuditEvent
 	poll(t, 30*time.Second, "every refusal counted", func() bool {
 		evs = auditAll(t, srv.Store(), q)
 		return refusalsStoodFor(evs) >= flood

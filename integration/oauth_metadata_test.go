@@ -10,8 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // noRedirects is an HTTP client that reports a redirect instead of
@@ -173,7 +173,7 @@ func TestOAuthDisabled(t *testing.T) {
 // (read-only) does not.
 func TestInsufficientScopeChallenge(t *testing.T) {
 	e := startHostile(t, server.Config{})
-	listOnly, _, err := e.srv.Store().CreateToken(testCtx(t, 5*time.Second), acl.TokenSpec{UserID: "ivy", Scopes: []string{acl.ScopeToolsList}})
+	listOnly, _, err := e.srv.Store().CreateToken(testCtx(t, 5*time.Second), store.TokenSpec{UserID: "ivy", Scopes: []string{store.ScopeToolsList}})
 	if err != nil {
 		t.Fatal(err)
 	}

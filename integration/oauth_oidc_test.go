@@ -25,10 +25,10 @@ import (
 	"github.com/zitadel/oidc/v3/example/server/exampleop"
 	"github.com/zitadel/oidc/v3/example/server/storage"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/oauth"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // groupStorage is the zitadel example provider's storage with a groups
@@ -143,7 +143,7 @@ func TestOAuthOIDCProvider(t *testing.T) {
 	op, issuer := startOpenIDProvider(t)
 	e := startGateway(t, server.Config{OAuth: server.OAuthConfig{OIDC: oauth.OIDCOptions{
 		Issuer: issuer, ClientID: "toolbus", ClientSecret: "toolbus-secret",
-		UserClaim: "email", UserPrefix: "sso-", GroupScopes: map[string][]string{"mcp-users": {acl.ScopeToolsList, acl.ScopeToolsCall}},
+		UserClaim: "email", UserPrefix: "sso-", GroupScopes: map[string][]string{"mcp-users": {store.ScopeToolsList, store.ScopeToolsCall}},
 	}}})
 	storage.RegisterClients(storage.WebClient("toolbus", "toolbus-secret", e.base+oauth.CallbackPath))
 	op.Start()
@@ -201,7 +201,7 @@ func TestOAuthOIDCProvider(t *testing.T) {
 	if _, err := connect("bob", "bob-at-the-idp"); err == nil || !strings.Contains(err.Error(), "access_denied") {
 		t.Fatalf("bob, in no allowed group: %v, want access_denied", err)
 	}
-	refused := waitAudit(t, e.srv.Store(), "bob's refusal", acl.AuditQuery{Kind: acl.AuditOAuth, Outcome: "refused"}, 1)
+	refused := waitAudit(t, e.srv.Store(), "bob's refusal", store.AuditQuery{Kind: store.AuditOAuth, Outcome: "refused"}, 1)
 	if !strings.Contains(refused[len(refused)-1].Reason, "none of the groups") {
 		t.Fatalf("refusal reason %q", refused[len(refused)-1].Reason)
 	}
@@ -216,7 +216,7 @@ func TestOAuthOIDCProvider(t *testing.T) {
 	}
 	form := url.Values{"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {"https://attacker.example/cb"},
 		"code_challenge": {oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())}, "code_challenge_method": {"S256"},
-		"action": {"allow"}, "grant_scope": {acl.ScopeToolsCall}}
+		"action": {"allow"}, "grant_scope": {store.ScopeToolsCall}}
 	resp, err := noRedirects.PostForm(e.base+"/oauth/authorize", form) // no Origin, no Sec-Fetch-Site: curl
 	if err == nil || resp != nil && resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("the attacker's consent post: %v %v", resp, err)
@@ -244,5 +244,5 @@ func TestOAuthOIDCProvider(t *testing.T) {
 	if text := pageText(t, bctx); !strings.Contains(text, "started in another browser") {
 		t.Fatalf("alice's browser shows:\n%s", text)
 	}
-	waitAudit(t, e.srv.Store(), "the refused callback", acl.AuditQuery{Kind: acl.AuditOAuth, Outcome: "refused"}, 2)
+	waitAudit(t, e.srv.Store(), "the refused callback", store.AuditQuery{Kind: store.AuditOAuth, Outcome: "refused"}, 2)
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // signIn plays the user at the authorization page the client opened: it
@@ -166,14 +166,14 @@ func TestOAuthSignIn(t *testing.T) {
 	if got := status(t, e.base+"/api/v1/admin/tokens", tok.AccessToken); got != http.StatusUnauthorized {
 		t.Errorf("the token on the admin API: %d, want 401", got)
 	}
-	other := e.token(t, acl.TokenSpec{UserID: "alice", Audience: "https://elsewhere.example/api/v1/mcp"})
+	other := e.token(t, store.TokenSpec{UserID: "alice", Audience: "https://elsewhere.example/api/v1/mcp"})
 	if got := status(t, e.mcpURL(), other); got != http.StatusUnauthorized {
 		t.Errorf("a token issued for another resource: %d, want 401", got)
 	}
-	waitAudit(t, e.srv.Store(), "the three refusals", acl.AuditQuery{Kind: acl.AuditRefused}, 3)
+	waitAudit(t, e.srv.Store(), "the three refusals", store.AuditQuery{Kind: store.AuditRefused}, 3)
 
 	// Personal tokens still work, unchanged.
-	personal := e.connect(t, e.mcpURL(), e.token(t, acl.TokenSpec{UserID: "bob"}), "2025-11-25", nil)
+	personal := e.connect(t, e.mcpURL(), e.token(t, store.TokenSpec{UserID: "bob"}), "2025-11-25", nil)
 	if got := toolNames(t, personal); !slices.Contains(got, "echo") {
 		t.Fatalf("personal token's tools: %v", got)
 	}
@@ -187,10 +187,10 @@ func TestOAuthSignIn(t *testing.T) {
 	}
 
 	// Every step of the sign-in is in the audit log.
-	waitAudit(t, e.srv.Store(), "the oauth records", acl.AuditQuery{Kind: acl.AuditOAuth}, 4)
-	records := auditAll(t, e.srv.Store(), acl.AuditQuery{Kind: acl.AuditOAuth})
+	waitAudit(t, e.srv.Store(), "the oauth records", store.AuditQuery{Kind: store.AuditOAuth}, 4)
+	records := auditAll(t, e.srv.Store(), store.AuditQuery{Kind: store.AuditOAuth})
 	for _, action := range []string{"register", "sign_in", "consent", "token"} {
-		found := slices.ContainsFunc(records, func(ev acl.AuditEvent) bool {
+		found := slices.ContainsFunc(records, func(ev store.AuditEvent) bool {
 			return ev.Action == action && ev.Outcome == "ok"
 		})
 		if !found {

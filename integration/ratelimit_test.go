@@ -10,9 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // rawCall POSTs one stateless-era tools/call (2026-07-28 needs no session)
@@ -89,19 +89,19 @@ func TestRateLimits(t *testing.T) {
 	}
 
 	t.Run("token", func(t *testing.T) {
-		a1 := e.token(t, acl.TokenSpec{UserID: "ann"})
+		a1 := e.token(t, store.TokenSpec{UserID: "ann"})
 		for range 3 {
 			ok(t, a1, "platform_echo")
 		}
 		checkLimited(t, rawCall(t, e, a1, "platform_echo"))
 		// The user's other token still has room under the user limit.
-		a2 := e.token(t, acl.TokenSpec{UserID: "ann"})
+		a2 := e.token(t, store.TokenSpec{UserID: "ann"})
 		ok(t, a2, "platform_echo")
 		ok(t, a2, "platform_echo")
 		// Now the user's 5 are used: the second token is refused too.
 		checkLimited(t, rawCall(t, e, a2, "platform_echo"))
 		// Someone else is not held back.
-		ok(t, e.token(t, acl.TokenSpec{UserID: "bob"}), "platform_echo")
+		ok(t, e.token(t, store.TokenSpec{UserID: "bob"}), "platform_echo")
 
 		// Recovery: at 60/min one request a second comes back.
 		deadline := time.Now().Add(10 * time.Second)
@@ -122,7 +122,7 @@ func TestRateLimits(t *testing.T) {
 		// Separate users, so that only the agent-tools limit can refuse.
 		var refused bool
 		for i := range 6 {
-			tok := e.token(t, acl.TokenSpec{UserID: "u" + strconv.Itoa(i)})
+			tok := e.token(t, store.TokenSpec{UserID: "u" + strconv.Itoa(i)})
 			a := rawCall(t, e, tok, "echo")
 			if a.status == http.StatusTooManyRequests {
 				checkLimited(t, a)
@@ -141,7 +141,7 @@ func TestRateLimits(t *testing.T) {
 	})
 
 	t.Run("go-sdk client sees an error", func(t *testing.T) {
-		tok := e.token(t, acl.TokenSpec{UserID: "carol"})
+		tok := e.token(t, store.TokenSpec{UserID: "carol"})
 		cs := e.connect(t, e.mcpURL(), tok, "2025-11-25", nil)
 		var err error
 		for range 8 { // initialize used some of the 3
@@ -159,7 +159,7 @@ func TestRateLimits(t *testing.T) {
 // error shape and Retry-After.
 func TestRateLimitREST(t *testing.T) {
 	e := startGateway(t, server.Config{RateLimits: gateway.RateLimits{PerToken: gateway.Limit{PerMinute: 1, Burst: 1}}})
-	tok := e.token(t, acl.TokenSpec{UserID: "dan"})
+	tok := e.token(t, store.TokenSpec{UserID: "dan"})
 	get := func() (*http.Response, map[string]any) {
 		req, _ := http.NewRequestWithContext(testCtx(t, 10*time.Second), http.MethodGet, e.base+"/api/v1/whoami", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)

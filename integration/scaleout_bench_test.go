@@ -18,6 +18,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // benchSessions is how many MCP sessions the load generator drives at once,
@@ -82,7 +83,7 @@ func BenchmarkScaleOutToolCalls(b *testing.B) {
 func benchCalls(b *testing.B, so *scaleOut) {
 	b.Helper()
 	ctx := testCtx(b, 5*time.Minute)
-	secret, _, err := so.replicas[0].srv.Store().CreateToken(ctx, acl.TokenSpec{UserID: "bench"})
+	secret, _, err := so.replicas[0].srv.Store().CreateToken(ctx, store.TokenSpec{UserID: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/toolbus/toolbus/internal/testenv"
 	tbmcp "github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The identities of the scale-out tests: every replica logs in as one
@@ -75,7 +76,7 @@ func newScaleOutStore(t testing.TB) *scaleOut {
 	pg := testenv.StartPostgres(t)
 	so := &scaleOut{storeURL: pg.CreateDatabase(t)}
 	ctx := testCtx(t, 30*time.Second)
-	store, err := acl.OpenURL(ctx, so.storeURL, acl.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
+	st, err := store.OpenURL(ctx, so.storeURL, store.StoreOptions{HashIterations: testenv.HashIterations, BcryptCost: testenv.BcryptCost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,11 +84,11 @@ func newScaleOutStore(t testing.TB) *scaleOut {
 		name string
 		role acl.Role
 	}{{soGatewayUser, acl.RolePlatform}, {soWorkerUser, acl.RoleExpertAgent}, {soSoloUser, acl.RoleExpertAgent}} {
-		if _, err := store.AddIdentity(ctx, id.name, id.role, []byte(soPassword)); err != nil {
+		if _, err := st.AddIdentity(ctx, id.name, id.role, []byte(soPassword)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := store.Close(); err != nil {
+	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return so

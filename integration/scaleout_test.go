@@ -10,8 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Two gateway replicas (each its own platform ID, one session secret, one
@@ -34,7 +34,7 @@ func TestScaleOutReplicasAndPool(t *testing.T) {
 	a, b := so.replica(t, cfg), so.replica(t, cfg)
 	so.worker(t, false)
 	so.worker(t, false)
-	tok := a.token(t, acl.TokenSpec{UserID: "alice"}) // in the shared store: B knows it too
+	tok := a.token(t, store.TokenSpec{UserID: "alice"}) // in the shared store: B knows it too
 
 	ctx := testCtx(t, 120*time.Second)
 	tr := newAlternating(tok, so.replicas)
@@ -142,7 +142,7 @@ func TestScaleOutWorkerDies(t *testing.T) {
 	g := so.replica(t, server.Config{CallTimeout: callTimeout})
 	doomed := so.worker(t, true)
 	survivor := so.worker(t, false)
-	tok := g.token(t, acl.TokenSpec{UserID: "alice"})
+	tok := g.token(t, store.TokenSpec{UserID: "alice"})
 	cs := g.connect(t, g.mcpURL(), tok, "2025-11-25", nil)
 	ctx := testCtx(t, 60*time.Second)
 

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // TestSessionFlood: 200 initializes of 2 MiB from one list-only token (the
@@ -23,7 +23,7 @@ import (
 // tests running alongside do not reach.
 func TestSessionFlood(t *testing.T) {
 	srv := startServer(t, server.Config{})
-	secret, _, err := srv.Store().CreateToken(testCtx(t, 10*time.Second), acl.TokenSpec{UserID: "mallory", Scopes: []string{acl.ScopeToolsList}})
+	secret, _, err := srv.Store().CreateToken(testCtx(t, 10*time.Second), store.TokenSpec{UserID: "mallory", Scopes: []string{store.ScopeToolsList}})
 	if err != nil {
 		t.Fatal(err)
 	}

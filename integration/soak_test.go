@@ -22,9 +22,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // The soak: a mixed load of platform and expert-agent echo calls across
@@ -227,7 +227,7 @@ func TestSoak(t *testing.T) {
 	srv := startServer(t, server.Config{MaxContexts: soakMaxContexts, CallTimeout: soakCallTimeout,
 		Logger: testenv.LoggerAt(t, "", logrus.ErrorLevel)})
 	url := "http://" + srv.HTTPAddr().String() + "/api/v1/mcp"
-	secret, _, err := srv.Store().CreateToken(testCtx(t, 5*time.Second), acl.TokenSpec{UserID: "soak"})
+	secret, _, err := srv.Store().CreateToken(testCtx(t, 5*time.Second), store.TokenSpec{UserID: "soak"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,14 +12,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/clip"
+	"github.com/toolbus/toolbus/store"
 )
 
 // authRequest is a checked authorization request: what the client asks
 // for, and where its answer goes.
 type authRequest struct {
-	client      acl.OAuthClient
+	client      store.OAuthClient
 	redirectURI string
 	state       string
 	challenge   string
@@ -59,7 +60,7 @@ func (s *Server) parseAuthorize(r *http.Request, q url.Values) (*authRequest, *e
 	}
 	c, err := s.client(r.Context(), id)
 	if err != nil {
-		if errors.Is(err, acl.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			return nil, &errPage{unknownClient(id)}, nil
 		}
 		if errors.Is(err, errClient) {
@@ -85,7 +86,7 @@ func (s *Server) parseAuthorize(r *http.Request, q url.Values) (*authRequest, *e
 		return req, nil, &oauthError{"invalid_request", "PKCE is required: code_challenge (43 characters of base64url) with code_challenge_method S256"}
 	}
 	if scope := strings.Fields(q.Get("scope")); len(scope) == 0 {
-		req.scopes = slices.Clone(acl.DefaultScopes)
+		req.scopes = slices.Clone(store.DefaultScopes)
 	} else {
 		for _, sc := range scope {
 			if !slices.Contains(s.opts.Scopes, sc) {
@@ -149,7 +150,7 @@ func (s *Server) redirect(w http.ResponseWriter, r *http.Request, req *authReque
 // section 4.11.1). The user, not the client, reads why. It counts against
 // the address's rate limit (refusePage).
 func (s *Server) requestError(w http.ResponseWriter, r *http.Request, req *authRequest, e *oauthError) {
-	s.refusePage(w, r, acl.AuditEvent{Action: "authorize", ClientID: req.client.ID, Outcome: "refused", Reason: e.Code + ": " + e.Description, Status: http.StatusBadRequest},
+	s.refusePage(w, r, store.AuditEvent{Action: "authorize", ClientID: req.client.ID, Outcome: "refused", Reason: e.Code + ": " + e.Description, Status: http.StatusBadRequest},
 		"The application asked wrongly ("+e.Code+"): "+e.Description+".")
 }
 
@@ -159,7 +160,7 @@ func (s *Server) authorizePage(w http.ResponseWriter, r *http.Request) {
 	req, bad, oerr := s.parseAuthorize(r, q)
 	switch {
 	case bad != nil:
-		s.refusePage(w, r, acl.AuditEvent{Action: "authorize", ClientID: q.Get("client_id"), Outcome: "refused", Reason: bad.msg, Status: http.StatusBadRequest}, bad.msg)
+		s.refusePage(w, r, store.AuditEvent{Action: "authorize", ClientID: q.Get("client_id"), Outcome: "refused", Reason: bad.msg, Status: http.StatusBadRequest}, bad.msg)
 	case oerr != nil:
 		s.requestError(w, r, req, oerr)
 	default:
@@ -171,7 +172,7 @@ func (s *Server) authorizePage(w http.ResponseWriter, r *http.Request) {
 type consentChoices struct {
 	scopes   []string
 	readOnly bool
-	entities []acl.Entity
+	entities []store.Entity
 	agents   []string
 	// raw text of the fields, shown again after an error
 	entitiesText, agentsText string
@@ -190,19 +191,19 @@ func parseChoices(req *authRequest, f url.Values) (consentChoices, string) {
 		return ch, "Choose at least one permission to allow, or deny."
 	}
 	for _, e := range splitList(ch.entitiesText) {
-		ent, err := acl.ParseEntity(e)
-		if err != nil || ent.Type == acl.PlainEntity.Type || ent.ID == acl.PlainEntity.ID {
+		ent, err := store.ParseEntity(e)
+		if err != nil || ent.Type == store.PlainEntity.Type || ent.ID == store.PlainEntity.ID {
 			return ch, "Entity " + quoteField(e) + " is not TYPE/ID."
 		}
 		ch.entities = append(ch.entities, ent)
 	}
 	for _, a := range splitList(ch.agentsText) {
-		if !acl.ValidLevel(a) {
+		if !contract.ValidLevel(a) {
 			return ch, "Agent " + quoteField(a) + " is not a valid agent name."
 		}
 		ch.agents = append(ch.agents, a)
 	}
-	if len(ch.entities) > acl.MaxTokenEntities || len(ch.agents) > acl.MaxTokenAgents {
+	if len(ch.entities) > store.MaxTokenEntities || len(ch.agents) > store.MaxTokenAgents {
 		return ch, "Too many entities or agents."
 	}
 	return ch, ""
@@ -223,7 +224,7 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 	req, bad, oerr := s.parseAuthorize(r, f)
 	switch {
 	case bad != nil:
-		s.refusePage(w, r, acl.AuditEvent{Action: "authorize", ClientID: f.Get("client_id"), Outcome: "refused", Reason: bad.msg, Status: http.StatusBadRequest}, bad.msg)
+		s.refusePage(w, r, store.AuditEvent{Action: "authorize", ClientID: f.Get("client_id"), Outcome: "refused", Reason: bad.msg, Status: http.StatusBadRequest}, bad.msg)
 		return
 	case oerr != nil:
 		s.requestError(w, r, req, oerr)
@@ -231,7 +232,7 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	user := f.Get("username")
 	if f.Get("action") == "deny" {
-		s.audit(r, acl.AuditEvent{Action: "deny", ClientID: req.client.ID, UserID: user, Target: req.resource})
+		s.audit(r, store.AuditEvent{Action: "deny", ClientID: req.client.ID, UserID: user, Target: req.resource})
 		s.redirect(w, r, req, url.Values{"error": {"access_denied"}, "error_description": {"the user denied access"}})
 		return
 	}
@@ -253,16 +254,16 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.opts.Store.VerifyUser(r.Context(), user, []byte(f.Get("password"))); err != nil {
-		if !errors.Is(err, acl.ErrBadCredentials) {
+		if !errors.Is(err, store.ErrBadCredentials) {
 			s.log.WithError(err).Error("sign-in")
 			s.renderError(w, http.StatusServiceUnavailable, "The server cannot check the sign-in now; try again.")
 			return
 		}
-		s.audit(r, acl.AuditEvent{Action: "sign_in", ClientID: req.client.ID, UserID: user, Outcome: "refused", Reason: "wrong user name or password", Status: http.StatusUnauthorized})
+		s.audit(r, store.AuditEvent{Action: "sign_in", ClientID: req.client.ID, UserID: user, Outcome: "refused", Reason: "wrong user name or password", Status: http.StatusUnauthorized})
 		s.renderConsent(w, http.StatusUnauthorized, req, f, ch, user, "Wrong user name or password.")
 		return
 	}
-	s.audit(r, acl.AuditEvent{Action: "sign_in", ClientID: req.client.ID, UserID: user})
+	s.audit(r, store.AuditEvent{Action: "sign_in", ClientID: req.client.ID, UserID: user})
 	s.issueCode(w, r, req, ch, user)
 }
 
@@ -273,16 +274,16 @@ func (s *Server) issueCode(w http.ResponseWriter, r *http.Request, req *authRequ
 	if req.client.Name == "" {
 		name = "oauth: " + req.client.ID
 	}
-	name = clip.String(name, acl.MaxTokenNameLen)
-	spec := acl.TokenSpec{UserID: user, Scopes: ch.scopes, ReadOnly: ch.readOnly, Entities: ch.entities, Agents: ch.agents,
+	name = clip.String(name, store.MaxTokenNameLen)
+	spec := store.TokenSpec{UserID: user, Scopes: ch.scopes, ReadOnly: ch.readOnly, Entities: ch.entities, Agents: ch.agents,
 		TTL: s.opts.AccessTTL, Name: name, Audience: req.resource, ClientID: req.client.ID}
-	code, err := s.opts.Store.SaveOAuthCode(r.Context(), acl.OAuthCode{ClientID: req.client.ID, RedirectURI: req.redirectURI,
+	code, err := s.opts.Store.SaveOAuthCode(r.Context(), store.OAuthCode{ClientID: req.client.ID, RedirectURI: req.redirectURI,
 		Challenge: req.challenge, Spec: spec, Expires: time.Now().Add(s.opts.CodeTTL)})
 	if err == nil {
 		s.unused.used(req.client.ID)
 	}
-	if errors.Is(err, acl.ErrNotFound) { // purged while the user consented
-		s.audit(r, acl.AuditEvent{Action: "consent", Outcome: "refused", ClientID: req.client.ID, UserID: user, Reason: "client purged", Status: http.StatusBadRequest})
+	if errors.Is(err, store.ErrNotFound) { // purged while the user consented
+		s.audit(r, store.AuditEvent{Action: "consent", Outcome: "refused", ClientID: req.client.ID, UserID: user, Reason: "client purged", Status: http.StatusBadRequest})
 		s.renderError(w, http.StatusBadRequest, unknownClient(req.client.ID))
 		return
 	}
@@ -291,14 +292,14 @@ func (s *Server) issueCode(w http.ResponseWriter, r *http.Request, req *authRequ
 		s.renderError(w, http.StatusServiceUnavailable, "The server cannot finish the sign-in now; try again.")
 		return
 	}
-	s.audit(r, acl.AuditEvent{Action: "consent", ClientID: req.client.ID, UserID: user, Target: req.resource})
+	s.audit(r, store.AuditEvent{Action: "consent", ClientID: req.client.ID, UserID: user, Target: req.resource})
 	s.redirect(w, r, req, url.Values{"code": {code}})
 }
 
 // tooMany answers a rate-limited sign-in on the page, with Retry-After.
 func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, req *authRequest, f url.Values, ch consentChoices, user string, wait time.Duration) {
 	secs := retryAfter(w, wait)
-	s.audit(r, acl.AuditEvent{Action: "sign_in", ClientID: req.client.ID, UserID: user, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})
+	s.audit(r, store.AuditEvent{Action: "sign_in", ClientID: req.client.ID, UserID: user, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})
 	s.renderConsent(w, http.StatusTooManyRequests, req, f, ch, user, "Too many sign-in attempts; wait "+strconv.Itoa(secs)+" s and try again.")
 }
 
@@ -324,8 +325,8 @@ type scopeChoice struct {
 type hiddenField struct{ Name, Value string }
 
 var scopeLabels = map[string]string{
-	acl.ScopeToolsList: "see the tools",
-	acl.ScopeToolsCall: "call the tools",
+	store.ScopeToolsList: "see the tools",
+	store.ScopeToolsCall: "call the tools",
 }
 
 func (s *Server) renderConsent(w http.ResponseWriter, status int, req *authRequest, q url.Values, ch consentChoices, user, msg string) {

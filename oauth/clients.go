@@ -22,7 +22,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Limits of a form posted to the authorization, token or revocation
@@ -167,7 +167,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	refuse := func(code string, err error) {
-		s.audit(r, acl.AuditEvent{Action: "register", Outcome: "refused", Reason: err.Error(), Status: http.StatusBadRequest})
+		s.audit(r, store.AuditEvent{Action: "register", Outcome: "refused", Reason: err.Error(), Status: http.StatusBadRequest})
 		writeJSON(w, http.StatusBadRequest, oauthError{Code: code, Description: err.Error()})
 	}
 	var m oauthex.ClientRegistrationMetadata
@@ -197,14 +197,14 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	c, secret, wait, err := s.unused.register(r.Context(), s.opts.Store, s.clientAddr(r), m.ClientName, m.RedirectURIs, confidential)
 	if errors.Is(err, errSourceUnused) {
 		secs := retryAfter(w, wait)
-		s.audit(r, acl.AuditEvent{Action: "register", Outcome: "refused", Reason: err.Error(), Status: http.StatusTooManyRequests})
+		s.audit(r, store.AuditEvent{Action: "register", Outcome: "refused", Reason: err.Error(), Status: http.StatusTooManyRequests})
 		writeJSON(w, http.StatusTooManyRequests, oauthError{Code: "slow_down",
 			Description: fmt.Sprintf("too many clients registered from this address and not yet used; retry in %d s", secs)})
 		return
 	}
 	if errors.Is(err, errTooManyUnused) {
 		secs := retryAfter(w, wait)
-		s.audit(r, acl.AuditEvent{Action: "register", Outcome: "refused", Reason: err.Error(), Status: http.StatusServiceUnavailable})
+		s.audit(r, store.AuditEvent{Action: "register", Outcome: "refused", Reason: err.Error(), Status: http.StatusServiceUnavailable})
 		writeJSON(w, http.StatusServiceUnavailable, oauthError{Code: "temporarily_unavailable",
 			Description: fmt.Sprintf("too many clients registered and not yet used; retry in %d s", secs)})
 		return
@@ -214,7 +214,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, errUnavailable)
 		return
 	}
-	s.audit(r, acl.AuditEvent{Action: "register", ClientID: c.ID, Target: m.ClientName})
+	s.audit(r, store.AuditEvent{Action: "register", ClientID: c.ID, Target: m.ClientName})
 	writeJSON(w, http.StatusCreated, registration{ClientRegistrationResponse: &oauthex.ClientRegistrationResponse{
 		ClientRegistrationMetadata: oauthex.ClientRegistrationMetadata{
 			RedirectURIs: m.RedirectURIs, TokenEndpointAuthMethod: m.TokenEndpointAuthMethod,
@@ -249,7 +249,7 @@ func (r registration) MarshalJSON() ([]byte, error) {
 
 // client returns the client client_id names: a registered one, or the
 // Client ID Metadata Document at that URL.
-func (s *Server) client(ctx context.Context, id string) (acl.OAuthClient, error) {
+func (s *Server) client(ctx context.Context, id string) (store.OAuthClient, error) {
 	if isMetadataURL(id) {
 		return s.meta.fetch(ctx, id)
 	}
@@ -297,7 +297,7 @@ type metaFetcher struct {
 }
 
 type fetchedClient struct {
-	client  acl.OAuthClient
+	client  store.OAuthClient
 	err     error // a failed fetch, remembered for failedFetchTTL
 	fetched time.Time
 }
@@ -431,19 +431,19 @@ func (f *metaFetcher) cached(id string) (fetchedClient, bool) {
 // fetch returns the client a metadata document describes: from the cache
 // while it is fresh (a failure for a minute), else fetched, one fetch per
 // URL however many requests want it, at most maxFetches at once.
-func (f *metaFetcher) fetch(ctx context.Context, id string) (acl.OAuthClient, error) {
+func (f *metaFetcher) fetch(ctx context.Context, id string) (store.OAuthClient, error) {
 	if c, ok := f.cached(id); ok {
 		return c.client, c.err
 	}
 	if err := f.checkMetadataURL(id); err != nil {
-		return acl.OAuthClient{}, err
+		return store.OAuthClient{}, err
 	}
 	v, err, _ := f.flight.Do(id, func() (any, error) {
 		select {
 		case f.slots <- struct{}{}:
 			defer func() { <-f.slots }()
 		default:
-			return acl.OAuthClient{}, errBusy
+			return store.OAuthClient{}, errBusy
 		}
 		// Not the caller's ctx: the fetch serves every caller waiting on
 		// it, and one that gives up must not fail the others.
@@ -455,16 +455,16 @@ func (f *metaFetcher) fetch(ctx context.Context, id string) (acl.OAuthClient, er
 		}
 		return c, err
 	})
-	return v.(acl.OAuthClient), err
+	return v.(store.OAuthClient), err
 }
 
 // get fetches and checks the document at id.
-func (f *metaFetcher) get(ctx context.Context, id string) (acl.OAuthClient, error) {
+func (f *metaFetcher) get(ctx context.Context, id string) (store.OAuthClient, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
 	if err != nil {
-		return acl.OAuthClient{}, fmt.Errorf("%w: client_id %.60q: %w", errClient, id, err)
+		return store.OAuthClient{}, fmt.Errorf("%w: client_id %.60q: %w", errClient, id, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := f.client.Do(req)
@@ -480,18 +480,18 @@ func (f *metaFetcher) get(ctx context.Context, id string) (acl.OAuthClient, erro
 			reason = "did not answer in time"
 		}
 		f.log.WithError(err).WithField("client_id", id).Info("client metadata fetch failed")
-		return acl.OAuthClient{}, fmt.Errorf("%w: fetch %s: %s", errClient, id, reason)
+		return store.OAuthClient{}, fmt.Errorf("%w: fetch %s: %s", errClient, id, reason)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return acl.OAuthClient{}, fmt.Errorf("%w: fetch %s: HTTP %d", errClient, id, resp.StatusCode)
+		return store.OAuthClient{}, fmt.Errorf("%w: fetch %s: HTTP %d", errClient, id, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.opts.MaxBytes+1))
 	if err != nil {
-		return acl.OAuthClient{}, fmt.Errorf("%w: fetch %s: %w", errClient, id, err)
+		return store.OAuthClient{}, fmt.Errorf("%w: fetch %s: %w", errClient, id, err)
 	}
 	if int64(len(body)) > f.opts.MaxBytes {
-		return acl.OAuthClient{}, fmt.Errorf("%w: %s: document over %d bytes", errClient, id, f.opts.MaxBytes)
+		return store.OAuthClient{}, fmt.Errorf("%w: %s: document over %d bytes", errClient, id, f.opts.MaxBytes)
 	}
 	var doc struct {
 		oauthex.ClientRegistrationMetadata
@@ -499,19 +499,19 @@ func (f *metaFetcher) get(ctx context.Context, id string) (acl.OAuthClient, erro
 		ClientSecret string `json:"client_secret"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return acl.OAuthClient{}, fmt.Errorf("%w: %s: not JSON client metadata: %w", errClient, id, err)
+		return store.OAuthClient{}, fmt.Errorf("%w: %s: not JSON client metadata: %w", errClient, id, err)
 	}
 	if doc.ClientID != id {
-		return acl.OAuthClient{}, fmt.Errorf("%w: %s: the document's client_id is %.60q, not its own URL", errClient, id, doc.ClientID)
+		return store.OAuthClient{}, fmt.Errorf("%w: %s: the document's client_id is %.60q, not its own URL", errClient, id, doc.ClientID)
 	}
 	if doc.ClientSecret != "" {
-		return acl.OAuthClient{}, fmt.Errorf("%w: %s: a metadata document cannot hold a client_secret", errClient, id)
+		return store.OAuthClient{}, fmt.Errorf("%w: %s: a metadata document cannot hold a client_secret", errClient, id)
 	}
 	if doc.TokenEndpointAuthMethod == "" {
 		doc.TokenEndpointAuthMethod = "none" // a public document's client has no secret
 	}
 	if _, err := checkMetadata(&doc.ClientRegistrationMetadata, f.limits, false); err != nil {
-		return acl.OAuthClient{}, fmt.Errorf("%s: %w", id, err)
+		return store.OAuthClient{}, fmt.Errorf("%s: %w", id, err)
 	}
-	return acl.OAuthClient{ID: id, Name: doc.ClientName, RedirectURIs: doc.RedirectURIs, Created: time.Now()}, nil
+	return store.OAuthClient{ID: id, Name: doc.ClientName, RedirectURIs: doc.RedirectURIs, Created: time.Now()}, nil
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/oauth2"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/oauth"
+	"github.com/toolbus/toolbus/store"
 )
 
 // syncBuffer is a log destination for concurrent writers.
@@ -73,7 +73,7 @@ func TestRefusedAuthorizeFlood(t *testing.T) {
 		t.Fatalf("statuses %v, want %d × 400 then 429", statuses, limit)
 	}
 	e.mu.Lock()
-	events := append([]acl.AuditEvent(nil), e.events...)
+	events := append([]store.AuditEvent(nil), e.events...)
 	e.mu.Unlock()
 	if len(events) != flood {
 		t.Fatalf("%d audit records, want one per request (the audit log aggregates them)", len(events))

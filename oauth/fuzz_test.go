@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
 )
 
 // FuzzRedirectAllowed: a redirect URI that is not the registered string is
@@ -74,7 +74,7 @@ func FuzzUserID(f *testing.F) {
 			if v == "" {
 				return
 			}
-			if id := userID(prefix + v); !acl.ValidLevel(id) || !strings.HasPrefix(id, prefix) {
+			if id := userID(prefix + v); !contract.ValidLevel(id) || !strings.HasPrefix(id, prefix) {
 				t.Fatalf("userID(%q) = %q: not a valid level starting with %q", prefix+v, id, prefix)
 			}
 		}

@@ -10,7 +10,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/store"
 )
 
 // graceEntries bounds the refresh answers kept for RefreshGrace: beyond
@@ -50,7 +50,7 @@ type graceKey struct {
 }
 
 type graceAnswer struct {
-	toks acl.OAuthTokens
+	toks store.OAuthTokens
 	at   time.Time
 }
 
@@ -67,7 +67,7 @@ func newRefreshGrace(ttl time.Duration) *refreshGrace {
 // within the grace from memory. from is the address a public client's
 // repeat must come from, "" for a confidential client. repeat reports that
 // the answer is one given before (to this caller's twin).
-func (g *refreshGrace) refresh(ctx context.Context, from string, req acl.OAuthRefresh, rotate func(context.Context, acl.OAuthRefresh) (acl.OAuthTokens, error)) (toks acl.OAuthTokens, repeat bool, err error) {
+func (g *refreshGrace) refresh(ctx context.Context, from string, req store.OAuthRefresh, rotate func(context.Context, store.OAuthRefresh) (store.OAuthTokens, error)) (toks store.OAuthTokens, repeat bool, err error) {
 	if g == nil {
 		toks, err = rotate(ctx, req)
 		return toks, false, err
@@ -95,16 +95,16 @@ func (g *refreshGrace) refresh(ctx context.Context, from string, req acl.OAuthRe
 		return t, err
 	})
 	if err != nil {
-		return acl.OAuthTokens{}, false, err
+		return store.OAuthTokens{}, false, err
 	}
-	return v.(acl.OAuthTokens), !ran, nil
+	return v.(store.OAuthTokens), !ran, nil
 }
 
 // answer returns the answer kept for k, if within the grace.
-func (g *refreshGrace) answer(k graceKey) (acl.OAuthTokens, bool) {
+func (g *refreshGrace) answer(k graceKey) (store.OAuthTokens, bool) {
 	a, ok := g.cache.Get(k)
 	if !ok || g.now().Sub(a.at) >= g.ttl {
-		return acl.OAuthTokens{}, false
+		return store.OAuthTokens{}, false
 	}
 	return a.toks, true
 }

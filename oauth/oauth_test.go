@@ -18,8 +18,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/oauth"
+	"github.com/toolbus/toolbus/store"
 )
 
 // env is an authorization server on a real listener over a real store,
@@ -28,30 +28,30 @@ type env struct {
 	t      *testing.T
 	as     *oauth.Server
 	srv    *httptest.Server
-	store  *acl.Store
+	store  *store.Store
 	mu     sync.Mutex
-	events []acl.AuditEvent
+	events []store.AuditEvent
 }
 
 func newEnv(t *testing.T, mod func(*oauth.Options)) *env {
 	t.Helper()
 	ctx := context.Background()
-	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{TokenCacheTTL: -1})
+	st, err := store.Open(ctx, t.TempDir(), store.StoreOptions{TokenCacheTTL: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
-	if _, err := store.AddUser(ctx, "alice", []byte("alice-pw")); err != nil {
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.AddUser(ctx, "alice", []byte("alice-pw")); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, store: store}
+	e := &env{t: t, store: st}
 	opts := oauth.Options{
-		Store:           store,
+		Store:           st,
 		Issuer:          func(r *http.Request) string { return "http://" + r.Host },
 		Resource:        func(r *http.Request, res string) bool { return res == "http://"+r.Host+"/mcp" },
 		DefaultResource: func(r *http.Request) string { return "http://" + r.Host + "/mcp" },
-		Scopes:          []string{acl.ScopeToolsList, acl.ScopeToolsCall, "admin:extra"},
-		Audit: func(ev acl.AuditEvent) {
+		Scopes:          []string{store.ScopeToolsList, store.ScopeToolsCall, "admin:extra"},
+		Audit: func(ev store.AuditEvent) {
 			e.mu.Lock()
 			e.events = append(e.events, ev)
 			e.mu.Unlock()
@@ -76,8 +76,8 @@ func (e *env) resource() string { return e.srv.URL + "/mcp" }
 func (e *env) audited(action, outcome string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return slices.ContainsFunc(e.events, func(ev acl.AuditEvent) bool {
-		return ev.Kind == acl.AuditOAuth && ev.Action == action && ev.Outcome == outcome
+	return slices.ContainsFunc(e.events, func(ev store.AuditEvent) bool {
+		return ev.Kind == store.AuditOAuth && ev.Action == action && ev.Outcome == outcome
 	})
 }
 
@@ -111,7 +111,7 @@ func (e *env) config(clientID, redirect string) *oauth2.Config {
 	return &oauth2.Config{
 		ClientID:    clientID,
 		RedirectURL: redirect,
-		Scopes:      []string{acl.ScopeToolsList, acl.ScopeToolsCall},
+		Scopes:      []string{store.ScopeToolsList, store.ScopeToolsCall},
 		Endpoint: oauth2.Endpoint{AuthURL: e.srv.URL + oauth.AuthorizePath, TokenURL: e.srv.URL + oauth.TokenPath,
 			AuthStyle: oauth2.AuthStyleInParams},
 	}
@@ -160,7 +160,7 @@ func (e *env) consent(authURL string, form url.Values) *http.Response {
 
 func allow() url.Values {
 	return url.Values{"username": {"alice"}, "password": {"alice-pw"}, "action": {"allow"},
-		"grant_scope": {acl.ScopeToolsList, acl.ScopeToolsCall}}
+		"grant_scope": {store.ScopeToolsList, store.ScopeToolsCall}}
 }
 
 // codeFrom returns the code of a redirect to the client, failing on
@@ -256,7 +256,7 @@ func TestFlow(t *testing.T) {
 	if fresh.AccessToken == tok.AccessToken || fresh.RefreshToken == tok.RefreshToken {
 		t.Fatal("refresh did not rotate the tokens")
 	}
-	if _, err := e.store.AuthenticateToken(ctx, tok.AccessToken); !errors.Is(err, acl.ErrUnauthenticated) {
+	if _, err := e.store.AuthenticateToken(ctx, tok.AccessToken); !errors.Is(err, store.ErrUnauthenticated) {
 		t.Fatalf("old access token after refresh: %v", err)
 	}
 
@@ -269,7 +269,7 @@ func TestFlow(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("revoke: %s", resp.Status)
 	}
-	if _, err := e.store.AuthenticateToken(ctx, fresh.AccessToken); !errors.Is(err, acl.ErrTokenRevoked) {
+	if _, err := e.store.AuthenticateToken(ctx, fresh.AccessToken); !errors.Is(err, store.ErrTokenRevoked) {
 		t.Fatalf("access token after revocation: %v", err)
 	}
 	for _, a := range []string{"register", "sign_in", "consent", "token", "refresh", "revoke"} {
@@ -302,7 +302,7 @@ func TestUnusedClientsPurged(t *testing.T) {
 		runtime.Gosched()
 	}
 	e.register(redirect)
-	if _, err := e.store.OAuthClient(ctx, unused); !errors.Is(err, acl.ErrNotFound) {
+	if _, err := e.store.OAuthClient(ctx, unused); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unused client after a later registration: %v, want ErrNotFound", err)
 	}
 	if _, err := e.store.OAuthClient(ctx, used.ClientID); err != nil {
@@ -318,7 +318,7 @@ func TestConsentNarrows(t *testing.T) {
 	conf := e.config(e.register("http://127.0.0.1/cb"), "http://127.0.0.1/cb")
 	v := oauth2.GenerateVerifier()
 	form := allow()
-	form["grant_scope"] = []string{acl.ScopeToolsList}
+	form["grant_scope"] = []string{store.ScopeToolsList}
 	form.Set("read_only", "on")
 	form.Set("entities", "project/p1, project/p2")
 	form.Set("agents", "weather")
@@ -331,7 +331,7 @@ func TestConsentNarrows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(at.Scopes, []string{acl.ScopeToolsList}) || !at.ReadOnly || len(at.Entities) != 2 || !slices.Equal(at.Agents, []string{"weather"}) {
+	if !slices.Equal(at.Scopes, []string{store.ScopeToolsList}) || !at.ReadOnly || len(at.Entities) != 2 || !slices.Equal(at.Agents, []string{"weather"}) {
 		t.Fatalf("token %+v does not hold the narrowing", at)
 	}
 	if at.Audience != e.resource() {
@@ -462,7 +462,7 @@ func TestRefusals(t *testing.T) {
 		if _, err := conf.Exchange(ctx, code, oauth2.VerifierOption(v)); !isOAuthError(err, "invalid_grant") {
 			t.Fatalf("second exchange: %v", err)
 		}
-		if _, err := e.store.AuthenticateToken(ctx, tok.AccessToken); !errors.Is(err, acl.ErrTokenRevoked) {
+		if _, err := e.store.AuthenticateToken(ctx, tok.AccessToken); !errors.Is(err, store.ErrTokenRevoked) {
 			t.Fatalf("token of a reused code: %v, want revoked", err)
 		}
 	})

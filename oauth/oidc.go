@@ -18,7 +18,8 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/store"
 )
 
 // CallbackPath is where an OpenID provider sends the browser back.
@@ -192,10 +193,10 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	data, err := s.opts.Store.TakePendingLogin(r.Context(), q.Get("state"))
 	if err != nil {
-		if !errors.Is(err, acl.ErrPendingLogin) {
+		if !errors.Is(err, store.ErrPendingLogin) {
 			s.log.WithError(err).Error("take sign-in")
 		}
-		s.refusePage(w, r, acl.AuditEvent{Action: "sign_in", Outcome: "refused", Reason: "oidc: unknown or expired state", Status: http.StatusBadRequest},
+		s.refusePage(w, r, store.AuditEvent{Action: "sign_in", Outcome: "refused", Reason: "oidc: unknown or expired state", Status: http.StatusBadRequest},
 			"This sign-in is unknown or expired.")
 		return
 	}
@@ -206,7 +207,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := r.Cookie(browserCookie(s.secure(r)))
 	if err != nil || subtle.ConstantTimeCompare([]byte(hashHex(c.Value)), []byte(pl.Browser)) != 1 {
-		s.refusePage(w, r, acl.AuditEvent{Action: "sign_in", ClientID: pl.Form.Get("client_id"), Outcome: "refused",
+		s.refusePage(w, r, store.AuditEvent{Action: "sign_in", ClientID: pl.Form.Get("client_id"), Outcome: "refused",
 			Reason: "oidc: the callback came to another browser than the one that consented", Status: http.StatusForbidden},
 			"This sign-in was started in another browser. Start it again from the application.")
 		return
@@ -222,7 +223,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	refuse := func(reason, userMsg string) {
-		s.audit(r, acl.AuditEvent{Action: "sign_in", ClientID: req.client.ID, Outcome: "refused", Reason: "oidc: " + reason, Status: http.StatusForbidden})
+		s.audit(r, store.AuditEvent{Action: "sign_in", ClientID: req.client.ID, Outcome: "refused", Reason: "oidc: " + reason, Status: http.StatusForbidden})
 		s.redirect(w, r, req, url.Values{"error": {"access_denied"}, "error_description": {userMsg}})
 	}
 	if e := q.Get("error"); e != "" {
@@ -260,7 +261,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		refuse("user "+user+" may grant none of the scopes chosen", "the user's groups allow none of the permissions asked for")
 		return
 	}
-	s.audit(r, acl.AuditEvent{Action: "sign_in", ClientID: req.client.ID, UserID: user, Target: "oidc " + s.oidc.opts.Issuer})
+	s.audit(r, store.AuditEvent{Action: "sign_in", ClientID: req.client.ID, UserID: user, Target: "oidc " + s.oidc.opts.Issuer})
 	s.issueCode(w, r, req, ch, user)
 }
 
@@ -348,7 +349,7 @@ func hashHex(s string) string {
 // one, and two hashed ones differ in their hash ("a.b@x" and "a_b@x"; a
 // user who picks the value "a_b_x-<hash of a.b@x>" gets a hash appended).
 func userID(claim string) string {
-	if claim == "" || acl.ValidLevel(claim) && !looksHashed(claim) {
+	if claim == "" || contract.ValidLevel(claim) && !looksHashed(claim) {
 		return claim
 	}
 	b := []byte(claim)
@@ -358,8 +359,8 @@ func userID(claim string) string {
 		}
 	}
 	const suffix = 1 + userIDHashLen // "-" and the hash
-	if len(b) > acl.MaxLevelLen-suffix {
-		b = b[:acl.MaxLevelLen-suffix]
+	if len(b) > contract.MaxLevelLen-suffix {
+		b = b[:contract.MaxLevelLen-suffix]
 	}
 	return string(b) + "-" + hashHex(claim)[:userIDHashLen]
 }

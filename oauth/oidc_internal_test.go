@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/store"
 )
 
 func TestUserID(t *testing.T) {
@@ -29,7 +30,7 @@ func TestUserID(t *testing.T) {
 	for _, claim := range []string{"a.b@x", "a_b@x", "a-b@x", "张三", "李四", strings.Repeat("x", 200) + "1", strings.Repeat("x", 200) + "2", "auth0|5f7c",
 		"a_b_x-" + hashHex("a.b@x")[:16], "a_b_x-" + hashHex("a_b@x")[:16]} {
 		id := userID(claim)
-		if !acl.ValidLevel(id) {
+		if !contract.ValidLevel(id) {
 			t.Errorf("userID(%q) = %q: not a valid level", claim, id)
 		}
 		if other, ok := seen[id]; ok {
@@ -54,7 +55,7 @@ func TestUserPrefixChecked(t *testing.T) {
 		{"sso+", false},
 	} {
 		_, err := New(Options{
-			Store: (*acl.Store)(nil), Issuer: func(*http.Request) string { return "" },
+			Store: (*store.Store)(nil), Issuer: func(*http.Request) string { return "" },
 			Resource: func(*http.Request, string) bool { return true }, DefaultResource: func(*http.Request) string { return "" },
 			OIDC: OIDCOptions{Issuer: "https://login.example.com", ClientID: "toolbus", UserPrefix: tc.prefix},
 		})

@@ -7,10 +7,10 @@
 // indicators (RFC 8707).
 //
 // People sign in and consent on one server-rendered page that needs no
-// JavaScript. A consent mints an ordinary toolbus token (acl.TokenSpec)
+// JavaScript. A consent mints an ordinary toolbus token (store.TokenSpec)
 // bound to the resource the client asked for, so it shows in `token list`
 // and the audit log, and revoking it ends the client's access. The state
-// (clients, codes, grants) lives in the store (acl/oauth.go); this package
+// (clients, codes, grants) lives in the store (store/oauth.go); this package
 // speaks the protocol.
 package oauth
 
@@ -26,10 +26,11 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/clip"
 	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/internal/netsrc"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Paths the server answers. The metadata paths are for an issuer without a
@@ -44,16 +45,16 @@ const (
 )
 
 // Store is where the server keeps its state and checks passwords
-// (*acl.Store).
+// (*store.Store).
 type Store interface {
 	VerifyUser(ctx context.Context, id string, password []byte) error
-	RegisterOAuthClient(ctx context.Context, name string, redirectURIs []string, confidential bool) (acl.OAuthClient, string, error)
+	RegisterOAuthClient(ctx context.Context, name string, redirectURIs []string, confidential bool) (store.OAuthClient, string, error)
 	PurgeUnusedOAuthClients(ctx context.Context, registeredBefore time.Time) (int64, error)
-	OAuthClient(ctx context.Context, id string) (acl.OAuthClient, error)
-	SaveOAuthCode(ctx context.Context, c acl.OAuthCode) (string, error)
-	RedeemOAuthCode(ctx context.Context, code string) (acl.OAuthCode, error)
-	GrantOAuth(ctx context.Context, c acl.OAuthCode, refreshTTL time.Duration) (acl.OAuthTokens, error)
-	RefreshOAuth(ctx context.Context, req acl.OAuthRefresh) (acl.OAuthTokens, error)
+	OAuthClient(ctx context.Context, id string) (store.OAuthClient, error)
+	SaveOAuthCode(ctx context.Context, c store.OAuthCode) (string, error)
+	RedeemOAuthCode(ctx context.Context, code string) (store.OAuthCode, error)
+	GrantOAuth(ctx context.Context, c store.OAuthCode, refreshTTL time.Duration) (store.OAuthTokens, error)
+	RefreshOAuth(ctx context.Context, req store.OAuthRefresh) (store.OAuthTokens, error)
 	RevokeOAuth(ctx context.Context, token, clientID string) error
 	SavePendingLogin(ctx context.Context, data []byte, expires time.Time) (string, error)
 	TakePendingLogin(ctx context.Context, state string) ([]byte, error)
@@ -72,7 +73,7 @@ type Options struct {
 	Resource        func(r *http.Request, resource string) bool
 	DefaultResource func(r *http.Request) string
 	// Scopes are the scopes a client may ask for; nil means
-	// acl.DefaultScopes. Asking for none gets acl.DefaultScopes.
+	// store.DefaultScopes. Asking for none gets store.DefaultScopes.
 	Scopes []string
 
 	// AccessTTL is the lifetime of access tokens; 0 means 1h.
@@ -142,7 +143,7 @@ type Options struct {
 
 	// Audit receives a record of every sign-in, consent, token issued or
 	// refreshed, registration, revocation, and every refusal; nil: none.
-	Audit func(acl.AuditEvent)
+	Audit func(store.AuditEvent)
 	// Logger receives the server's logs; nil discards them.
 	Logger *logrus.Entry
 }
@@ -185,7 +186,7 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("oauth: Options.Store, Issuer, Resource and DefaultResource are required")
 	}
 	if opts.Scopes == nil {
-		opts.Scopes = acl.DefaultScopes
+		opts.Scopes = store.DefaultScopes
 	}
 	if opts.AccessTTL <= 0 {
 		opts.AccessTTL = time.Hour
@@ -240,7 +241,7 @@ func New(opts Options) (*Server, error) {
 		if opts.OIDC.ClientID == "" {
 			return nil, errors.New("oauth: OIDC.ClientID is required with OIDC.Issuer")
 		}
-		if p := opts.OIDC.UserPrefix; p != "" && (len(p) > maxUserPrefix || !acl.ValidLevel(p)) {
+		if p := opts.OIDC.UserPrefix; p != "" && (len(p) > maxUserPrefix || !contract.ValidLevel(p)) {
 			return nil, fmt.Errorf("oauth: OIDC.UserPrefix %q: want at most %d bytes of A-Z a-z 0-9 _ -", p, maxUserPrefix)
 		}
 		s.oidc = newRP(opts.OIDC)
@@ -253,7 +254,7 @@ func New(opts Options) (*Server, error) {
 	// given by a page the user did not mean to use.
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.refusePage(w, r, acl.AuditEvent{Action: "authorize", Outcome: "refused", Reason: "cross-origin form post", Status: http.StatusForbidden},
+		s.refusePage(w, r, store.AuditEvent{Action: "authorize", Outcome: "refused", Reason: "cross-origin form post", Status: http.StatusForbidden},
 			"The form was sent from another site. Start the sign-in again from the application.")
 	}))
 	s.mux.Handle("POST "+AuthorizePath, cop.Handler(http.HandlerFunc(s.authorizeSubmit)))
@@ -369,13 +370,13 @@ const (
 	refusalLinesBurst     = 50
 )
 
-// audit records an event of kind acl.AuditOAuth, with the client's address
+// audit records an event of kind store.AuditOAuth, with the client's address
 // as its Source (the key of the rate limits, and of the audit log's
 // aggregation of refusals), and logs it. Every field a request chose is
 // clipped first, and refusals are logged sparsely (sparseLog).
-func (s *Server) audit(r *http.Request, e acl.AuditEvent) {
+func (s *Server) audit(r *http.Request, e store.AuditEvent) {
 	e.Time = time.Now()
-	e.Kind = acl.AuditOAuth
+	e.Kind = store.AuditOAuth
 	if e.Outcome == "" {
 		e.Outcome = "ok"
 	}
@@ -410,10 +411,10 @@ func quoteField(v string) string { return strconv.Quote(clipField(v)) }
 // error page, and audits it. Each such refusal counts against the
 // address's rate limit, so that a flood of them soon costs one 429 and no
 // work: an address that has spent its limit gets 429 with Retry-After.
-func (s *Server) refusePage(w http.ResponseWriter, r *http.Request, e acl.AuditEvent, msg string) {
+func (s *Server) refusePage(w http.ResponseWriter, r *http.Request, e store.AuditEvent, msg string) {
 	if ok, wait := s.perIP.allow(s.clientAddr(r)); !ok {
 		secs := retryAfter(w, wait)
-		s.audit(r, acl.AuditEvent{Action: e.Action, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})
+		s.audit(r, store.AuditEvent{Action: e.Action, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})
 		s.renderError(w, http.StatusTooManyRequests, "Too many refused requests from this address; wait "+strconv.Itoa(secs)+" s and try again.")
 		return
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/store"
 )
 
 // tokenResponse is RFC 6749 section 5.1's.
@@ -39,7 +39,7 @@ func (s *Server) allowIP(w http.ResponseWriter, r *http.Request, action string) 
 	ok, wait := s.perIP.allow(s.clientAddr(r))
 	if !ok {
 		retryAfter(w, wait)
-		s.audit(r, acl.AuditEvent{Action: action, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})
+		s.audit(r, store.AuditEvent{Action: action, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})
 		writeJSON(w, http.StatusTooManyRequests, oauthError{Code: "slow_down", Description: "too many requests from this address; retry later"})
 	}
 	return ok
@@ -75,7 +75,7 @@ func (s *Server) authenticateClient(r *http.Request) (id string, confidential bo
 	}
 	c, err := s.opts.Store.OAuthClient(r.Context(), id)
 	switch {
-	case errors.Is(err, acl.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return "", false, &oauthError{"invalid_client", "unknown client"}, http.StatusUnauthorized
 	case err != nil:
 		s.log.WithError(err).Error("look up client")
@@ -116,7 +116,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		action = "refresh"
 	}
 	fail := func(status int, e oauthError, clientID string) {
-		s.audit(r, acl.AuditEvent{Action: action, ClientID: clientID, Outcome: "refused", Reason: e.Code + ": " + e.Description, Status: status})
+		s.audit(r, store.AuditEvent{Action: action, ClientID: clientID, Outcome: "refused", Reason: e.Code + ": " + e.Description, Status: status})
 		if status == http.StatusUnauthorized && r.Header.Get("Authorization") != "" {
 			w.Header().Set("WWW-Authenticate", `Basic realm="toolbus"`)
 		}
@@ -127,7 +127,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		fail(status, *cerr, r.PostForm.Get("client_id"))
 		return
 	}
-	var toks acl.OAuthTokens
+	var toks store.OAuthTokens
 	repeat := false // a refresh answered again within the grace
 	switch grant {
 	case "authorization_code":
@@ -145,14 +145,14 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			from = s.clientAddr(r)
 		}
 		var err error
-		toks, repeat, err = s.grace.refresh(r.Context(), from, acl.OAuthRefresh{Token: f.Get("refresh_token"), ClientID: clientID,
+		toks, repeat, err = s.grace.refresh(r.Context(), from, store.OAuthRefresh{Token: f.Get("refresh_token"), ClientID: clientID,
 			Resource: f.Get("resource"), AccessTTL: s.opts.AccessTTL, RefreshTTL: s.opts.RefreshTTL, MaxAge: s.opts.GrantMaxAge},
 			s.opts.Store.RefreshOAuth)
 		switch {
-		case errors.Is(err, acl.ErrInvalidGrant):
+		case errors.Is(err, store.ErrInvalidGrant):
 			fail(http.StatusBadRequest, oauthError{"invalid_grant", err.Error()}, clientID)
 			return
-		case errors.Is(err, acl.ErrInvalidTarget):
+		case errors.Is(err, store.ErrInvalidTarget):
 			// RFC 8707: a refresh cannot move the grant to another resource.
 			fail(http.StatusBadRequest, oauthError{"invalid_target", err.Error()}, clientID)
 			return
@@ -165,7 +165,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, oauthError{"unsupported_grant_type", "grant_type must be authorization_code or refresh_token"}, clientID)
 		return
 	}
-	e := acl.AuditEvent{Action: action, ClientID: clientID, UserID: toks.Token.UserID, TokenID: toks.Token.ID, Target: toks.Token.Audience}
+	e := store.AuditEvent{Action: action, ClientID: clientID, UserID: toks.Token.UserID, TokenID: toks.Token.ID, Target: toks.Token.Audience}
 	if repeat {
 		e.Reason = "repeated within the refresh grace: the same tokens again"
 	}
@@ -183,19 +183,19 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 // exchangeCode redeems an authorization code of clientID: the code is
 // used up whatever follows, so a stolen one is worth one try. A refusal
 // comes with its status: 400, or 503 when the store failed.
-func (s *Server) exchangeCode(r *http.Request, clientID string) (acl.OAuthTokens, *oauthError, int) {
-	refuse := func(code, desc string) (acl.OAuthTokens, *oauthError, int) {
-		return acl.OAuthTokens{}, &oauthError{code, desc}, http.StatusBadRequest
+func (s *Server) exchangeCode(r *http.Request, clientID string) (store.OAuthTokens, *oauthError, int) {
+	refuse := func(code, desc string) (store.OAuthTokens, *oauthError, int) {
+		return store.OAuthTokens{}, &oauthError{code, desc}, http.StatusBadRequest
 	}
-	unavailable := func(what string, err error) (acl.OAuthTokens, *oauthError, int) {
+	unavailable := func(what string, err error) (store.OAuthTokens, *oauthError, int) {
 		s.log.WithError(err).Error(what)
 		e := errUnavailable
-		return acl.OAuthTokens{}, &e, http.StatusServiceUnavailable // the store, not the client
+		return store.OAuthTokens{}, &e, http.StatusServiceUnavailable // the store, not the client
 	}
 	f := r.PostForm
 	code := f.Get("code")
 	c, err := s.opts.Store.RedeemOAuthCode(r.Context(), code)
-	if errors.Is(err, acl.ErrInvalidGrant) {
+	if errors.Is(err, store.ErrInvalidGrant) {
 		return refuse("invalid_grant", err.Error())
 	}
 	if err != nil {
@@ -212,7 +212,7 @@ func (s *Server) exchangeCode(r *http.Request, clientID string) (acl.OAuthTokens
 		return refuse("invalid_target", "the code was issued for "+c.Spec.Audience)
 	}
 	toks, err := s.opts.Store.GrantOAuth(r.Context(), c, s.opts.RefreshTTL)
-	if errors.Is(err, acl.ErrInvalidGrant) {
+	if errors.Is(err, store.ErrInvalidGrant) {
 		return refuse("invalid_grant", err.Error())
 	}
 	if err != nil {
@@ -228,7 +228,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	clientID, _, cerr, status := s.authenticateClient(r)
 	if cerr != nil {
-		s.audit(r, acl.AuditEvent{Action: "revoke", ClientID: r.PostForm.Get("client_id"), Outcome: "refused", Reason: cerr.Description, Status: status})
+		s.audit(r, store.AuditEvent{Action: "revoke", ClientID: r.PostForm.Get("client_id"), Outcome: "refused", Reason: cerr.Description, Status: status})
 		writeJSON(w, status, cerr)
 		return
 	}
@@ -238,7 +238,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.grace.forget(r.PostForm.Get("token"))
-	s.audit(r, acl.AuditEvent{Action: "revoke", ClientID: clientID})
+	s.audit(r, store.AuditEvent{Action: "revoke", ClientID: clientID})
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/store"
 )
 
 // errTooManyUnused refuses a registration while Options.MaxUnusedClients
@@ -23,7 +23,7 @@ var errSourceUnused = errors.New("too many clients registered from this address 
 
 // clientRegistry is what unusedClients needs of the Store.
 type clientRegistry interface {
-	RegisterOAuthClient(ctx context.Context, name string, redirectURIs []string, confidential bool) (acl.OAuthClient, string, error)
+	RegisterOAuthClient(ctx context.Context, name string, redirectURIs []string, confidential bool) (store.OAuthClient, string, error)
 	PurgeUnusedOAuthClients(ctx context.Context, registeredBefore time.Time) (int64, error)
 }
 
@@ -66,7 +66,7 @@ func newUnusedClients(max, perSource int, ttl, minAge time.Duration) *unusedClie
 // registers the client for source. When source has its quota of unused
 // clients it returns errSourceUnused, and when no room can be made
 // errTooManyUnused, each with how long until one of them may go.
-func (u *unusedClients) register(ctx context.Context, st clientRegistry, source, name string, uris []string, confidential bool) (acl.OAuthClient, string, time.Duration, error) {
+func (u *unusedClients) register(ctx context.Context, st clientRegistry, source, name string, uris []string, confidential bool) (store.OAuthClient, string, time.Duration, error) {
 	now := u.now()
 	// Registrations are rate-limited, so purging here bounds the unused
 	// clients with no goroutine of its own.
@@ -76,7 +76,7 @@ func (u *unusedClients) register(ctx context.Context, st clientRegistry, source,
 		var wait time.Duration
 		var err error
 		if purge, wait, err = u.reserve(source, now); err != nil {
-			return acl.OAuthClient{}, "", wait, err
+			return store.OAuthClient{}, "", wait, err
 		}
 	}
 	c, secret, err := u.insert(ctx, st, purge, name, uris, confidential)
@@ -88,7 +88,7 @@ func (u *unusedClients) register(ctx context.Context, st clientRegistry, source,
 	u.reserved--
 	if err != nil {
 		u.release(source)
-		return acl.OAuthClient{}, "", 0, err
+		return store.OAuthClient{}, "", 0, err
 	}
 	e := unusedEntry{id: c.ID, source: source, created: c.Created}
 	u.live[c.ID] = e
@@ -134,9 +134,9 @@ func (u *unusedClients) reserve(source string, now time.Time) (purge time.Time, 
 
 // insert purges the store's unused clients registered before purge and
 // registers the client.
-func (u *unusedClients) insert(ctx context.Context, st clientRegistry, purge time.Time, name string, uris []string, confidential bool) (acl.OAuthClient, string, error) {
+func (u *unusedClients) insert(ctx context.Context, st clientRegistry, purge time.Time, name string, uris []string, confidential bool) (store.OAuthClient, string, error) {
 	if _, err := st.PurgeUnusedOAuthClients(ctx, purge); err != nil {
-		return acl.OAuthClient{}, "", fmt.Errorf("purge unused clients: %w", err)
+		return store.OAuthClient{}, "", fmt.Errorf("purge unused clients: %w", err)
 	}
 	return st.RegisterOAuthClient(ctx, name, uris, confidential)
 }

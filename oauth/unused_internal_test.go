@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/store"
 )
 
 // fakeRegistry keeps clients as the store does: registration times in
@@ -24,7 +24,7 @@ type fakeRegistry struct {
 	created map[string]time.Time
 }
 
-func (f *fakeRegistry) RegisterOAuthClient(_ context.Context, name string, uris []string, _ bool) (acl.OAuthClient, string, error) {
+func (f *fakeRegistry) RegisterOAuthClient(_ context.Context, name string, uris []string, _ bool) (store.OAuthClient, string, error) {
 	if f.entered != nil {
 		f.entered <- struct{}{}
 		<-f.release
@@ -32,7 +32,7 @@ func (f *fakeRegistry) RegisterOAuthClient(_ context.Context, name string, uris 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n++
-	c := acl.OAuthClient{ID: fmt.Sprintf("tbc_%d", f.n), Name: name, RedirectURIs: uris, Created: f.now().Truncate(time.Millisecond)}
+	c := store.OAuthClient{ID: fmt.Sprintf("tbc_%d", f.n), Name: name, RedirectURIs: uris, Created: f.now().Truncate(time.Millisecond)}
 	f.created[c.ID] = c.Created
 	return c, "", nil
 }

@@ -10,9 +10,9 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Paths of the platform REST API.
@@ -23,7 +23,7 @@ const (
 )
 
 // AgentInfo is one expert agent instance as GET /api/v1/agents shows it. A
-// token limited to some agents (acl.Token.AllowsAgent) sees theirs alone.
+// token limited to some agents (store.Token.AllowsAgent) sees theirs alone.
 type AgentInfo struct {
 	Agent    string    `json:"agent"` // the agent's name on the bus (its MQTT username)
 	ClientID string    `json:"clientId"`
@@ -75,7 +75,7 @@ type APIOptions struct {
 	// (v1 serves one logical agent per bus, so they are the same for every
 	// instance). nil leaves "tools" out of GET /api/v1/agents. It runs under
 	// ToolsTimeout.
-	AgentTools func(ctx context.Context, tok acl.Token) ([]AgentTool, error)
+	AgentTools func(ctx context.Context, tok store.Token) ([]AgentTool, error)
 	// ToolsTimeout bounds AgentTools; 0 means 5s.
 	ToolsTimeout time.Duration
 	// Contexts lists the active contexts of one user; nil means none.
@@ -87,7 +87,7 @@ type APIOptions struct {
 
 // API is the platform REST API: an http.Handler for the paths above. It
 // expects the gateway's auth middleware in front of it, which puts the
-// caller's token in the request context (acl.WithToken); without one every
+// caller's token in the request context (store.WithToken); without one every
 // endpoint answers 401. Errors are JSON {"error": code, "message": text}.
 type API struct {
 	opts APIOptions
@@ -104,7 +104,7 @@ func NewAPI(opts APIOptions) *API {
 
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var h func(http.ResponseWriter, *http.Request, acl.Token)
+	var h func(http.ResponseWriter, *http.Request, store.Token)
 	switch r.URL.Path {
 	case PathWhoami:
 		h = a.whoami
@@ -121,7 +121,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; use GET")
 		return
 	}
-	tok, _, ok := acl.TokenFrom(r.Context())
+	tok, _, ok := store.TokenFrom(r.Context())
 	if !ok {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		writeError(w, http.StatusUnauthorized, "unauthenticated", "this endpoint needs a bearer token: Authorization: Bearer <token>")
@@ -131,16 +131,16 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 type whoamiResponse struct {
-	User      string       `json:"user"`
-	TokenID   string       `json:"tokenId"`
-	Scopes    []string     `json:"scopes"`
-	ReadOnly  bool         `json:"readOnly"`
-	Entities  []acl.Entity `json:"entities"`  // {"type","id"}
-	ExpiresAt *time.Time   `json:"expiresAt"` // null: never expires
+	User      string         `json:"user"`
+	TokenID   string         `json:"tokenId"`
+	Scopes    []string       `json:"scopes"`
+	ReadOnly  bool           `json:"readOnly"`
+	Entities  []store.Entity `json:"entities"`  // {"type","id"}
+	ExpiresAt *time.Time     `json:"expiresAt"` // null: never expires
 }
 
 // whoami needs no scope: any live token may learn what it is.
-func (a *API) whoami(w http.ResponseWriter, _ *http.Request, tok acl.Token) {
+func (a *API) whoami(w http.ResponseWriter, _ *http.Request, tok store.Token) {
 	resp := whoamiResponse{
 		User:     tok.UserID,
 		TokenID:  tok.ID,
@@ -153,7 +153,7 @@ func (a *API) whoami(w http.ResponseWriter, _ *http.Request, tok acl.Token) {
 		resp.Scopes = []string{}
 	}
 	if resp.Entities == nil {
-		resp.Entities = []acl.Entity{}
+		resp.Entities = []store.Entity{}
 	}
 	if !tok.ExpiresAt.IsZero() {
 		t := tok.ExpiresAt.UTC()
@@ -170,9 +170,9 @@ type agentsResponse struct {
 	ToolsError string `json:"toolsError,omitempty"`
 }
 
-func (a *API) agents(w http.ResponseWriter, r *http.Request, tok acl.Token) {
-	if !tok.HasScope(acl.ScopeToolsList) {
-		writeError(w, http.StatusForbidden, "forbidden", "this endpoint needs scope "+acl.ScopeToolsList)
+func (a *API) agents(w http.ResponseWriter, r *http.Request, tok store.Token) {
+	if !tok.HasScope(store.ScopeToolsList) {
+		writeError(w, http.StatusForbidden, "forbidden", "this endpoint needs scope "+store.ScopeToolsList)
 		return
 	}
 	resp := agentsResponse{Agents: []AgentInfo{}}
@@ -214,11 +214,11 @@ type contextsResponse struct {
 
 // contexts shows the caller's own contexts only; an entity-narrowed token
 // sees only those of its entities.
-func (a *API) contexts(w http.ResponseWriter, _ *http.Request, tok acl.Token) {
+func (a *API) contexts(w http.ResponseWriter, _ *http.Request, tok store.Token) {
 	resp := contextsResponse{Contexts: []ContextInfo{}}
 	if a.opts.Contexts != nil {
 		for _, c := range a.opts.Contexts(tok.UserID) {
-			if tok.AllowsEntity(acl.Entity{Type: c.EntityType, ID: c.EntityID}) {
+			if tok.AllowsEntity(store.Entity{Type: c.EntityType, ID: c.EntityID}) {
 				resp.Contexts = append(resp.Contexts, c)
 			}
 		}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/platformtools"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 var (
@@ -30,7 +30,7 @@ func testAPIOptions() platformtools.APIOptions {
 				{Agent: "echoer", ClientID: "echo-a", Name: "echo", Version: "1.0", Online: true, Since: t0},
 			}
 		}),
-		AgentTools: func(_ context.Context, tok acl.Token) ([]platformtools.AgentTool, error) {
+		AgentTools: func(_ context.Context, tok store.Token) ([]platformtools.AgentTool, error) {
 			return []platformtools.AgentTool{{Name: "word_count", Agent: "counter"}, {Name: "echo", Agent: "echoer", Title: "Echo", Description: "Says it back."}}, nil
 		},
 		Contexts: func(user string) []platformtools.ContextInfo {
@@ -50,7 +50,7 @@ func testAPIOptions() platformtools.APIOptions {
 }
 
 // apiServer serves the API behind the bearer middleware on a real socket.
-func apiServer(t *testing.T, s *acl.Store, opts platformtools.APIOptions) *httptest.Server {
+func apiServer(t *testing.T, s *store.Store, opts platformtools.APIOptions) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(platformRouter(s, platformtools.NewAPI(opts)))
 	t.Cleanup(srv.Close)
@@ -60,12 +60,12 @@ func apiServer(t *testing.T, s *acl.Store, opts platformtools.APIOptions) *httpt
 func TestAPIOverHTTP(t *testing.T) {
 	s := openStore(t)
 	srv := apiServer(t, s, testAPIOptions())
-	full, fullTok := createToken(t, s, acl.TokenSpec{UserID: "alice", Name: "laptop"})
-	narrow, narrowTok := createToken(t, s, acl.TokenSpec{UserID: "alice", ReadOnly: true, TTL: time.Hour,
-		Entities: []acl.Entity{{Type: "project", ID: "p1"}}, Scopes: []string{acl.ScopeToolsList}})
-	adminOnly, adminTok := createToken(t, s, acl.TokenSpec{UserID: "carol", Scopes: []string{acl.ScopeAdmin}})
-	bob, _ := createToken(t, s, acl.TokenSpec{UserID: "bob"})
-	revoked, revokedTok := createToken(t, s, acl.TokenSpec{UserID: "alice"})
+	full, fullTok := createToken(t, s, store.TokenSpec{UserID: "alice", Name: "laptop"})
+	narrow, narrowTok := createToken(t, s, store.TokenSpec{UserID: "alice", ReadOnly: true, TTL: time.Hour,
+		Entities: []store.Entity{{Type: "project", ID: "p1"}}, Scopes: []string{store.ScopeToolsList}})
+	adminOnly, adminTok := createToken(t, s, store.TokenSpec{UserID: "carol", Scopes: []string{store.ScopeAdmin}})
+	bob, _ := createToken(t, s, store.TokenSpec{UserID: "bob"})
+	revoked, revokedTok := createToken(t, s, store.TokenSpec{UserID: "alice"})
 	if err := s.RevokeToken(testCtx(t), revokedTok.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestAPIWithoutMiddleware(t *testing.T) {
 			req := httptest.NewRequestWithContext(testCtx(t), tc.method, tc.path, nil)
 			req.Header.Set("Authorization", "Bearer whatever")
 			if tc.ctxToken {
-				req = req.WithContext(acl.WithToken(req.Context(), fullToken(), "whatever"))
+				req = req.WithContext(store.WithToken(req.Context(), fullToken(), "whatever"))
 			}
 			w := httptest.NewRecorder()
 			api.ServeHTTP(w, req)
@@ -179,23 +179,23 @@ func TestAPIAgentsEdgeCases(t *testing.T) {
 		{"no sources", platformtools.APIOptions{}, `{"agents":[]}`},
 		{"agents nil, tools empty", platformtools.APIOptions{
 			Agents:     func() []platformtools.AgentInfo { return nil },
-			AgentTools: func(context.Context, acl.Token) ([]platformtools.AgentTool, error) { return nil, nil },
+			AgentTools: func(context.Context, store.Token) ([]platformtools.AgentTool, error) { return nil, nil },
 		}, `{"agents":[],"tools":[]}`},
 		{"tools fail", platformtools.APIOptions{
-			AgentTools: func(context.Context, acl.Token) ([]platformtools.AgentTool, error) {
+			AgentTools: func(context.Context, store.Token) ([]platformtools.AgentTool, error) {
 				return nil, errors.New("no expert agent is online")
 			},
 		}, `{"agents":[],"toolsError":"the expert agents did not list their tools: no expert agent is online"}`},
 		{"tools time out", platformtools.APIOptions{
 			ToolsTimeout: 20 * time.Millisecond,
-			AgentTools: func(ctx context.Context, _ acl.Token) ([]platformtools.AgentTool, error) {
+			AgentTools: func(ctx context.Context, _ store.Token) ([]platformtools.AgentTool, error) {
 				<-ctx.Done()
 				return nil, ctx.Err()
 			},
 		}, `{"agents":[],"toolsError":"the expert agents did not list their tools: context deadline exceeded"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := httptest.NewRequestWithContext(acl.WithToken(testCtx(t), tok, "s"), http.MethodGet, platformtools.PathAgents, nil)
+			req := httptest.NewRequestWithContext(store.WithToken(testCtx(t), tok, "s"), http.MethodGet, platformtools.PathAgents, nil)
 			w := httptest.NewRecorder()
 			platformtools.NewAPI(tc.opts).ServeHTTP(w, req)
 			if w.Code != 200 || !jsonEqual(t, w.Body.Bytes(), []byte(tc.want)) {
@@ -215,10 +215,10 @@ func TestAPIAgentsOfLimitedTokens(t *testing.T) {
 	if err := s.SetUserAgents(testCtx(t), "dave", []string{"counter"}); err != nil {
 		t.Fatal(err)
 	}
-	echoer, _ := createToken(t, s, acl.TokenSpec{UserID: "alice", Agents: []string{"echoer"}})
-	counter, _ := createToken(t, s, acl.TokenSpec{UserID: "alice", Agents: []string{"counter"}})
-	granted, _ := createToken(t, s, acl.TokenSpec{UserID: "dave"})
-	outside, _ := createToken(t, s, acl.TokenSpec{UserID: "dave", Agents: []string{"echoer"}}) // outside dave's grant: no agent
+	echoer, _ := createToken(t, s, store.TokenSpec{UserID: "alice", Agents: []string{"echoer"}})
+	counter, _ := createToken(t, s, store.TokenSpec{UserID: "alice", Agents: []string{"counter"}})
+	granted, _ := createToken(t, s, store.TokenSpec{UserID: "dave"})
+	outside, _ := createToken(t, s, store.TokenSpec{UserID: "dave", Agents: []string{"echoer"}}) // outside dave's grant: no agent
 	for _, tc := range []struct {
 		name, secret, want string
 	}{

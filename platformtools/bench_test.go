@@ -8,9 +8,9 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/store"
 )
 
 const echoSchema = `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`
@@ -32,7 +32,7 @@ func echoHandler(_ context.Context, c *platformtools.Call) (*mcp.CallToolResult,
 //   - echo: {"text": string} validated against its schema, bound, echoed;
 //   - noargs: a tool whose schema accepts any object (no decoding);
 //   - whoami: the built-in platform_whoami, injected through a mux router
-//     and a bearer middleware backed by the real acl.Store (token cache hit);
+//     and a bearer middleware backed by the real store.Store (token cache hit);
 //   - noargs-nodeadline: noargs with a ctx without deadline, which costs
 //     Call a context.WithTimeout (Options.Timeout).
 //
@@ -104,12 +104,12 @@ func BenchmarkRegistryCall(b *testing.B) {
 	})
 
 	b.Run("whoami", func(b *testing.B) {
-		s, err := acl.Open(context.Background(), b.TempDir(), acl.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
+		s, err := store.Open(context.Background(), b.TempDir(), store.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = s.Close() })
-		secret, tok, err := s.CreateToken(context.Background(), acl.TokenSpec{UserID: "alice"})
+		secret, tok, err := s.CreateToken(context.Background(), store.TokenSpec{UserID: "alice"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -146,7 +146,7 @@ func Builtins() []Tool {
 }
 
 // ToolScopes are the scopes the built-in tools declare (Tool.Scope), sorted:
-// a token may carry them beside acl.BuiltinScopes.
+// a token may carry them beside store.BuiltinScopes.
 func ToolScopes() []string {
 	var out []string
 	for _, t := range Builtins() {

@@ -7,15 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/store"
 )
 
 // platform is a store, the API behind the bearer middleware, a real HTTP
 // server for it, and a registry with the built-in tools injecting into the
 // same router.
 type platform struct {
-	store *acl.Store
+	store *store.Store
 	srv   *httptest.Server
 	reg   *platformtools.Registry
 }
@@ -35,19 +35,19 @@ func newPlatform(t *testing.T) *platform {
 
 func TestBuiltinsMatchTheirEndpoints(t *testing.T) {
 	p := newPlatform(t)
-	secret, tok := createToken(t, p.store, acl.TokenSpec{UserID: "alice"})
-	narrowSecret, narrowTok := createToken(t, p.store, acl.TokenSpec{UserID: "alice", ReadOnly: true,
-		Entities: []acl.Entity{{Type: "project", ID: "p1"}}})
+	secret, tok := createToken(t, p.store, store.TokenSpec{UserID: "alice"})
+	narrowSecret, narrowTok := createToken(t, p.store, store.TokenSpec{UserID: "alice", ReadOnly: true,
+		Entities: []store.Entity{{Type: "project", ID: "p1"}}})
 	for _, tc := range []struct {
 		tool, path, secret string
-		tok                acl.Token
-		entity             acl.Entity
+		tok                store.Token
+		entity             store.Entity
 	}{
-		{platformtools.ToolWhoami, platformtools.PathWhoami, secret, tok, acl.PlainEntity},
-		{platformtools.ToolAgents, platformtools.PathAgents, secret, tok, acl.PlainEntity},
-		{platformtools.ToolContexts, platformtools.PathContexts, secret, tok, acl.PlainEntity},
-		{platformtools.ToolWhoami, platformtools.PathWhoami, narrowSecret, narrowTok, acl.Entity{Type: "project", ID: "p1"}},
-		{platformtools.ToolContexts, platformtools.PathContexts, narrowSecret, narrowTok, acl.Entity{Type: "project", ID: "p1"}},
+		{platformtools.ToolWhoami, platformtools.PathWhoami, secret, tok, store.PlainEntity},
+		{platformtools.ToolAgents, platformtools.PathAgents, secret, tok, store.PlainEntity},
+		{platformtools.ToolContexts, platformtools.PathContexts, secret, tok, store.PlainEntity},
+		{platformtools.ToolWhoami, platformtools.PathWhoami, narrowSecret, narrowTok, store.Entity{Type: "project", ID: "p1"}},
+		{platformtools.ToolContexts, platformtools.PathContexts, narrowSecret, narrowTok, store.Entity{Type: "project", ID: "p1"}},
 	} {
 		t.Run(tc.tool+"/"+tc.tok.ID, func(t *testing.T) {
 			c := plainContext(tc.tok.UserID)
@@ -75,17 +75,17 @@ func TestBuiltinsMatchTheirEndpoints(t *testing.T) {
 // handler, seeing the forwarded token, refuses them.
 func TestBuiltinsGoThroughTheAPIChecks(t *testing.T) {
 	p := newPlatform(t)
-	revokedSecret, revokedTok := createToken(t, p.store, acl.TokenSpec{UserID: "alice"})
+	revokedSecret, revokedTok := createToken(t, p.store, store.TokenSpec{UserID: "alice"})
 	if err := p.store.RevokeToken(testCtx(t), revokedTok.ID); err != nil {
 		t.Fatal(err)
 	}
-	callOnly, callOnlyTok := createToken(t, p.store, acl.TokenSpec{UserID: "alice", Scopes: []string{acl.ScopeToolsCall}})
-	bobSecret, _ := createToken(t, p.store, acl.TokenSpec{UserID: "bob"})
-	_, aliceTok := createToken(t, p.store, acl.TokenSpec{UserID: "alice"})
+	callOnly, callOnlyTok := createToken(t, p.store, store.TokenSpec{UserID: "alice", Scopes: []string{store.ScopeToolsCall}})
+	bobSecret, _ := createToken(t, p.store, store.TokenSpec{UserID: "bob"})
+	_, aliceTok := createToken(t, p.store, store.TokenSpec{UserID: "alice"})
 
 	for _, tc := range []struct {
 		name, tool, secret string
-		tok                acl.Token
+		tok                store.Token
 		wantErr            bool
 		want               []string
 	}{
@@ -162,7 +162,7 @@ func TestInjectDoesNotLeakCallerToken(t *testing.T) {
 	if err := platformtools.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	ctx := acl.WithToken(testCtx(t), fullToken(), "tb_testtest_secret")
+	ctx := store.WithToken(testCtx(t), fullToken(), "tb_testtest_secret")
 	raw, err := reg.Call(ctx, &platformtools.Call{Name: platformtools.ToolWhoami, Token: fullToken(), Secret: "tb_testtest_secret", Context: plainContext("alice")})
 	if err != nil {
 		t.Fatal(err)

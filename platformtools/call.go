@@ -8,8 +8,8 @@ import (
 
 	segjson "github.com/segmentio/encoding/json"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Call is one tools/call of a platform tool, as the gateway hands it to
@@ -24,7 +24,7 @@ type Call struct {
 	// before the handler runs.
 	Arguments json.RawMessage
 	// Token is who calls.
-	Token acl.Token
+	Token store.Token
 	// Secret is the caller's bearer token, forwarded on injected requests
 	// so that the REST API authenticates and authorizes them as it would the
 	// caller's own requests.
@@ -36,8 +36,8 @@ type Call struct {
 }
 
 // Entity is the entity of the call's context, as acl narrows tokens by it.
-func (c *Call) Entity() acl.Entity {
-	return acl.Entity{Type: c.Context.EntityType, ID: c.Context.EntityID}
+func (c *Call) Entity() store.Entity {
+	return store.Entity{Type: c.Context.EntityType, ID: c.Context.EntityID}
 }
 
 // Bind decodes the arguments into v (usually a pointer to a struct),

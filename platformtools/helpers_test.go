@@ -14,9 +14,9 @@ import (
 	"github.com/gorilla/mux"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/store"
 )
 
 // testCtx returns a context that ends with the test, bounded in time.
@@ -27,19 +27,19 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// openStore opens a real acl.Store in a temporary directory.
-func openStore(t *testing.T) *acl.Store {
+// openStore opens a real store.Store in a temporary directory.
+func openStore(t *testing.T) *store.Store {
 	t.Helper()
-	s, err := acl.Open(testCtx(t), t.TempDir(), acl.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
+	s, err := store.Open(testCtx(t), t.TempDir(), store.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
 	if err != nil {
-		t.Fatalf("acl.Open: %v", err)
+		t.Fatalf("store.Open: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
 // createToken mints a real token and returns its secret and record.
-func createToken(t *testing.T, s *acl.Store, spec acl.TokenSpec) (string, acl.Token) {
+func createToken(t *testing.T, s *store.Store, spec store.TokenSpec) (string, store.Token) {
 	t.Helper()
 	secret, tok, err := s.CreateToken(testCtx(t), spec)
 	if err != nil {
@@ -52,13 +52,13 @@ func createToken(t *testing.T, s *acl.Store, spec acl.TokenSpec) (string, acl.To
 // gorilla/mux router with a bearer-token middleware in front of /api/v1/
 // that authenticates against the real store and puts the token in the
 // request context.
-func platformRouter(s *acl.Store, api http.Handler) http.Handler {
+func platformRouter(s *store.Store, api http.Handler) http.Handler {
 	r := mux.NewRouter()
 	r.PathPrefix("/api/v1/").Handler(bearerAuth(s, api))
 	return r
 }
 
-func bearerAuth(s *acl.Store, next http.Handler) http.Handler {
+func bearerAuth(s *store.Store, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, secret, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !strings.EqualFold(scheme, "Bearer") || secret == "" {
@@ -67,14 +67,14 @@ func bearerAuth(s *acl.Store, next http.Handler) http.Handler {
 		}
 		tok, err := s.AuthenticateToken(r.Context(), secret)
 		if err != nil {
-			if errors.Is(err, acl.ErrUnauthenticated) {
+			if errors.Is(err, store.ErrUnauthenticated) {
 				unauthorized(w, err.Error())
 				return
 			}
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(acl.WithToken(r.Context(), tok, secret)))
+		next.ServeHTTP(w, r.WithContext(store.WithToken(r.Context(), tok, secret)))
 	})
 }
 
@@ -123,8 +123,8 @@ func callTool(t *testing.T, reg *platformtools.Registry, call *platformtools.Cal
 
 // fullToken is a token with the default scopes and no narrowing, made
 // without a store for registry-only tests.
-func fullToken() acl.Token {
-	return acl.Token{ID: "tb_testtest", UserID: "alice", Scopes: []string{acl.ScopeToolsList, acl.ScopeToolsCall}}
+func fullToken() store.Token {
+	return store.Token{ID: "tb_testtest", UserID: "alice", Scopes: []string{store.ScopeToolsList, store.ScopeToolsCall}}
 }
 
 func plainContext(user string) contract.Context {

@@ -17,9 +17,9 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/mcp"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Options configures a Registry. The zero value of each field but API is a
@@ -111,7 +111,7 @@ func (r *Registry) Add(t Tool) error {
 		return fmt.Errorf("%w: %s: no handler", ErrInvalidTool, t.Name)
 	}
 	if t.Scope != "" {
-		if err := acl.ValidateScope(t.Scope); err != nil {
+		if err := store.ValidateScope(t.Scope); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrInvalidTool, t.Name, err)
 		}
 	}
@@ -181,7 +181,7 @@ func (r *Registry) Lookup(name string) (Tool, bool) {
 // ListJSON returns the MCP Tool objects (encoded once, at Add) of the tools
 // tok may see, sorted by name: ready for a tools/list result. Do not modify
 // them.
-func (r *Registry) ListJSON(tok acl.Token) []json.RawMessage {
+func (r *Registry) ListJSON(tok store.Token) []json.RawMessage {
 	tab := r.tabs.Load()
 	out := make([]json.RawMessage, 0, len(tab.sorted))
 	for _, e := range tab.sorted {

@@ -14,9 +14,9 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/store"
 )
 
 func okHandler(context.Context, *platformtools.Call) (*mcp.CallToolResult, error) {
@@ -178,12 +178,12 @@ func TestToolJSONShape(t *testing.T) {
 		scopes []string
 		want   []string
 	}{
-		{"default scopes hide the scoped tool", acl.DefaultScopes, []string{"bare"}},
-		{"tool scope shows it", []string{acl.ScopeToolsList, "echo.use"}, []string{"bare", "echo"}},
-		{"no tools:list shows nothing", []string{acl.ScopeToolsCall, "echo.use"}, nil},
+		{"default scopes hide the scoped tool", store.DefaultScopes, []string{"bare"}},
+		{"tool scope shows it", []string{store.ScopeToolsList, "echo.use"}, []string{"bare", "echo"}},
+		{"no tools:list shows nothing", []string{store.ScopeToolsCall, "echo.use"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			list := reg.ListJSON(acl.Token{Scopes: tc.scopes})
+			list := reg.ListJSON(store.Token{Scopes: tc.scopes})
 			var got []string
 			for _, raw := range list {
 				var m struct{ Name string }
@@ -211,17 +211,17 @@ func TestVisible(t *testing.T) {
 		tool   platformtools.Tool
 		want   bool
 	}{
-		{"tools:list sees a plain tool", []string{acl.ScopeToolsList}, plain, true},
-		{"tools:call alone sees nothing", []string{acl.ScopeToolsCall}, plain, false},
-		{"admin alone sees nothing", []string{acl.ScopeAdmin}, plain, false},
+		{"tools:list sees a plain tool", []string{store.ScopeToolsList}, plain, true},
+		{"tools:call alone sees nothing", []string{store.ScopeToolsCall}, plain, false},
+		{"admin alone sees nothing", []string{store.ScopeAdmin}, plain, false},
 		{"no scopes", nil, plain, false},
-		{"scoped tool needs its scope", []string{acl.ScopeToolsList, acl.ScopeToolsCall}, scoped, false},
-		{"scoped tool with its scope", []string{acl.ScopeToolsList, "billing.read"}, scoped, true},
+		{"scoped tool needs its scope", []string{store.ScopeToolsList, store.ScopeToolsCall}, scoped, false},
+		{"scoped tool with its scope", []string{store.ScopeToolsList, "billing.read"}, scoped, true},
 		{"tool scope without tools:list", []string{"billing.read"}, scoped, false},
-		{"similar scope is not the scope", []string{acl.ScopeToolsList, "billing.read.all"}, scoped, false},
+		{"similar scope is not the scope", []string{store.ScopeToolsList, "billing.read.all"}, scoped, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := platformtools.Visible(acl.Token{Scopes: tc.scopes}, tc.tool); got != tc.want {
+			if got := platformtools.Visible(store.Token{Scopes: tc.scopes}, tc.tool); got != tc.want {
 				t.Errorf("Visible = %v, want %v", got, tc.want)
 			}
 		})
@@ -240,27 +240,27 @@ func TestCallAuthorization(t *testing.T) {
 	mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: "readfalse", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: new(false)}}, Handler: h})
 	mustAdd(t, reg, platformtools.Tool{Tool: mcp.Tool{Name: "billing", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: new(true)}}, Handler: h, Scope: "billing.read"})
 
-	def := acl.DefaultScopes
-	ent := acl.Entity{Type: "project", ID: "p1"}
+	def := store.DefaultScopes
+	ent := store.Entity{Type: "project", ID: "p1"}
 	for _, tc := range []struct {
 		name   string
 		tool   string
-		tok    acl.Token
-		entity acl.Entity
+		tok    store.Token
+		entity store.Entity
 		want   error // nil: the handler runs
 	}{
-		{"unknown tool", "nope", acl.Token{Scopes: def}, acl.PlainEntity, platformtools.ErrUnknownTool},
-		{"default token calls a write tool", "write", acl.Token{Scopes: def}, acl.PlainEntity, nil},
-		{"no tools:call", "read", acl.Token{Scopes: []string{acl.ScopeToolsList}}, acl.PlainEntity, platformtools.ErrForbidden},
-		{"tools:call without tools:list may call", "read", acl.Token{Scopes: []string{acl.ScopeToolsCall}}, acl.PlainEntity, nil},
-		{"read-only token, write tool", "write", acl.Token{Scopes: def, ReadOnly: true}, acl.PlainEntity, platformtools.ErrForbidden},
-		{"read-only token, readOnlyHint false", "readfalse", acl.Token{Scopes: def, ReadOnly: true}, acl.PlainEntity, platformtools.ErrForbidden},
-		{"read-only token, read tool", "read", acl.Token{Scopes: def, ReadOnly: true}, acl.PlainEntity, nil},
-		{"missing tool scope hides the tool", "billing", acl.Token{Scopes: def}, acl.PlainEntity, platformtools.ErrUnknownTool},
-		{"tool scope", "billing", acl.Token{Scopes: append([]string{"billing.read"}, def...)}, acl.PlainEntity, nil},
-		{"narrowed token, its entity", "read", acl.Token{Scopes: def, Entities: []acl.Entity{ent}}, ent, nil},
-		{"narrowed token, other entity", "read", acl.Token{Scopes: def, Entities: []acl.Entity{ent}}, acl.Entity{Type: "project", ID: "p2"}, platformtools.ErrForbidden},
-		{"narrowed token, plain endpoint", "read", acl.Token{Scopes: def, Entities: []acl.Entity{ent}}, acl.PlainEntity, platformtools.ErrForbidden},
+		{"unknown tool", "nope", store.Token{Scopes: def}, store.PlainEntity, platformtools.ErrUnknownTool},
+		{"default token calls a write tool", "write", store.Token{Scopes: def}, store.PlainEntity, nil},
+		{"no tools:call", "read", store.Token{Scopes: []string{store.ScopeToolsList}}, store.PlainEntity, platformtools.ErrForbidden},
+		{"tools:call without tools:list may call", "read", store.Token{Scopes: []string{store.ScopeToolsCall}}, store.PlainEntity, nil},
+		{"read-only token, write tool", "write", store.Token{Scopes: def, ReadOnly: true}, store.PlainEntity, platformtools.ErrForbidden},
+		{"read-only token, readOnlyHint false", "readfalse", store.Token{Scopes: def, ReadOnly: true}, store.PlainEntity, platformtools.ErrForbidden},
+		{"read-only token, read tool", "read", store.Token{Scopes: def, ReadOnly: true}, store.PlainEntity, nil},
+		{"missing tool scope hides the tool", "billing", store.Token{Scopes: def}, store.PlainEntity, platformtools.ErrUnknownTool},
+		{"tool scope", "billing", store.Token{Scopes: append([]string{"billing.read"}, def...)}, store.PlainEntity, nil},
+		{"narrowed token, its entity", "read", store.Token{Scopes: def, Entities: []store.Entity{ent}}, ent, nil},
+		{"narrowed token, other entity", "read", store.Token{Scopes: def, Entities: []store.Entity{ent}}, store.Entity{Type: "project", ID: "p2"}, platformtools.ErrForbidden},
+		{"narrowed token, plain endpoint", "read", store.Token{Scopes: def, Entities: []store.Entity{ent}}, store.PlainEntity, platformtools.ErrForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := ran.Load()

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/mcp"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Tool is one platform tool: its MCP definition (listed as it is), the
@@ -30,8 +30,8 @@ type Handler func(ctx context.Context, call *Call) (*mcp.CallToolResult, error)
 
 // Visible reports whether tok may see t in tools/list: it needs tools:list,
 // and t.Scope when the tool has one.
-func Visible(tok acl.Token, t Tool) bool {
-	return tok.HasScope(acl.ScopeToolsList) && (t.Scope == "" || tok.HasScope(t.Scope))
+func Visible(tok store.Token, t Tool) bool {
+	return tok.HasScope(store.ScopeToolsList) && (t.Scope == "" || tok.HasScope(t.Scope))
 }
 
 // Authorize reports whether tok may call t in context c. A tool whose own
@@ -41,12 +41,12 @@ func Visible(tok acl.Token, t Tool) bool {
 // caller knows), a read-only token may call only tools annotated
 // readOnlyHint: true, and an entity-narrowed token only reaches its
 // entities. Refusals wrap ErrForbidden.
-func Authorize(tok acl.Token, t Tool, c acl.Entity) error {
+func Authorize(tok store.Token, t Tool, c store.Entity) error {
 	if t.Scope != "" && !tok.HasScope(t.Scope) {
 		return fmt.Errorf("%w: %q", ErrUnknownTool, t.Name)
 	}
-	if !tok.HasScope(acl.ScopeToolsCall) {
-		return fmt.Errorf("%w: token lacks scope %s", ErrForbidden, acl.ScopeToolsCall)
+	if !tok.HasScope(store.ScopeToolsCall) {
+		return fmt.Errorf("%w: token lacks scope %s", ErrForbidden, store.ScopeToolsCall)
 	}
 	if tok.ReadOnly && !t.ReadOnly() {
 		return fmt.Errorf("%w: a read-only token may call only tools annotated readOnlyHint, and %q is not", ErrForbidden, t.Name)

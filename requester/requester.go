@@ -16,7 +16,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/jsonrpc"
@@ -444,7 +443,7 @@ func (r *Requester) Request(ctx context.Context, c contract.Context, agent strin
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("requester: %w", err)
 	}
-	if err := acl.ValidateLevel(agent); err != nil {
+	if err := contract.ValidateLevel(agent); err != nil {
 		return nil, fmt.Errorf("requester: agent: %w", err)
 	}
 	if method == "" {

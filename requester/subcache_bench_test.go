@@ -12,6 +12,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/store"
 )
 
 // nullBus accepts everything and delivers nothing: it isolates the
@@ -26,12 +27,12 @@ func benchInlineBus(b *testing.B) Bus {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	store, err := acl.Open(ctx, b.TempDir(), acl.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
+	st, err := store.Open(ctx, b.TempDir(), store.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = store.Close() })
-	br, err := broker.New(broker.Options{Authenticator: store, Authorizer: acl.NewPolicy(nil)})
+	b.Cleanup(func() { _ = st.Close() })
+	br, err := broker.New(broker.Options{Authenticator: st, Authorizer: acl.NewPolicy(nil)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/store"
 )
 
 // withAdmin returns the REST API of the gateway: the admin API under
@@ -53,7 +53,7 @@ func (s *Server) adminHandler() http.Handler {
 
 // adminAgentTools lists the expert agents' tools as the admin's token sees
 // them, through the gateway's per-token catalog.
-func (s *Server) adminAgentTools(ctx context.Context, tok acl.Token) ([]admin.AgentTool, error) {
+func (s *Server) adminAgentTools(ctx context.Context, tok store.Token) ([]admin.AgentTool, error) {
 	tools, err := s.gateway.AgentTools(ctx, tok)
 	if err != nil {
 		return nil, err

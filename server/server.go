@@ -22,6 +22,7 @@ import (
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/audit"
 	"github.com/toolbus/toolbus/broker"
+	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/buildinfo"
 	"github.com/toolbus/toolbus/internal/logutil"
@@ -29,6 +30,7 @@ import (
 	"github.com/toolbus/toolbus/oauth"
 	"github.com/toolbus/toolbus/platformtools"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Config is what a toolbus process needs. The zero value of each field is a
@@ -119,8 +121,8 @@ type Config struct {
 	// means acl.DefaultHashIterations.
 	HashIterations int
 	// BcryptCost is the cost of the bcrypt hash kept beside each new MQTT
-	// password for NATS (acl.StoreOptions.BcryptCost); 0 means
-	// acl.DefaultBcryptCost.
+	// password for NATS (store.StoreOptions.BcryptCost); 0 means
+	// store.DefaultBcryptCost.
 	BcryptCost int
 
 	// SessionSecret signs MCP session IDs; replicas that share it accept
@@ -246,7 +248,7 @@ const maxHeaderBytes = 64 << 10
 type Server struct {
 	cfg       Config
 	log       *logrus.Entry
-	store     *acl.Store
+	store     *store.Store
 	policy    *acl.Policy
 	broker    *broker.Broker
 	pahoBus   *requester.PahoBus // the link to an external broker (external.go); nil with the embedded one
@@ -285,7 +287,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ReadHeaderTimeout < 0 || cfg.ReadTimeout < 0 {
 		return nil, errors.New("server: negative read timeout")
 	}
-	if err := acl.ValidateLevel(cfg.PlatformID); err != nil {
+	if err := contract.ValidateLevel(cfg.PlatformID); err != nil {
 		return nil, fmt.Errorf("server: platform id: %w", err)
 	}
 	if err := checkExternal(&cfg); err != nil {
@@ -467,7 +469,7 @@ func (s *Server) MQTTWSAddr() net.Addr {
 func (s *Server) PlatformID() string { return s.cfg.PlatformID }
 
 // Store is the process's store.
-func (s *Server) Store() *acl.Store { return s.store }
+func (s *Server) Store() *store.Store { return s.store }
 
 // Requester is the process's expert-agent requester.
 func (s *Server) Requester() *requester.Requester { return s.requester }
@@ -539,7 +541,7 @@ func (s *Server) startGateway() error {
 	}
 	api := platformtools.NewAPI(platformtools.APIOptions{
 		Agents: platformtools.AgentsFromStatus(s.requester.Agents),
-		AgentTools: func(ctx context.Context, tok acl.Token) ([]platformtools.AgentTool, error) {
+		AgentTools: func(ctx context.Context, tok store.Token) ([]platformtools.AgentTool, error) {
 			return s.gateway.AgentTools(ctx, tok) // set below, before the first request
 		},
 		Contexts: s.contextsOf,
@@ -608,7 +610,7 @@ func (s *Server) authServer() (http.Handler, error) {
 		return nil, nil
 	}
 	publicURL := s.cfg.PublicURL
-	var record func(acl.AuditEvent)
+	var record func(store.AuditEvent)
 	if s.audit != nil {
 		record = s.audit.Record
 	}
@@ -619,7 +621,7 @@ func (s *Server) authServer() (http.Handler, error) {
 			return gateway.IsResource(publicURL, r, resource)
 		},
 		DefaultResource:  func(r *http.Request) string { return gateway.PublicBase(publicURL, r) + gateway.MCPPath },
-		Scopes:           append(slices.Clone(acl.DefaultScopes), platformtools.ToolScopes()...),
+		Scopes:           append(slices.Clone(store.DefaultScopes), platformtools.ToolScopes()...),
 		AccessTTL:        c.AccessTTL,
 		RefreshTTL:       c.RefreshTTL,
 		GrantMaxAge:      c.GrantMaxAge,

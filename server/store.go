@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/store"
 )
 
 // checkStore validates the store fields of cfg: a PostgreSQL URL, or a data
@@ -26,21 +26,21 @@ func checkStore(cfg *Config) error {
 	switch strings.ToLower(u.Scheme) {
 	case "postgres", "postgresql":
 	default:
-		return fmt.Errorf("server: store URL %s: want postgres://user:password@host:port/dbname", acl.RedactURL(cfg.StoreURL))
+		return fmt.Errorf("server: store URL %s: want postgres://user:password@host:port/dbname", store.RedactURL(cfg.StoreURL))
 	}
 	return nil
 }
 
 // openStore opens the shared PostgreSQL store of StoreURL, or the SQLite
 // store in DataDir.
-func (s *Server) openStore(ctx context.Context) (*acl.Store, error) {
-	opts := acl.StoreOptions{
+func (s *Server) openStore(ctx context.Context) (*store.Store, error) {
+	opts := store.StoreOptions{
 		HashIterations: s.cfg.HashIterations,
 		BcryptCost:     s.cfg.BcryptCost,
 		Logger:         s.cfg.Logger.WithField("component", "store"),
 	}
 	if s.cfg.StoreURL != "" {
-		return acl.OpenURL(ctx, s.cfg.StoreURL, opts)
+		return store.OpenURL(ctx, s.cfg.StoreURL, opts)
 	}
-	return acl.Open(ctx, s.cfg.DataDir, opts)
+	return store.Open(ctx, s.cfg.DataDir, opts)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/store"
 )
 
 // TestRunServesOverBroker runs the command against the embedded broker and
@@ -20,15 +21,15 @@ import (
 func TestRunServesOverBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
+	st, err := store.Open(ctx, t.TempDir(), store.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = store.Close() })
-	if _, err := store.AddIdentity(ctx, "ref-agent", acl.RoleExpertAgent, []byte("pw")); err != nil {
+	t.Cleanup(func() { _ = st.Close() })
+	if _, err := st.AddIdentity(ctx, "ref-agent", acl.RoleExpertAgent, []byte("pw")); err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.New(broker.Options{Addr: "127.0.0.1:0", Authenticator: store, Authorizer: acl.NewPolicy(nil)})
+	b, err := broker.New(broker.Options{Addr: "127.0.0.1:0", Authenticator: st, Authorizer: acl.NewPolicy(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/store"
 )
 
 const aclExportHelp = `usage: toolbus acl export [--format mosquitto|nats] --data-dir DIR --out OUTDIR
@@ -88,28 +89,28 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		// Mosquitto splits its configuration lines at spaces.
 		return fmt.Errorf("acl export: --out %q: Mosquitto cannot read a path with whitespace", dir)
 	}
-	var store *acl.Store
+	var st *store.Store
 	if *storeURL != "" {
-		store, err = acl.OpenURL(ctx, *storeURL, acl.StoreOptions{})
+		st, err = store.OpenURL(ctx, *storeURL, store.StoreOptions{})
 	} else {
-		store, err = openExistingStore(ctx, *dataDir)
+		st, err = openExistingStore(ctx, *dataDir)
 	}
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	ids, err := store.ListIdentities(ctx)
+	defer st.Close()
+	ids, err := st.ListIdentities(ctx)
 	if err != nil {
 		return err
 	}
-	rules, err := store.ListRules(ctx)
+	rules, err := st.ListRules(ctx)
 	if err != nil {
 		return err
 	}
 	if *format == "nats" {
-		return exportNATS(ctx, store, ids, rules, dir, stdout, stderr)
+		return exportNATS(ctx, st, ids, rules, dir, stdout, stderr)
 	}
-	hashes, err := store.PasswordHashes(ctx)
+	hashes, err := st.PasswordHashes(ctx)
 	if err != nil {
 		return err
 	}
@@ -141,8 +142,8 @@ func runACLExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 // exportNATS writes the NATS accounts file into dir.
-func exportNATS(ctx context.Context, store *acl.Store, ids []acl.Identity, rules []acl.Rule, dir string, stdout, stderr io.Writer) error {
-	hashes, err := store.BcryptHashes(ctx)
+func exportNATS(ctx context.Context, st *store.Store, ids []acl.Identity, rules []acl.Rule, dir string, stdout, stderr io.Writer) error {
+	hashes, err := st.BcryptHashes(ctx)
 	if err != nil {
 		return err
 	}

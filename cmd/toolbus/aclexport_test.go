@@ -9,24 +9,25 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/toolbus/toolbus/acl"
+	"github.com/toolbus/toolbus/store"
 )
 
 func TestACLExport(t *testing.T) {
 	isolateEnv(t)
 	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "mosquitto")
-	store, err := acl.Open(t.Context(), dir, acl.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
+	st, err := store.Open(t.Context(), dir, store.StoreOptions{HashIterations: 1000, BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, role := range map[string]acl.Role{"gw": acl.RolePlatform, "agent1": acl.RoleExpertAgent, "old": acl.RoleExpertAgent} {
-		if _, err := store.AddIdentity(t.Context(), name, role, []byte("password-123456")); err != nil {
+		if _, err := st.AddIdentity(t.Context(), name, role, []byte("password-123456")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := store.SetDisabled(t.Context(), "old", true); err != nil {
+	if err := st.SetDisabled(t.Context(), "old", true); err != nil {
 		t.Fatal(err)
 	}
-	store.Close()
+	st.Close()
 
 	// --format defaults to mosquitto.
 	stdout, stderr, err := runCLI(t, "acl", "export", "--data-dir", dir, "--out", out)
@@ -88,14 +89,14 @@ func TestACLExportNATS(t *testing.T) {
 	isolateEnv(t)
 	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "nats dir") // NATS reads a path with spaces
 	for cost, name := range map[int]string{bcrypt.MinCost: "gw", -1: "old"} {
-		store, err := acl.Open(t.Context(), dir, acl.StoreOptions{HashIterations: 1000, BcryptCost: cost})
+		st, err := store.Open(t.Context(), dir, store.StoreOptions{HashIterations: 1000, BcryptCost: cost})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.AddIdentity(t.Context(), name, acl.RolePlatform, []byte("password-123456")); err != nil {
+		if _, err := st.AddIdentity(t.Context(), name, acl.RolePlatform, []byte("password-123456")); err != nil {
 			t.Fatal(err)
 		}
-		store.Close()
+		st.Close()
 	}
 	stdout, stderr, err := runCLI(t, "acl", "export", "--format", "nats", "--data-dir", dir, "--out", out)
 	if err != nil {

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/internal/testenv/servertest"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // startToolbus runs a toolbus on free loopback ports over dir and returns
@@ -17,7 +17,7 @@ import (
 func startToolbus(t *testing.T, dir string) (url, adminToken string) {
 	t.Helper()
 	srv := servertest.Start(t, server.Config{DataDir: dir})
-	secret := servertest.Token(t, srv, acl.TokenSpec{UserID: "root", Scopes: []string{acl.ScopeAdmin, acl.ScopeToolsList}})
+	secret := servertest.Token(t, srv, store.TokenSpec{UserID: "root", Scopes: []string{store.ScopeAdmin, store.ScopeToolsList}})
 	return "http://" + srv.HTTPAddr().String(), secret
 }
 
@@ -113,7 +113,7 @@ func TestOperatorCommandsBothDoors(t *testing.T) {
 			if !strings.Contains(out, "removed MQTT identity dev1") {
 				t.Errorf("mqtt-user remove:\n%s", out)
 			}
-			if _, _, err := runCLI(t, with("mqtt-user", "remove", "--username", "dev1")...); !errors.Is(err, acl.ErrNotFound) {
+			if _, _, err := runCLI(t, with("mqtt-user", "remove", "--username", "dev1")...); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("removing twice: %v, want ErrNotFound", err)
 			}
 		})
@@ -169,7 +169,7 @@ func TestLiveCommands(t *testing.T) {
 	if !strings.HasPrefix(cli(t, "contexts", "list"), "CONTEXT") {
 		t.Error("contexts list has no header")
 	}
-	if _, _, err := runCLI(t, "contexts", "evict", "--context", "gw/u/s/_/_"); !errors.Is(err, acl.ErrNotFound) {
+	if _, _, err := runCLI(t, "contexts", "evict", "--context", "gw/u/s/_/_"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("evicting an unknown context: %v, want ErrNotFound", err)
 	}
 

@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/audit"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // runAudit prints audit records, newest first:
@@ -55,7 +55,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer closeDoor()
 	var page admin.AuditPage
 	for len(page.Events) < *limit {
-		q.Limit = min(*limit-len(page.Events), acl.MaxAuditLimit)
+		q.Limit = min(*limit-len(page.Events), store.MaxAuditLimit)
 		p, err := dr.Audit(ctx, q)
 		if err != nil {
 			return err
@@ -125,7 +125,7 @@ func whatOf(e admin.AuditEvent) string {
 }
 
 func durationOf(e admin.AuditEvent) string {
-	if e.Kind != acl.AuditToolCall {
+	if e.Kind != store.AuditToolCall {
 		return "-"
 	}
 	return strconv.FormatFloat(e.DurationMs, 'f', 1, 64) + "ms"
@@ -135,11 +135,11 @@ func durationOf(e admin.AuditEvent) string {
 // change made by the CLI without a server is written to the audit log at
 // once (there is no writer to queue it for). A failed write is reported on
 // stderr, not hidden.
-func recordLocalChange(store *acl.Store, stderr io.Writer) func(admin.Change) {
+func recordLocalChange(st *store.Store, stderr io.Writer) func(admin.Change) {
 	return func(c admin.Change) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := store.InsertAudit(ctx, []acl.AuditEvent{audit.AdminChangeEvent(c)}); err != nil {
+		if err := st.InsertAudit(ctx, []store.AuditEvent{audit.AdminChangeEvent(c)}); err != nil {
 			fmt.Fprintf(stderr, "toolbus: warning: the audit log did not record this change: %v\n", err)
 		}
 	}

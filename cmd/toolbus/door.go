@@ -9,10 +9,10 @@ import (
 	"io"
 	"os"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/internal/envflag"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/store"
 )
 
 // door is the operators' model as the CLI reaches it: through the admin API
@@ -121,7 +121,7 @@ const (
 func (d *doorFlags) open(ctx context.Context, cmd string, how doorOpen) (door, func(), error) {
 	if d.remote() {
 		if d.token == "" {
-			return nil, nil, fmt.Errorf("%s: --server needs --token (or TOOLBUS_TOKEN): a token with the %s scope", cmd, acl.ScopeAdmin)
+			return nil, nil, fmt.Errorf("%s: --server needs --token (or TOOLBUS_TOKEN): a token with the %s scope", cmd, store.ScopeAdmin)
 		}
 		c, err := admin.NewClient(d.server, d.token, admin.ClientOptions{})
 		if err != nil {
@@ -133,20 +133,20 @@ func (d *doorFlags) open(ctx context.Context, cmd string, how doorOpen) (door, f
 		return nil, nil, fmt.Errorf("%s shows a running toolbus: give --server URL --token T (or TOOLBUS_SERVER and TOOLBUS_TOKEN)", cmd)
 	}
 	var (
-		store *acl.Store
-		err   error
+		st  *store.Store
+		err error
 	)
-	store, err = openExistingStore(ctx, d.dataDir)
+	st, err = openExistingStore(ctx, d.dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := admin.NewService(admin.Options{Store: store, ToolScopes: platformtools.ToolScopes(),
-		OnChange: recordLocalChange(store, os.Stderr)}) // audit.go
+	svc, err := admin.NewService(admin.Options{Store: st, ToolScopes: platformtools.ToolScopes(),
+		OnChange: recordLocalChange(st, os.Stderr)}) // audit.go
 	if err != nil {
-		_ = store.Close()
+		_ = st.Close()
 		return nil, nil, err
 	}
-	return svc, func() { _ = store.Close() }, nil
+	return svc, func() { _ = st.Close() }, nil
 }
 
 // dataDirNote is added to the report of a change made on a data directory
@@ -168,11 +168,11 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	store, err := acl.Open(ctx, *dataDir, acl.StoreOptions{})
+	st, err := store.Open(ctx, *dataDir, store.StoreOptions{})
 	if err != nil {
 		return err
 	}
-	if err := store.Close(); err != nil {
+	if err := st.Close(); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "toolbus store ready in %s\n", *dataDir)

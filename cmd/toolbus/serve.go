@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/gctune"
 	"github.com/toolbus/toolbus/internal/pahoconn"
@@ -22,6 +21,7 @@ import (
 	"github.com/toolbus/toolbus/oauth"
 	"github.com/toolbus/toolbus/requester"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -254,7 +254,7 @@ func parseGroupScopes(s string) (map[string][]string, error) {
 		}
 		list := splitList(scopes)
 		for _, sc := range list {
-			if err := acl.ValidateScope(sc); err != nil {
+			if err := store.ValidateScope(sc); err != nil {
 				return nil, fmt.Errorf("--oidc-group-scopes: group %s: %w", group, err)
 			}
 		}

@@ -12,9 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/platformtools"
+	"github.com/toolbus/toolbus/store"
 )
 
 // runToken manages personal access tokens, through the admin API of a
@@ -43,8 +43,8 @@ func tokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("token create", stderr)
 	d := addDoorFlags(fs, false)
 	user := fs.String("user", "", "user who owns the token (letters, digits, _ and -)")
-	scopes := fs.String("scopes", "", "comma-separated scopes, of "+strings.Join(append(slices.Clone(acl.BuiltinScopes), platformtools.ToolScopes()...), ", ")+
-		" (default "+strings.Join(acl.DefaultScopes, ",")+")")
+	scopes := fs.String("scopes", "", "comma-separated scopes, of "+strings.Join(append(slices.Clone(store.BuiltinScopes), platformtools.ToolScopes()...), ", ")+
+		" (default "+strings.Join(store.DefaultScopes, ",")+")")
 	readOnly := fs.Bool("read-only", false, "allow only tools annotated readOnlyHint: true")
 	var entities entityList
 	fs.Var(&entities, "entity", "narrow the token to entity TYPE/ID (repeat, or separate with commas; default: any entity)")
@@ -130,7 +130,7 @@ func tokenRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *id == "" {
 		return errors.New("token revoke: --id is required")
 	}
-	if tokenID := acl.TokenIDOf(*id); tokenID != "" {
+	if tokenID := store.TokenIDOf(*id); tokenID != "" {
 		*id = tokenID // the whole token was given: its ID is its prefix
 	}
 	dr, closeDoor, err := d.open(ctx, "token revoke", existingStore)
@@ -146,21 +146,21 @@ func tokenRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "revoked token %s (a running toolbus on this data directory refuses it within %s)\n",
-		*id, acl.DefaultTokenCacheTTL)
+		*id, store.DefaultTokenCacheTTL)
 	return err
 }
 
 // openExistingStore opens the store in dataDir without creating one: listing
 // or revoking in a mistyped directory should fail, not leave an empty store.
-func openExistingStore(ctx context.Context, dataDir string) (*acl.Store, error) {
-	if _, err := os.Stat(filepath.Join(dataDir, acl.DBFileName)); err != nil {
+func openExistingStore(ctx context.Context, dataDir string) (*store.Store, error) {
+	if _, err := os.Stat(filepath.Join(dataDir, store.DBFileName)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			// A mistyped --data-dir must not leave a new, empty store behind.
 			return nil, fmt.Errorf("no toolbus store in %s (check --data-dir; `toolbus init --data-dir %s` creates one)", dataDir, dataDir)
 		}
 		return nil, err
 	}
-	return acl.Open(ctx, dataDir, acl.StoreOptions{})
+	return store.Open(ctx, dataDir, store.StoreOptions{})
 }
 
 // parseScopes reads --scopes: "" means the defaults (nil).
@@ -171,7 +171,7 @@ func parseScopes(s string) ([]string, error) {
 	parts := strings.Split(s, ",")
 	for i, p := range parts {
 		p = strings.TrimSpace(p)
-		if err := acl.ValidateScope(p); err != nil {
+		if err := store.ValidateScope(p); err != nil {
 			return nil, fmt.Errorf("--scopes: %w", err)
 		}
 		parts[i] = p
@@ -181,7 +181,7 @@ func parseScopes(s string) ([]string, error) {
 
 // entityList is the repeatable --entity flag. A value may also hold several
 // entities separated by commas, so that TOOLBUS_ENTITY can carry a list.
-type entityList []acl.Entity
+type entityList []store.Entity
 
 func (l *entityList) String() string {
 	if l == nil {
@@ -192,7 +192,7 @@ func (l *entityList) String() string {
 
 func (l *entityList) Set(v string) error {
 	for _, part := range strings.Split(v, ",") {
-		e, err := acl.ParseEntity(strings.TrimSpace(part))
+		e, err := store.ParseEntity(strings.TrimSpace(part))
 		if err != nil {
 			return err
 		}
@@ -209,7 +209,7 @@ func formatAgents(agents []string) string {
 	return strings.Join(agents, ",")
 }
 
-func formatEntities(es []acl.Entity) string {
+func formatEntities(es []store.Entity) string {
 	if len(es) == 0 {
 		return "any"
 	}

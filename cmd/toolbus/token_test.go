@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
+	"github.com/toolbus/toolbus/store"
 )
 
 var secretLineRE = regexp.MustCompile(`^tb_[0-9a-z]{8}_[A-Za-z0-9_-]{43}$`)
@@ -69,9 +69,9 @@ func createToken(t *testing.T, dir string, args ...string) (secret, stdout strin
 }
 
 // authenticate checks secret against the store in dir, as the gateway would.
-func authenticate(t *testing.T, dir, secret string) (acl.Token, error) {
+func authenticate(t *testing.T, dir, secret string) (store.Token, error) {
 	t.Helper()
-	s, err := acl.Open(t.Context(), dir, acl.StoreOptions{})
+	s, err := store.Open(t.Context(), dir, store.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,14 +86,14 @@ func TestTokenCreate(t *testing.T) {
 		args         []string
 		wantScopes   []string
 		wantReadOnly bool
-		wantEntities []acl.Entity
+		wantEntities []store.Entity
 		wantExpiry   bool
 		wantName     string
 	}{
-		{"defaults", []string{"--user", "alice"}, acl.DefaultScopes, false, nil, false, ""},
+		{"defaults", []string{"--user", "alice"}, store.DefaultScopes, false, nil, false, ""},
 		{"everything", []string{"--user", "bob", "--scopes", "tools:list, admin", "--read-only",
 			"--entity", "repo/r1", "--entity", "doc/d1,doc/d2", "--ttl", "720h", "--name", "CI nightly"},
-			[]string{"tools:list", "admin"}, true, []acl.Entity{{Type: "repo", ID: "r1"}, {Type: "doc", ID: "d1"}, {Type: "doc", ID: "d2"}}, true, "CI nightly"},
+			[]string{"tools:list", "admin"}, true, []store.Entity{{Type: "repo", ID: "r1"}, {Type: "doc", ID: "d1"}, {Type: "doc", ID: "d2"}}, true, "CI nightly"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -129,12 +129,12 @@ func TestTokenCreateErrors(t *testing.T) {
 		want error // nil: any error
 	}{
 		{"no user", nil, nil},
-		{"bad user", []string{"--user", "a/b"}, acl.ErrInvalidTokenSpec},
-		{"bad scope", []string{"--user", "alice", "--scopes", "Tools:list"}, acl.ErrInvalidScope},
-		{"empty scope in list", []string{"--user", "alice", "--scopes", "tools:list,,admin"}, acl.ErrInvalidScope},
+		{"bad user", []string{"--user", "a/b"}, store.ErrInvalidTokenSpec},
+		{"bad scope", []string{"--user", "alice", "--scopes", "Tools:list"}, store.ErrInvalidScope},
+		{"empty scope in list", []string{"--user", "alice", "--scopes", "tools:list,,admin"}, store.ErrInvalidScope},
 		{"bad entity", []string{"--user", "alice", "--entity", "repo"}, nil},
-		{"plain endpoint entity", []string{"--user", "alice", "--entity", "_/_"}, acl.ErrInvalidTokenSpec},
-		{"negative ttl", []string{"--user", "alice", "--ttl", "-1h"}, acl.ErrInvalidTokenSpec},
+		{"plain endpoint entity", []string{"--user", "alice", "--entity", "_/_"}, store.ErrInvalidTokenSpec},
+		{"negative ttl", []string{"--user", "alice", "--ttl", "-1h"}, store.ErrInvalidTokenSpec},
 		{"unknown flag", []string{"--user", "alice", "--admin"}, nil},
 		{"positional argument", []string{"--user", "alice", "extra"}, nil},
 	} {
@@ -151,7 +151,7 @@ func TestTokenCreateErrors(t *testing.T) {
 			}
 		})
 	}
-	s, err := acl.Open(t.Context(), dir, acl.StoreOptions{})
+	s, err := store.Open(t.Context(), dir, store.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestTokenListAndRevoke(t *testing.T) {
 	if !strings.Contains(out, "revoked token "+bob.ID) {
 		t.Errorf("revoke output %q does not name the token", out)
 	}
-	if _, err := authenticate(t, dir, bobSecret); !errors.Is(err, acl.ErrTokenRevoked) {
+	if _, err := authenticate(t, dir, bobSecret); !errors.Is(err, store.ErrTokenRevoked) {
 		t.Fatalf("revoked token authenticates: %v", err)
 	}
 	if _, _, err := runCLI(t, "token", "revoke", "--data-dir", dir, "--id", bob.ID); err != nil {
@@ -267,7 +267,7 @@ func TestTokenRevokeErrors(t *testing.T) {
 	if _, _, err := runCLI(t, "token", "revoke", "--data-dir", dir); err == nil {
 		t.Error("revoke without --id succeeded")
 	}
-	if _, _, err := runCLI(t, "token", "revoke", "--data-dir", dir, "--id", "tb_00000000"); !errors.Is(err, acl.ErrNotFound) {
+	if _, _, err := runCLI(t, "token", "revoke", "--data-dir", dir, "--id", "tb_00000000"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("revoke of an unknown ID = %v, want ErrNotFound", err)
 	}
 }
@@ -381,7 +381,7 @@ func TestTokenRevokeWholeToken(t *testing.T) {
 	if !strings.Contains(out, "revoked token "+secret[:len("tb_xxxxxxxx")]+" ") || strings.Contains(out, secret) {
 		t.Errorf("revoke output %q: want the token's ID, never the secret", out)
 	}
-	if _, err := authenticate(t, dir, secret); !errors.Is(err, acl.ErrTokenRevoked) {
+	if _, err := authenticate(t, dir, secret); !errors.Is(err, store.ErrTokenRevoked) {
 		t.Fatalf("the token still authenticates: %v", err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/admin"
+	"github.com/toolbus/toolbus/store"
 )
 
 // TestUserCommands: user add, list, passwd and remove through both doors;
@@ -30,7 +30,7 @@ func TestUserCommands(t *testing.T) {
 			with := func(args ...string) []string { return append(args, d.args...) }
 			verify := func(password string) error {
 				t.Helper()
-				s, err := acl.Open(context.Background(), d.dir, acl.StoreOptions{})
+				s, err := store.Open(context.Background(), d.dir, store.StoreOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -49,7 +49,7 @@ func TestUserCommands(t *testing.T) {
 				t.Fatalf("user list:\n%s", out)
 			}
 			out = cli(t, with("user", "passwd", "--user", "carol", "--generate-password")...)
-			if second := lastLine(out); verify(second) != nil || !errors.Is(verify(first), acl.ErrBadCredentials) {
+			if second := lastLine(out); verify(second) != nil || !errors.Is(verify(first), store.ErrBadCredentials) {
 				t.Fatalf("user passwd: the new password does not sign in, or the old one still does\n%s", out)
 			}
 			cli(t, with("token", "create", "--user", "carol")...)

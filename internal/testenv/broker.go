@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
+	"github.com/toolbus/toolbus/store"
 )
 
 // HashIterations is the PBKDF iteration count of the tests' stores: the
@@ -31,7 +32,7 @@ const restartWait = 10 * time.Second
 // credentials of its identities. It is named Env, not Broker, so that a
 // test type embedding it still reaches the *broker.Broker as .Broker.
 type Env struct {
-	Store  *acl.Store
+	Store  *store.Store
 	Policy *acl.Policy // the Authorizer: no rules, the built-in role policy
 	Broker *broker.Broker
 	URL    string // tcp://127.0.0.1:port; empty without a TCP listener
@@ -87,7 +88,7 @@ func WithReadyCheck() Option {
 }
 
 // StartBroker starts the embedded broker on 127.0.0.1:0 over a fresh
-// acl.Store in t.TempDir() (HashIterations, logs to the test through
+// store.Store in t.TempDir() (HashIterations, logs to the test through
 // LoggerAt), with a platform identity "plat1" and an expert-agent identity
 // "agent1". t.Cleanup closes the broker (the current one, after a Restart)
 // and then the store, after everything the test registers later.
@@ -102,16 +103,16 @@ func StartBroker(t testing.TB, opts ...Option) *Env {
 	if s.iterations > 0 {
 		iterations = s.iterations
 	}
-	store, err := acl.Open(ctx, t.TempDir(), acl.StoreOptions{HashIterations: iterations, BcryptCost: BcryptCost, Logger: LoggerAt(t, "store", s.level)})
+	st, err := store.Open(ctx, t.TempDir(), store.StoreOptions{HashIterations: iterations, BcryptCost: BcryptCost, Logger: LoggerAt(t, "store", s.level)})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := store.Close(); err != nil {
+		if err := st.Close(); err != nil {
 			t.Errorf("close store: %v", err)
 		}
 	})
-	e := &Env{Store: store, Policy: acl.NewPolicy(nil), ready: s.waitReady}
+	e := &Env{Store: st, Policy: acl.NewPolicy(nil), ready: s.waitReady}
 	if !s.noIdentities {
 		e.PlatformUser, e.PlatformPassword = "plat1", "pw-plat1"
 		e.AgentUser, e.AgentPassword = "agent1", "pw-agent1"
@@ -119,14 +120,14 @@ func StartBroker(t testing.TB, opts ...Option) *Env {
 			username, password string
 			role               acl.Role
 		}{{e.PlatformUser, e.PlatformPassword, acl.RolePlatform}, {e.AgentUser, e.AgentPassword, acl.RoleExpertAgent}} {
-			if _, err := store.AddIdentity(ctx, id.username, id.role, []byte(id.password)); err != nil {
+			if _, err := st.AddIdentity(ctx, id.username, id.role, []byte(id.password)); err != nil {
 				t.Fatalf("add identity %s: %v", id.username, err)
 			}
 		}
 	}
 	e.opts = broker.Options{
 		Addr:          "127.0.0.1:0",
-		Authenticator: store,
+		Authenticator: st,
 		Authorizer:    e.Policy,
 		Logger:        LoggerAt(t, "broker", s.level),
 	}

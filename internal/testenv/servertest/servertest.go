@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/internal/testenv"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // Start starts a toolbus with cfg on free loopback ports and shuts it down
@@ -48,7 +48,7 @@ func Start(t testing.TB, cfg server.Config) *server.Server {
 
 // Token mints a personal access token in srv's store and returns its
 // secret.
-func Token(t testing.TB, srv *server.Server, spec acl.TokenSpec) string {
+func Token(t testing.TB, srv *server.Server, spec store.TokenSpec) string {
 	t.Helper()
 	secret, _, err := srv.Store().CreateToken(testenv.Context(t, 10*time.Second), spec)
 	if err != nil {
