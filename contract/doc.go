@@ -13,5 +13,6 @@
 //	ff/v2/mcp/<agent>/<instance>/status                                                         presence (retained)
 //
 // docs/protocol.md is the contract's full text. The package imports nothing
-// of the gateway's (no store, no broker): an agent built on it stays small.
+// of the gateway's (no store, no broker): an agent built on it stays small,
+// and expertagent's TestNoGatewayDeps keeps it so.
 package contract
