@@ -81,7 +81,7 @@ type agentCatalog struct {
 	*toolSet
 	gen uint64 // presence generation it was checked at
 	// agents are the agents the token it was built for may use
-	// (acl.Token.Agents, nil: all): its names are worked out over those,
+	// (store.Token.Agents, nil: all): its names are worked out over those,
 	// so a token whose list changed (a user's grants) needs another.
 	agents []string
 	// fetched is when its oldest answer was fetched: it is stale a TTL

@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/store"
 )
 
 // callIn resolves a tools/call name as agentCall does, for tok in its own
 // context, and returns the agent and the name it would reach ("" if none)
 // and the error message of an unknown tool.
-func callIn(t *testing.T, g *Gateway, tok acl.Token, name string) (agent, as, unknown string) {
+func callIn(t *testing.T, g *Gateway, tok store.Token, name string) (agent, as, unknown string) {
 	t.Helper()
 	r := &request{ctx: t.Context(), tok: tok, bus: contract.Context{PlatformID: "gwtest", UserID: tok.UserID,
 		SessionID: "tok-" + tok.ID, EntityType: contract.NoEntity, EntityID: contract.NoEntity}}
@@ -31,7 +31,7 @@ func callIn(t *testing.T, g *Gateway, tok acl.Token, name string) (agent, as, un
 }
 
 // listedAs lists the agent tools as tok sees them: listed name -> agent.
-func listedAs(t *testing.T, g *Gateway, tok acl.Token) map[string]string {
+func listedAs(t *testing.T, g *Gateway, tok store.Token) map[string]string {
 	t.Helper()
 	tools, err := g.AgentTools(t.Context(), tok)
 	if err != nil {
@@ -51,7 +51,7 @@ func listedAs(t *testing.T, g *Gateway, tok acl.Token) map[string]string {
 // token may use, and an unknown name that one of them serves qualified
 // says so.
 func TestAgentToolNames(t *testing.T) {
-	narrow := acl.Token{ID: "tb_narrow", UserID: "alice", Scopes: acl.DefaultScopes, Agents: []string{"alpha"}}
+	narrow := store.Token{ID: "tb_narrow", UserID: "alice", Scopes: store.DefaultScopes, Agents: []string{"alpha"}}
 	for _, tc := range []struct {
 		name   string
 		naming string
@@ -129,7 +129,7 @@ func TestAgentToolNames(t *testing.T) {
 				t.Fatalf("files.read: %s", msg)
 			}
 			// Not a tool the token may not use.
-			zetaOnly := acl.Token{ID: "tb_zeta", UserID: "alice", Scopes: acl.DefaultScopes, Agents: []string{"zeta"}}
+			zetaOnly := store.Token{ID: "tb_zeta", UserID: "alice", Scopes: store.DefaultScopes, Agents: []string{"zeta"}}
 			if _, _, msg := callIn(t, g, zetaOnly, "files.read"); msg != `unknown tool "files.read"` {
 				t.Fatalf("zeta-only files.read: %s", msg)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 // listedTools lists the agent tools a token sees in a session: listed
@@ -84,7 +85,7 @@ func TestToolNamesStableUnderRunningClient(t *testing.T) {
 		t.Fatalf("notes.get: %q", msg)
 	}
 
-	narrow, _, err := e.srv.Store().CreateToken(testCtx(t, 5*time.Second), acl.TokenSpec{UserID: "hank", Agents: []string{"alpha"}})
+	narrow, _, err := e.srv.Store().CreateToken(testCtx(t, 5*time.Second), store.TokenSpec{UserID: "hank", Agents: []string{"alpha"}})
 	if err != nil {
 		t.Fatal(err)
 	}
