@@ -87,6 +87,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./contract/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgentEncode$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgentDecodeParams$$' -fuzztime $(FUZZTIME) ./expertagent/
+	$(GO) test -run '^$$' -fuzz '^FuzzAgentHasKeys$$' -fuzztime $(FUZZTIME) ./expertagent/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/jsonenc/
 	$(GO) test -run '^$$' -fuzz '^FuzzRedirectAllowed$$' -fuzztime $(FUZZTIME) ./oauth/
 	$(GO) test -run '^$$' -fuzz '^FuzzUserID$$' -fuzztime $(FUZZTIME) ./oauth/

@@ -144,3 +144,44 @@ func agentSameJSON(a, b []byte) bool {
 	var x, y any
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
+
+// agentHasKeys agrees with decoding the arguments into a map: true only
+// when every required key is at the top level of an object.
+func TestAgentHasKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name, args string
+		required   []string
+		want       bool
+	}{
+		{"all there", `{"text":"hi","n":2}`, []string{"text", "n"}, true},
+		{"one missing", `{"text":"hi"}`, []string{"text", "n"}, false},
+		{"only nested", `{"opts":{"text":"hi"}}`, []string{"text"}, false},
+		{"as a value", `{"a":"text"}`, []string{"text"}, false},
+		{"escaped key", `{"te\u0078t":1}`, []string{"text"}, true},
+		{"other case", `{"TEXT":1}`, []string{"text"}, false},
+		{"array", `["text"]`, []string{"text"}, false},
+		{"null value counts", `{"text":null}`, []string{"text"}, true},
+		{"repeated key", `{"text":1,"text":2}`, []string{"text"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := agentHasKeys([]byte(tc.args), tc.required); got != tc.want {
+				t.Errorf("agentHasKeys(%s, %q) = %t, want %t", tc.args, tc.required, got, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzAgentHasKeys(f *testing.F) {
+	f.Add(`{"text":"hi","n":{"text":1}}`, "text")
+	f.Add(`{"a\u0062":[1,{"ab":2}]}`, "ab")
+	f.Fuzz(func(t *testing.T, args, key string) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(args), &m) != nil || m == nil {
+			return // not an object: Bind decodes it and says so
+		}
+		_, want := m[key]
+		if got := agentHasKeys([]byte(args), []string{key}); got != want {
+			t.Fatalf("agentHasKeys(%s, %q) = %t; a map decode says %t", args, key, got, want)
+		}
+	})
+}

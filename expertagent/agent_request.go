@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	segjson "github.com/segmentio/encoding/json"
+
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/jsonrpc"
 )
@@ -98,11 +100,40 @@ func (r *CallRequest) Bind(v any) error {
 	if len(r.required) == 0 {
 		return nil
 	}
+	if agentHasKeys(args, r.required) {
+		return nil
+	}
 	var present map[string]json.RawMessage
 	if err := json.Unmarshal(args, &present); err != nil {
 		return fmt.Errorf("%w: arguments must be an object", ErrInvalidArguments)
 	}
 	return agentMissing(r.required, present)
+}
+
+// agentHasKeys reports whether args, a JSON object, has every key of
+// required at its top level. It walks the tokens without decoding the
+// values (most calls pass, and this runs on each of them); false means a
+// key is missing or args is no object, which the caller then works out.
+func agentHasKeys(args []byte, required []string) bool {
+	if len(required) > 64 {
+		return false
+	}
+	var tok segjson.Tokenizer
+	tok.Reset(args)
+	defer tok.Reset(nil) // its stack goes back to the pool
+	var found uint64
+	for tok.Next() {
+		if !tok.IsKey || tok.Depth != 1 {
+			continue
+		}
+		key := tok.String()
+		for i, name := range required {
+			if string(key) == name {
+				found |= 1 << i
+			}
+		}
+	}
+	return tok.Err == nil && found == 1<<len(required)-1
 }
 
 // agentMissing names the required properties absent from present, or
