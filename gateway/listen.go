@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -25,6 +27,67 @@ var toolsListChanged = []byte(`{"jsonrpc":"2.0","method":"notifications/tools/li
 type PresenceNotifier interface {
 	// PresenceChanged returns a channel closed at the next change.
 	PresenceChanged() <-chan struct{}
+}
+
+// TokenWatcher is a TokenAuthenticator that says when tokens may have been
+// revoked (*store.Store): a listening stream then checks its token again, so
+// that a revocation ends it at once rather than at the next recheck.
+type TokenWatcher interface {
+	// TokensChanged returns a channel closed at the next change.
+	TokensChanged() <-chan struct{}
+}
+
+// tokenRecheckInterval is how often a listening stream checks its token
+// again when nothing signals a change: a revocation by another process (the
+// CLI on the same data directory, another replica) reaches no TokenWatcher,
+// and the store sees it within its token cache's TTL anyway.
+const tokenRecheckInterval = store.DefaultTokenCacheTTL
+
+// tokenEnded returns a channel closed when the token tok (whose secret this
+// is) stops being valid: at its expiry, or when it is refused on a
+// recheck (revoked, deleted). A listening stream outlives the request that
+// authenticated it, and must not outlive its token. The goroutine it
+// starts ends with ctx, which the caller cancels when the stream ends.
+func (g *Gateway) tokenEnded(ctx context.Context, tok store.Token, secret string) <-chan struct{} {
+	ended := make(chan struct{})
+	watcher, _ := g.opts.Tokens.(TokenWatcher)
+	watch := func() <-chan struct{} { // nil: no signal, the ticker alone
+		if watcher == nil {
+			return nil
+		}
+		return watcher.TokensChanged()
+	}
+	// Taken before the stream is announced and before each check, so that
+	// no change falls between a check and the wait for the next one.
+	changed := watch()
+	go func() {
+		var expiry <-chan time.Time
+		if !tok.ExpiresAt.IsZero() {
+			t := time.NewTimer(time.Until(tok.ExpiresAt))
+			defer t.Stop()
+			expiry = t.C
+		}
+		recheck := time.NewTicker(tokenRecheckInterval)
+		defer recheck.Stop()
+		for {
+			if _, err := g.opts.Tokens.AuthenticateToken(ctx, secret); errors.Is(err, store.ErrUnauthenticated) {
+				g.logger(ctx).WithError(err).Info("listening stream ended: its token is no longer valid")
+				close(ended)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-expiry:
+				close(ended)
+				return
+			case <-changed:
+			case <-recheck.C:
+			}
+			changed = watch()
+		}
+	}()
+	return ended
 }
 
 // DefaultListChangedInterval is Options.ListChangedInterval's default.
@@ -201,6 +264,10 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request) {
 	default:
 	}
 
+	tok, secret, _ := store.TokenFrom(r.Context())
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	revoked := g.tokenEnded(ctx, tok, secret)
 	wake := g.listeners.add()
 	defer g.listeners.remove(wake)
 	h := w.Header()
@@ -228,6 +295,8 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request) {
 			flush()
 		case <-ended:
 			return
+		case <-revoked:
+			return // the client's next request gets 401 and refreshes
 		case <-r.Context().Done():
 			return
 		case <-g.listeners.ended:
@@ -272,6 +341,9 @@ func (g *Gateway) subscriptionsListen(r *request) answer {
 		return answer{}
 	}
 	changed := []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":` + meta + `}}`)
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	revoked := g.tokenEnded(ctx, r.tok, r.secret)
 	wake := g.listeners.add()
 	defer g.listeners.remove(wake)
 	keepAlive := time.NewTicker(keepAliveInterval)
@@ -288,6 +360,8 @@ func (g *Gateway) subscriptionsListen(r *request) answer {
 			}
 		case <-r.ctx.Done():
 			return answer{} // the client closed the stream
+		case <-revoked:
+			return answer{} // the client's next request gets 401 and refreshes
 		case <-g.listeners.ended:
 			return result([]byte(`{"_meta":` + meta + `}`))
 		case <-g.done:

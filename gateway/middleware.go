@@ -151,7 +151,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		injected := platformtools.Injected(r.Context())
 		// A token issued to an OAuth client is for one resource (RFC 8707).
 		if tok.Audience != "" && !injected && !g.forResource(r, tok.Audience) {
-			g.unauthenticated(w, r, true, "the token was issued for another resource: "+tok.Audience)
+			g.unauthenticated(w, r, true, g.wrongAudience(r, tok.Audience))
 			return
 		}
 		if !injected {
@@ -167,6 +167,17 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(store.WithToken(r.Context(), tok, secret)))
 	})
+}
+
+// wrongAudience says why a token bound to audience is refused on r: the
+// resource it was issued for, and the one it was used at, so that the
+// client (or its user) sees which to ask a token for.
+func (g *Gateway) wrongAudience(r *http.Request, audience string) string {
+	here := "no MCP endpoint"
+	if path, ok := resourcePath(r.URL.Path); ok && r.URL.Path != "" {
+		here = g.publicBase(r) + path
+	}
+	return "the token was issued for the resource " + quote(audience) + ", not for " + here + " (RFC 8707): ask a token for this one"
 }
 
 // requireScope lets through only tokens holding one of scopes (403 otherwise).

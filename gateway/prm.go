@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -27,7 +29,7 @@ var mcpScopes = []string{store.ScopeToolsList, store.ScopeToolsCall}
 
 // CheckPublicURL validates a public URL for Options.PublicURL: http or
 // https, a host, nothing after it but an optional "/". It returns it
-// without the trailing slash.
+// without the trailing slash, its host lower-cased.
 func CheckPublicURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	switch {
@@ -40,7 +42,33 @@ func CheckPublicURL(raw string) (string, error) {
 	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "", u.ForceQuery:
 		return "", fmt.Errorf("public URL %q: no path, query or fragment (the gateway serves %s at the root)", raw, MCPPath)
 	}
-	return u.Scheme + "://" + u.Host, nil
+	return u.Scheme + "://" + strings.ToLower(u.Host), nil
+}
+
+// ErrPlainHTTP is returned by PublicURLWarning for a public URL that is
+// plain http on a host that is not loopback.
+var ErrPlainHTTP = errors.New("OAuth clients refuse plain http except on loopback: sign-in will fail; use https (--tls-cert-file, or a reverse proxy's https URL)")
+
+// PublicURLWarning checks a public URL that CheckPublicURL accepted for
+// what starts but does not work: plain http on a host other than
+// localhost or a loopback address, where the MCP clients' OAuth
+// (following OAuth 2.1 and RFC 8252) refuses to sign in. It returns nil
+// or an error wrapping ErrPlainHTTP, for the caller to log as a warning:
+// a gateway used with personal tokens only, on a closed network, may mean
+// it.
+func PublicURLWarning(publicURL string) error {
+	u, err := url.Parse(publicURL)
+	if err != nil || u.Scheme != "http" {
+		return nil
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("public URL %s: %w", publicURL, ErrPlainHTTP)
 }
 
 // PublicBase is scheme://host of the URL the client of r used: publicURL
@@ -60,22 +88,47 @@ func (g *Gateway) publicBase(r *http.Request) string { return PublicBase(g.opts.
 
 // IsResource reports whether resource (an RFC 8707 resource indicator)
 // names an MCP endpoint of a gateway with this public URL, as the client
-// of r sees it: the plain endpoint or an entity's.
+// of r sees it: the plain endpoint, an entity's, or the gateway's origin,
+// which the metadata at PRMPath names (RFC 9728 section 3.3) and which
+// stands for the plain endpoint. The scheme and host compare without case;
+// the path exactly, so ".../mcp/" names no endpoint.
 func IsResource(publicURL string, r *http.Request, resource string) bool {
-	rest, ok := strings.CutPrefix(strings.TrimSuffix(resource, "/"), PublicBase(publicURL, r))
-	if !ok || rest == "" {
-		return false
-	}
-	_, ok = resourcePath(rest)
+	_, ok := endpointOf(PublicBase(publicURL, r), resource)
 	return ok
+}
+
+// endpointOf is the path of the MCP endpoint that resource names on a
+// gateway at base (scheme://host): MCPPath for the origin itself.
+func endpointOf(base, resource string) (string, bool) {
+	res, ok1 := oauth.NormalizeResource(resource)
+	b, ok2 := oauth.NormalizeResource(base)
+	if !ok1 || !ok2 {
+		return "", false
+	}
+	rest, ok := strings.CutPrefix(res, b)
+	switch {
+	case !ok:
+		return "", false
+	case rest == "" || rest == "/": // the same URL for http (RFC 3986 section 6.2.3)
+		return MCPPath, true
+	case rest == MCPPath || strings.HasPrefix(rest, MCPPath+"/"):
+		return resourcePath(rest)
+	}
+	return "", false
 }
 
 // forResource reports whether a token bound to audience may be used on r:
 // the audience must name r's own endpoint (RFC 8707), so that a token a
-// client got for one resource is refused by every other.
+// client got for one resource is refused by every other. A trailing "/"
+// of the audience is forgiven here, as tokens minted before the token
+// endpoint refused it have one.
 func (g *Gateway) forResource(r *http.Request, audience string) bool {
 	path, ok := resourcePath(r.URL.Path)
-	return ok && r.URL.Path != "" && oauthex.MatchesResource([]string{audience}, g.publicBase(r)+path)
+	if !ok || r.URL.Path == "" {
+		return false
+	}
+	aud, ok := endpointOf(g.publicBase(r), strings.TrimSuffix(audience, "/"))
+	return ok && aud == path
 }
 
 // resourcePath is the MCP endpoint path that path names (the metadata's
@@ -114,8 +167,15 @@ func (g *Gateway) serveWellKnown(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no protected resource at "+r.URL.Path)
 		return
 	}
+	// The metadata at PRMPath itself is the origin's (RFC 9728 section
+	// 3.3: the resource is the URL the well-known path was inserted
+	// into); a token asked for it serves the plain endpoint.
+	resource := g.publicBase(r) + path
+	if suffix == "" {
+		resource = g.publicBase(r)
+	}
 	meta := &oauthex.ProtectedResourceMetadata{
-		Resource:               g.publicBase(r) + path,
+		Resource:               resource,
 		ScopesSupported:        mcpScopes,
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           g.opts.ServerName,

@@ -82,9 +82,9 @@ func TestProtectedResourceMetadata(t *testing.T) {
 		})
 	}
 
-	// The endpoint's metadata at the root form too, and behind a proxy.
+	// The origin's metadata at the root (RFC 9728 section 3.3), and an endpoint's behind a proxy.
 	for _, tc := range []struct{ url, resource string }{
-		{base + "/.well-known/oauth-protected-resource", base + "/api/v1/mcp"},
+		{base + "/.well-known/oauth-protected-resource", base},
 		{"http://" + proxied.HTTPAddr().String() + "/.well-known/oauth-protected-resource/api/v1/mcp", "https://mcp.example.com/api/v1/mcp"},
 	} {
 		resp, err := noRedirects.Get(tc.url)

@@ -22,10 +22,14 @@ import (
 type authRequest struct {
 	client      store.OAuthClient
 	redirectURI string
-	state       string
-	challenge   string
-	scopes      []string
-	resource    string
+	// redirectGiven: the request named redirectURI (rather than leaving
+	// the client's only one implied), so the token request must name it
+	// too (RFC 6749 section 4.1.3).
+	redirectGiven bool
+	state         string
+	challenge     string
+	scopes        []string
+	resource      string
 }
 
 // authParams are the request's parameters the page posts back, hidden, so
@@ -69,7 +73,7 @@ func (s *Server) parseAuthorize(r *http.Request, q url.Values) (*authRequest, *e
 		s.log.WithError(err).Error("look up client")
 		return nil, &errPage{"the server cannot look up the client now; try again"}, nil
 	}
-	req := &authRequest{client: c, redirectURI: q.Get("redirect_uri"), state: q.Get("state")}
+	req := &authRequest{client: c, redirectURI: q.Get("redirect_uri"), redirectGiven: q.Get("redirect_uri") != "", state: q.Get("state")}
 	switch {
 	case req.redirectURI == "" && len(c.RedirectURIs) == 1:
 		req.redirectURI = c.RedirectURIs[0]
@@ -97,11 +101,16 @@ func (s *Server) parseAuthorize(r *http.Request, q url.Values) (*authRequest, *e
 			}
 		}
 	}
-	req.resource = q.Get("resource")
-	if req.resource == "" {
-		req.resource = s.opts.DefaultResource(r)
-	} else if !s.opts.Resource(r, req.resource) {
-		return req, nil, &oauthError{"invalid_target", "resource " + quoteField(req.resource) + " is not served here"}
+	// The resource becomes the token's audience in its normal form
+	// (NormalizeResource), whatever the case of the scheme and host the
+	// client wrote.
+	res := q.Get("resource")
+	if res == "" {
+		res = s.opts.DefaultResource(r)
+	}
+	var ok bool
+	if req.resource, ok = NormalizeResource(res); !ok || !s.opts.Resource(r, req.resource) {
+		return req, nil, &oauthError{"invalid_target", "resource " + quoteField(res) + " is not served here"}
 	}
 	return req, nil, nil
 }
@@ -277,7 +286,11 @@ func (s *Server) issueCode(w http.ResponseWriter, r *http.Request, req *authRequ
 	name = clip.String(name, store.MaxTokenNameLen)
 	spec := store.TokenSpec{UserID: user, Scopes: ch.scopes, ReadOnly: ch.readOnly, Entities: ch.entities, Agents: ch.agents,
 		TTL: s.opts.AccessTTL, Name: name, Audience: req.resource, ClientID: req.client.ID}
-	code, err := s.opts.Store.SaveOAuthCode(r.Context(), store.OAuthCode{ClientID: req.client.ID, RedirectURI: req.redirectURI,
+	redirect := "" // none named: the token request need name none either
+	if req.redirectGiven {
+		redirect = req.redirectURI
+	}
+	code, err := s.opts.Store.SaveOAuthCode(r.Context(), store.OAuthCode{ClientID: req.client.ID, RedirectURI: redirect,
 		Challenge: req.challenge, Spec: spec, Expires: time.Now().Add(s.opts.CodeTTL)})
 	if err == nil {
 		s.unused.used(req.client.ID)

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -274,7 +275,10 @@ type ClientMetadataOptions struct {
 	Timeout time.Duration
 	// MaxBytes bounds a document; 0 means 5 KiB.
 	MaxBytes int64
-	// CacheTTL is how long a fetched document is used; 0 means 5 minutes.
+	// CacheTTL is how long a fetched document is used when its answer's
+	// Cache-Control says nothing of it; 0 means 5 minutes. What it says
+	// (max-age, s-maxage; no-store, no-cache or private as none at all) is
+	// held within MinClientMetadataTTL and MaxClientMetadataTTL.
 	CacheTTL time.Duration
 	// Transport is the HTTP transport of fetches (tests pass one that
 	// trusts their certificate); nil means one that dials only the
@@ -294,12 +298,55 @@ type metaFetcher struct {
 	cache  *lru.Cache[string, fetchedClient]
 	flight singleflight.Group
 	slots  chan struct{} // maxFetches
+	now    func() time.Time
 }
 
 type fetchedClient struct {
 	client  store.OAuthClient
 	err     error // a failed fetch, remembered for failedFetchTTL
 	fetched time.Time
+	ttl     time.Duration // how long client is used (cacheTTL)
+}
+
+// The bounds of how long a Client ID Metadata Document is used, whatever
+// its answer's Cache-Control says. The least keeps one sign-in (the page,
+// then the consent posted from it) on one fetch, and a client_id that
+// forbids caching from making the server fetch it at each request; the
+// most lets a client's change of its redirect URIs reach the server within
+// a day.
+const (
+	MinClientMetadataTTL = 30 * time.Second
+	MaxClientMetadataTTL = 24 * time.Hour
+)
+
+// cacheTTL is how long to use a document whose answer has these headers:
+// Cache-Control's s-maxage or max-age (RFC 9111 section 5.2.2; the server
+// is a cache shared by all its users, so s-maxage first and private as
+// no-store), else def, held within MinClientMetadataTTL and
+// MaxClientMetadataTTL.
+func cacheTTL(h http.Header, def time.Duration) time.Duration {
+	ttl, maxAge, sMaxAge := def, -1, -1
+	for _, v := range h.Values("Cache-Control") {
+		for d := range strings.SplitSeq(v, ",") {
+			name, arg, _ := strings.Cut(strings.TrimSpace(d), "=")
+			secs, err := strconv.Atoi(strings.Trim(arg, `"`))
+			switch name = strings.ToLower(name); {
+			case name == "no-store" || name == "no-cache" || name == "private":
+				return MinClientMetadataTTL
+			case name == "max-age" && err == nil && secs >= 0:
+				maxAge = secs
+			case name == "s-maxage" && err == nil && secs >= 0:
+				sMaxAge = secs
+			}
+		}
+	}
+	switch {
+	case sMaxAge >= 0:
+		ttl = time.Duration(sMaxAge) * time.Second
+	case maxAge >= 0:
+		ttl = time.Duration(maxAge) * time.Second
+	}
+	return min(max(ttl, MinClientMetadataTTL), MaxClientMetadataTTL)
 }
 
 // Bounds of the fetches a stranger's client_id can make the server do.
@@ -343,6 +390,7 @@ func newMetaFetcher(opts ClientMetadataOptions, limits clientLimits, log *logrus
 			}},
 		cache: cache,
 		slots: make(chan struct{}, maxFetches),
+		now:   time.Now,
 	}
 }
 
@@ -422,9 +470,9 @@ func (f *metaFetcher) cached(id string) (fetchedClient, bool) {
 	case !ok:
 		return fetchedClient{}, false
 	case c.err != nil:
-		return c, time.Since(c.fetched) < failedFetchTTL
+		return c, f.now().Sub(c.fetched) < failedFetchTTL
 	default:
-		return c, time.Since(c.fetched) < f.opts.CacheTTL
+		return c, f.now().Sub(c.fetched) < c.ttl
 	}
 }
 
@@ -447,24 +495,25 @@ func (f *metaFetcher) fetch(ctx context.Context, id string) (store.OAuthClient, 
 		}
 		// Not the caller's ctx: the fetch serves every caller waiting on
 		// it, and one that gives up must not fail the others.
-		c, err := f.get(context.WithoutCancel(ctx), id)
+		c, ttl, err := f.get(context.WithoutCancel(ctx), id)
 		if errors.Is(err, errClient) {
-			f.cache.Add(id, fetchedClient{err: err, fetched: time.Now()})
+			f.cache.Add(id, fetchedClient{err: err, fetched: f.now()})
 		} else if err == nil {
-			f.cache.Add(id, fetchedClient{client: c, fetched: time.Now()})
+			f.cache.Add(id, fetchedClient{client: c, fetched: f.now(), ttl: ttl})
 		}
 		return c, err
 	})
 	return v.(store.OAuthClient), err
 }
 
-// get fetches and checks the document at id.
-func (f *metaFetcher) get(ctx context.Context, id string) (store.OAuthClient, error) {
+// get fetches and checks the document at id, and says how long to use it
+// (cacheTTL).
+func (f *metaFetcher) get(ctx context.Context, id string) (store.OAuthClient, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
 	if err != nil {
-		return store.OAuthClient{}, fmt.Errorf("%w: client_id %.60q: %w", errClient, id, err)
+		return store.OAuthClient{}, 0, fmt.Errorf("%w: client_id %.60q: %w", errClient, id, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := f.client.Do(req)
@@ -480,18 +529,18 @@ func (f *metaFetcher) get(ctx context.Context, id string) (store.OAuthClient, er
 			reason = "did not answer in time"
 		}
 		f.log.WithError(err).WithField("client_id", id).Info("client metadata fetch failed")
-		return store.OAuthClient{}, fmt.Errorf("%w: fetch %s: %s", errClient, id, reason)
+		return store.OAuthClient{}, 0, fmt.Errorf("%w: fetch %s: %s", errClient, id, reason)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return store.OAuthClient{}, fmt.Errorf("%w: fetch %s: HTTP %d", errClient, id, resp.StatusCode)
+		return store.OAuthClient{}, 0, fmt.Errorf("%w: fetch %s: HTTP %d", errClient, id, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.opts.MaxBytes+1))
 	if err != nil {
-		return store.OAuthClient{}, fmt.Errorf("%w: fetch %s: %w", errClient, id, err)
+		return store.OAuthClient{}, 0, fmt.Errorf("%w: fetch %s: %w", errClient, id, err)
 	}
 	if int64(len(body)) > f.opts.MaxBytes {
-		return store.OAuthClient{}, fmt.Errorf("%w: %s: document over %d bytes", errClient, id, f.opts.MaxBytes)
+		return store.OAuthClient{}, 0, fmt.Errorf("%w: %s: document over %d bytes", errClient, id, f.opts.MaxBytes)
 	}
 	var doc struct {
 		oauthex.ClientRegistrationMetadata
@@ -499,19 +548,20 @@ func (f *metaFetcher) get(ctx context.Context, id string) (store.OAuthClient, er
 		ClientSecret string `json:"client_secret"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return store.OAuthClient{}, fmt.Errorf("%w: %s: not JSON client metadata: %w", errClient, id, err)
+		return store.OAuthClient{}, 0, fmt.Errorf("%w: %s: not JSON client metadata: %w", errClient, id, err)
 	}
 	if doc.ClientID != id {
-		return store.OAuthClient{}, fmt.Errorf("%w: %s: the document's client_id is %.60q, not its own URL", errClient, id, doc.ClientID)
+		return store.OAuthClient{}, 0, fmt.Errorf("%w: %s: the document's client_id is %.60q, not its own URL", errClient, id, doc.ClientID)
 	}
 	if doc.ClientSecret != "" {
-		return store.OAuthClient{}, fmt.Errorf("%w: %s: a metadata document cannot hold a client_secret", errClient, id)
+		return store.OAuthClient{}, 0, fmt.Errorf("%w: %s: a metadata document cannot hold a client_secret", errClient, id)
 	}
 	if doc.TokenEndpointAuthMethod == "" {
 		doc.TokenEndpointAuthMethod = "none" // a public document's client has no secret
 	}
 	if _, err := checkMetadata(&doc.ClientRegistrationMetadata, f.limits, false); err != nil {
-		return store.OAuthClient{}, fmt.Errorf("%s: %w", id, err)
+		return store.OAuthClient{}, 0, fmt.Errorf("%s: %w", id, err)
 	}
-	return store.OAuthClient{ID: id, Name: doc.ClientName, RedirectURIs: doc.RedirectURIs, Created: time.Now()}, nil
+	return store.OAuthClient{ID: id, Name: doc.ClientName, RedirectURIs: doc.RedirectURIs, Created: time.Now()},
+		cacheTTL(resp.Header, f.opts.CacheTTL), nil
 }

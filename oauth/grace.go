@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,11 +43,11 @@ type refreshGrace struct {
 }
 
 // graceKey is the repeat a grace answers: the hash of the refresh token
-// presented, the client, the resource asked for and, for a public client,
-// its address (netsrc.Key); "" for a confidential one.
+// presented, the client, the resource and scopes asked for and, for a
+// public client, its address (netsrc.Key); "" for a confidential one.
 type graceKey struct {
-	token                  [sha256.Size]byte
-	client, resource, from string
+	token                         [sha256.Size]byte
+	client, resource, scope, from string
 }
 
 type graceAnswer struct {
@@ -72,7 +73,8 @@ func (g *refreshGrace) refresh(ctx context.Context, from string, req store.OAuth
 		toks, err = rotate(ctx, req)
 		return toks, false, err
 	}
-	k := graceKey{token: sha256.Sum256([]byte(req.Token)), client: req.ClientID, resource: req.Resource, from: from}
+	k := graceKey{token: sha256.Sum256([]byte(req.Token)), client: req.ClientID, resource: req.Resource,
+		scope: strings.Join(req.Scopes, " "), from: from}
 	if a, ok := g.answer(k); ok {
 		return a, true, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
@@ -184,7 +185,7 @@ func codeFrom(t *testing.T, resp *http.Response, state string) string {
 
 func TestMetadata(t *testing.T) {
 	e := newEnv(t, nil)
-	for _, path := range []string{oauth.MetadataPath, oauth.OpenIDPath} {
+	for _, path := range []string{oauth.MetadataPath} {
 		t.Run(path, func(t *testing.T) {
 			resp, err := noRedirects.Get(e.srv.URL + path)
 			if err != nil {
@@ -208,13 +209,24 @@ func TestMetadata(t *testing.T) {
 			}
 		})
 	}
-	resp, err := noRedirects.Get(e.srv.URL + "/.well-known/oauth-authorization-server/extra")
-	if err != nil {
-		t.Fatal(err)
+	// No OpenID discovery document: the server issues no ID tokens, so
+	// RFC 8414's document there would be an invalid one (no jwks_uri,
+	// subject_types_supported, id_token_signing_alg_values_supported).
+	for _, path := range []string{"/.well-known/oauth-authorization-server/extra", "/.well-known/openid-configuration"} {
+		resp, err := noRedirects.Get(e.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: %s %s, want a JSON 404", path, resp.Status, resp.Header.Get("Content-Type"))
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" {
-		t.Fatalf("unknown path: %s %s, want a JSON 404", resp.Status, resp.Header.Get("Content-Type"))
+	// The go-sdk client's discovery, which tries RFC 8414's path first and
+	// OpenID's only after it, finds the server.
+	meta, err := auth.GetAuthServerMetadata(context.Background(), e.srv.URL, noRedirects)
+	if err != nil || meta == nil || meta.TokenEndpoint != e.srv.URL+oauth.TokenPath {
+		t.Fatalf("the go-sdk's discovery: %+v, %v", meta, err)
 	}
 }
 

@@ -1,7 +1,6 @@
 // Package oauth is toolbus's built-in OAuth 2.1 authorization server, the
 // one the MCP authorization spec has clients find through the gateway's
-// Protected Resource Metadata: RFC 8414 metadata (also at the OpenID
-// discovery path), the authorization code flow with PKCE S256 only,
+// Protected Resource Metadata: RFC 8414 metadata, the authorization code flow with PKCE S256 only,
 // Dynamic Client Registration (RFC 7591) and Client ID Metadata Documents,
 // refresh tokens with rotation, revocation (RFC 7009) and resource
 // indicators (RFC 8707).
@@ -33,11 +32,14 @@ import (
 	"github.com/toolbus/toolbus/store"
 )
 
-// Paths the server answers. The metadata paths are for an issuer without a
-// path (the gateway's scheme://host), as RFC 8414 section 3 places them.
+// Paths the server answers. The metadata path is for an issuer without a
+// path (the gateway's scheme://host), as RFC 8414 section 3 places it.
+// There is no OpenID discovery document (/.well-known/openid-configuration):
+// the server issues no ID tokens, so it could not be a valid one (no
+// jwks_uri, no signing algorithms), and MCP clients ask for RFC 8414's
+// first and take the OpenID path only when that one is missing.
 const (
 	MetadataPath  = "/.well-known/oauth-authorization-server"
-	OpenIDPath    = "/.well-known/openid-configuration"
 	AuthorizePath = "/oauth/authorize"
 	TokenPath     = "/oauth/token"
 	RegisterPath  = "/oauth/register"
@@ -247,7 +249,6 @@ func New(opts Options) (*Server, error) {
 		s.oidc = newRP(opts.OIDC)
 	}
 	s.mux.HandleFunc("GET "+MetadataPath, s.serveMetadata)
-	s.mux.HandleFunc("GET "+OpenIDPath, s.serveMetadata)
 	s.mux.HandleFunc("GET "+AuthorizePath, s.authorizePage)
 	// Go's cross-origin protection refuses a form posted from another site
 	// (Sec-Fetch-Site, else Origin against Host): the consent cannot be
@@ -268,7 +269,7 @@ func New(opts Options) (*Server, error) {
 // Handles reports whether path is one the server answers.
 func Handles(path string) bool {
 	switch path {
-	case MetadataPath, OpenIDPath, AuthorizePath, CallbackPath, TokenPath, RegisterPath, RevokePath:
+	case MetadataPath, AuthorizePath, CallbackPath, TokenPath, RegisterPath, RevokePath:
 		return true
 	}
 	return false

@@ -4,11 +4,10 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/toolbus/toolbus/store"
 )
@@ -144,13 +143,37 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		if !confidential {
 			from = s.clientAddr(r)
 		}
+		resource := f.Get("resource")
+		if resource != "" {
+			// In its normal form, as the grant's audience is kept; one
+			// this server does not serve (a trailing "/") is refused
+			// before the grant is touched.
+			var ok bool
+			if resource, ok = NormalizeResource(resource); !ok || !s.opts.Resource(r, resource) {
+				fail(http.StatusBadRequest, oauthError{"invalid_target", "resource " + quoteField(f.Get("resource")) + " is not served here"}, clientID)
+				return
+			}
+		}
+		// RFC 6749 section 6: a scope narrows the grant, within what it
+		// holds; one the server does not offer is refused before the grant
+		// is touched.
+		scopes := strings.Fields(f.Get("scope"))
+		for _, sc := range scopes {
+			if !slices.Contains(s.opts.Scopes, sc) {
+				fail(http.StatusBadRequest, oauthError{"invalid_scope", "scope " + quoteField(sc) + " is not offered"}, clientID)
+				return
+			}
+		}
 		var err error
 		toks, repeat, err = s.grace.refresh(r.Context(), from, store.OAuthRefresh{Token: f.Get("refresh_token"), ClientID: clientID,
-			Resource: f.Get("resource"), AccessTTL: s.opts.AccessTTL, RefreshTTL: s.opts.RefreshTTL, MaxAge: s.opts.GrantMaxAge},
+			Resource: resource, Scopes: scopes, AccessTTL: s.opts.AccessTTL, RefreshTTL: s.opts.RefreshTTL, MaxAge: s.opts.GrantMaxAge},
 			s.opts.Store.RefreshOAuth)
 		switch {
 		case errors.Is(err, store.ErrInvalidGrant):
 			fail(http.StatusBadRequest, oauthError{"invalid_grant", err.Error()}, clientID)
+			return
+		case errors.Is(err, store.ErrScopeNotGranted):
+			fail(http.StatusBadRequest, oauthError{"invalid_scope", err.Error()}, clientID)
 			return
 		case errors.Is(err, store.ErrInvalidTarget):
 			// RFC 8707: a refresh cannot move the grant to another resource.
@@ -204,11 +227,16 @@ func (s *Server) exchangeCode(r *http.Request, clientID string) (store.OAuthToke
 	switch {
 	case c.ClientID != clientID:
 		return refuse("invalid_grant", "the code was issued to another client")
-	case f.Get("redirect_uri") != "" && f.Get("redirect_uri") != c.RedirectURI:
+	case c.RedirectURI != "" && f.Get("redirect_uri") == "":
+		// RFC 6749 section 4.1.3. OAuth 2.1 drops the parameter because
+		// PKCE (required here) binds the code to its client; toolbus
+		// keeps RFC 6749's rule, which every MCP client meets.
+		return refuse("invalid_request", "redirect_uri is required: the authorization request named one")
+	case c.RedirectURI != "" && f.Get("redirect_uri") != c.RedirectURI:
 		return refuse("invalid_grant", "redirect_uri differs from the authorization request's")
 	case !checkVerifier(f.Get("code_verifier"), c.Challenge):
 		return refuse("invalid_grant", "code_verifier missing or wrong (PKCE)")
-	case f.Get("resource") != "" && !oauthex.MatchesResource([]string{c.Spec.Audience}, f.Get("resource")):
+	case f.Get("resource") != "" && !sameResource(f.Get("resource"), c.Spec.Audience):
 		return refuse("invalid_target", "the code was issued for "+c.Spec.Audience)
 	}
 	toks, err := s.opts.Store.GrantOAuth(r.Context(), c, s.opts.RefreshTTL)
@@ -232,7 +260,21 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, status, cerr)
 		return
 	}
-	if err := s.opts.Store.RevokeOAuth(r.Context(), r.PostForm.Get("token"), clientID); err != nil {
+	refuse := func(e oauthError) {
+		s.audit(r, store.AuditEvent{Action: "revoke", ClientID: clientID, Outcome: "refused", Reason: e.Code + ": " + e.Description, Status: http.StatusBadRequest})
+		writeJSON(w, http.StatusBadRequest, e)
+	}
+	if r.PostForm.Get("token") == "" {
+		refuse(oauthError{"invalid_request", "no token to revoke"}) // RFC 7009 section 2.1: token is required
+		return
+	}
+	err := s.opts.Store.RevokeOAuth(r.Context(), r.PostForm.Get("token"), clientID)
+	switch {
+	case errors.Is(err, store.ErrOtherClient):
+		// RFC 7009 section 2.1: the client is told, and the token lives on.
+		refuse(oauthError{"unauthorized_client", "the token was not issued to this client"})
+		return
+	case err != nil:
 		s.log.WithError(err).Error("revoke")
 		writeJSON(w, http.StatusServiceUnavailable, errUnavailable)
 		return

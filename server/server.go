@@ -304,6 +304,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.PublicURL = u
 	}
 	cfg.Logger = logutil.OrDiscard(cfg.Logger)
+	if err := gateway.PublicURLWarning(cfg.PublicURL); err != nil {
+		cfg.Logger.WithField("component", "server").Warn(err.Error())
+	}
 	return &Server{cfg: cfg, log: cfg.Logger.WithField("component", "server")}, nil
 }
 

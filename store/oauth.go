@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -357,6 +358,11 @@ type OAuthRefresh struct {
 	// Resource, if set, must be the grant's (RFC 8707): a refresh cannot
 	// move a grant to another resource.
 	Resource string
+	// Scopes, if not empty, narrow the grant to these of its scopes from
+	// this refresh on: the new access token has them, and so has every
+	// later one (RFC 6749 section 6: "scope" on a refresh). One the grant
+	// does not hold is refused with ErrScopeNotGranted.
+	Scopes []string
 	// AccessTTL is the new access token's lifetime; RefreshTTL how long
 	// the new refresh token is valid, within MaxAge of the grant's
 	// creation (0: no bound), after which the user must sign in again.
@@ -366,6 +372,15 @@ type OAuthRefresh struct {
 // ErrInvalidTarget is returned by RefreshOAuth for a Resource that is not
 // the grant's. The grant is left as it was.
 var ErrInvalidTarget = errors.New("invalid target")
+
+// ErrScopeNotGranted is returned by RefreshOAuth for Scopes beyond the
+// grant's (OAuth's invalid_scope). The grant is left as it was.
+var ErrScopeNotGranted = errors.New("scope not granted")
+
+// ErrOtherClient is returned by RevokeOAuth for a token that was not
+// issued to the client asking (RFC 7009 section 2.1: unauthorized_client).
+// The token is left as it was.
+var ErrOtherClient = errors.New("the token was not issued to this client")
 
 // RefreshOAuth rotates a refresh token: it returns a new access token
 // (the grant's last one is deleted) and a new refresh token. A refresh
@@ -432,11 +447,20 @@ func (s *Store) RefreshOAuth(ctx context.Context, req OAuthRefresh) (_ OAuthToke
 	if req.Resource != "" && strings.TrimSuffix(req.Resource, "/") != strings.TrimSuffix(t.Audience, "/") {
 		return OAuthTokens{}, fmt.Errorf("%w: the grant is for %s", ErrInvalidTarget, t.Audience)
 	}
+	scopes := t.Scopes
+	if len(req.Scopes) > 0 {
+		for _, sc := range req.Scopes {
+			if !slices.Contains(t.Scopes, sc) {
+				return OAuthTokens{}, fmt.Errorf("%w: the grant holds %s, not %s", ErrScopeNotGranted, strings.Join(t.Scopes, " "), sc)
+			}
+		}
+		scopes = slices.DeleteFunc(slices.Clone(t.Scopes), func(sc string) bool { return !slices.Contains(req.Scopes, sc) })
+	}
 	next, err := newRefresh(gid)
 	if err != nil {
 		return OAuthTokens{}, err
 	}
-	secret, tok, err := s.CreateToken(ctx, TokenSpec{UserID: t.UserID, Scopes: t.Scopes, ReadOnly: t.ReadOnly, Entities: t.Entities,
+	secret, tok, err := s.CreateToken(ctx, TokenSpec{UserID: t.UserID, Scopes: scopes, ReadOnly: t.ReadOnly, Entities: t.Entities,
 		Agents: t.Agents, TTL: req.AccessTTL, Name: t.Name, Audience: t.Audience, ClientID: t.ClientID})
 	if err != nil {
 		return OAuthTokens{}, err
@@ -487,18 +511,23 @@ func (s *Store) revokeGrant(ctx context.Context, id string) error {
 
 // RevokeOAuth revokes the grant that token (an access or refresh token
 // issued to clientID) belongs to, and so both its tokens (RFC 7009). A
-// token that is unknown, malformed or another client's is left alone and
-// gives no error, as RFC 7009 wants; only a failing database does.
+// token that is unknown or malformed is left alone and gives no error, as
+// RFC 7009 wants; a genuine token not issued to clientID (another
+// client's, a personal one) is left alone too, with ErrOtherClient
+// (section 2.1). Other errors are the database's.
 func (s *Store) RevokeOAuth(ctx context.Context, token, clientID string) (err error) {
 	defer mapWriteErr(&err)
 	if gid, ok := parseRefresh(token); ok {
 		g, found, err := s.loadGrant(ctx, gid)
-		if err != nil || !found || g.clientID != clientID {
+		if err != nil || !found {
 			return err
 		}
 		hash := sha256Hex(token)
 		if !sameHash(hash, g.hash) && !sameHash(hash, g.prevHash) {
 			return nil
+		}
+		if g.clientID != clientID {
+			return ErrOtherClient
 		}
 		return s.revokeGrant(ctx, gid)
 	}
@@ -514,8 +543,11 @@ func (s *Store) RevokeOAuth(ctx context.Context, token, clientID string) (err er
 		return fmt.Errorf("revoke: %w", err)
 	}
 	sum := hashSecret(token)
-	if subtle.ConstantTimeCompare(row.hash[:], sum[:]) != 1 || row.tok.ClientID != clientID {
+	if subtle.ConstantTimeCompare(row.hash[:], sum[:]) != 1 {
 		return nil
+	}
+	if row.tok.ClientID != clientID {
+		return ErrOtherClient
 	}
 	var gid string
 	err = s.db.QueryRowContext(ctx, qSelectOAuthGrantOfToken, id).Scan(&gid)

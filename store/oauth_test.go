@@ -224,9 +224,12 @@ func TestOAuthRevocation(t *testing.T) {
 	t.Run("another client's token is left alone", func(t *testing.T) {
 		s := openTestStore(t, StoreOptions{TokenCacheTTL: -1})
 		_, toks, _ := grantForTest(t, s)
-		for _, tok := range []string{toks.Access, toks.Refresh, "garbage"} {
-			if err := s.RevokeOAuth(ctx, tok, "tbc_other"); err != nil {
-				t.Fatal(err)
+		for _, tc := range []struct {
+			tok  string
+			want error
+		}{{toks.Access, ErrOtherClient}, {toks.Refresh, ErrOtherClient}, {"garbage", nil}} {
+			if err := s.RevokeOAuth(ctx, tc.tok, "tbc_other"); !errors.Is(err, tc.want) {
+				t.Fatalf("RevokeOAuth = %v, want %v", err, tc.want)
 			}
 		}
 		if _, err := s.AuthenticateToken(ctx, toks.Access); err != nil {

@@ -36,6 +36,8 @@ type tokenAuth struct {
 	// gen counts invalidations. A row read while an invalidation happened
 	// may predate the write that caused it, so it is not cached.
 	gen uint64
+	// changed is closed, and replaced, at each invalidation (TokensChanged).
+	changed chan struct{}
 
 	loads atomic.Int64 // rows read by AuthenticateToken; tests read it to see cache hits
 	usage usageWriter
@@ -58,6 +60,7 @@ func (s *Store) startTokens(ttl time.Duration) {
 		ttl = DefaultTokenCacheTTL
 	}
 	s.tokens.ttl = ttl
+	s.tokens.changed = make(chan struct{})
 	if ttl > 0 {
 		s.tokens.cache, _ = simplelru.NewLRU[string, *tokenEntry](tokenCacheSize, nil) // size > 0 cannot fail
 	}
@@ -148,23 +151,42 @@ func (s *Store) lookupToken(ctx context.Context, id string, now time.Time) (*tok
 
 // invalidateAll drops every cached row (a user's grants changed).
 func (a *tokenAuth) invalidateAll() {
-	if a.cache == nil {
-		return
-	}
 	a.mu.Lock()
 	a.gen++
-	a.cache.Purge()
+	if a.cache != nil {
+		a.cache.Purge()
+	}
+	a.signal()
 	a.mu.Unlock()
 }
 
 // invalidate drops the cached row of token id. Call it after the write that
 // changed the row has committed.
 func (a *tokenAuth) invalidate(id string) {
-	if a.cache == nil {
-		return
-	}
 	a.mu.Lock()
 	a.gen++
-	a.cache.Remove(id)
+	if a.cache != nil {
+		a.cache.Remove(id)
+	}
+	a.signal()
 	a.mu.Unlock()
+}
+
+// signal wakes the waiters of TokensChanged; a.mu is held.
+func (a *tokenAuth) signal() {
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+// TokensChanged returns a channel closed at the next revocation, deletion
+// or change of grants made through this Store, after its write committed:
+// whoever holds a token for longer than a request (a listening stream)
+// checks it again then, so that a revocation ends it at once. Changes made
+// by another process (the CLI on the same data directory, another replica)
+// are not signalled: AuthenticateToken sees them within
+// StoreOptions.TokenCacheTTL.
+func (s *Store) TokensChanged() <-chan struct{} {
+	s.tokens.mu.RLock()
+	defer s.tokens.mu.RUnlock()
+	return s.tokens.changed
 }
