@@ -37,9 +37,13 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l lists:"; echo "$$out"; exit 1; fi
 
-# A working demo: gateway + embedded broker + reference expert agent.
-run: build
-	./scripts/run-demo.sh
+# A working demo: gateway + embedded broker + two expert agents
+# (scripts/run-demo.sh). The first build compiles every dependency, a minute
+# or more on a small machine: go build -v names each package as it goes.
+run:
+	@echo "make run: building $(BIN)/toolbus and $(BIN)/expert-agent (the first time, every package below: a minute or more)"
+	@$(GO) build -v -o $(BIN)/ ./cmd/toolbus ./cmd/expert-agent
+	@TOOLBUS_BIN_DIR=$(BIN) exec ./scripts/run-demo.sh
 
 # The gateway beside the MCP servers a user would run instead, phase by phase
 # (scripts/bench.sh, docs/benchmarks.md: BENCH_LONG=1, BENCH_PHASES,

@@ -32,6 +32,11 @@ const CallerMetaKey = "io.toolbus/caller"
 // ErrOptions is returned by New for options it cannot run with.
 var ErrOptions = errors.New("invalid bridge options")
 
+// ErrInitTimeout is wrapped by the error of a start whose upstream did not
+// answer initialize within Options.InitTimeout (--init-timeout of
+// expert-agent bridge).
+var ErrInitTimeout = errors.New("the upstream did not start and answer initialize within the init timeout")
+
 // Options configures a Bridge. Command or URL is required (not both); every
 // other field has a documented zero value.
 type Options struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -85,6 +86,12 @@ func (l *lifetime) connect(ctx context.Context) error {
 			_ = l.proc.Close()
 		}
 		l.stderr.flush()
+		if ctx.Err() == nil && errors.Is(ictx.Err(), context.DeadlineExceeded) {
+			// The first run of "npx -y" or "uvx" downloads the server
+			// before it starts: minutes on a slow link.
+			return fmt.Errorf("initialize the upstream %s: %w (%v): a first run that downloads the server (npx -y, uvx) can take longer; "+
+				"raise --init-timeout (Options.InitTimeout), or run the download once beforehand", l.b.upstreamName(), ErrInitTimeout, o.InitTimeout)
+		}
 		return fmt.Errorf("initialize the upstream %s: %w", l.b.upstreamName(), l.b.redact.err(err))
 	}
 	l.cs = cs

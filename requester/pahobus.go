@@ -12,6 +12,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/contract"
@@ -39,6 +40,53 @@ var (
 
 // ErrBusClosed is returned by a PahoBus after Close.
 var ErrBusClosed = errors.New("bus closed")
+
+// ErrSubscribeRefused is wrapped by PahoBus.Subscribe's error when the
+// broker answered the SUBSCRIBE with a refusal code (0x80 or above).
+var ErrSubscribeRefused = errors.New("the broker refused the subscription")
+
+// ErrLoginRefused is wrapped by DialPahoBus's error when the broker refused
+// the gateway's login (a CONNACK with a refusal code), with paho's error
+// and words that say what to check.
+var ErrLoginRefused = errors.New("the broker refused the gateway's login")
+
+// pahoRefusals put paho's errors for the CONNACK return codes in words that
+// say what to check, as the agent side's do (expertagent's agentRefusals).
+// The flags named are toolbus serve's.
+var pahoRefusals = []struct {
+	err   error
+	words string
+}{
+	{packets.ErrorRefusedBadProtocolVersion, "unacceptable protocol version: the broker does not speak MQTT 3.1.1"},
+	{packets.ErrorRefusedIDRejected, "client ID rejected: the broker does not accept this client ID (--broker-client-id)"},
+	{packets.ErrorRefusedServerUnavailable, "server unavailable: the broker takes no logins now (too many failed logins from this address, " +
+		"or too many at once; the password was not checked); wait, and check the password"},
+	{packets.ErrorRefusedBadUsernameOrPassword, "bad user name or password: check --broker-username and --broker-password " +
+		"(TOOLBUS_BROKER_PASSWORD) against the identity in the store (toolbus mqtt-user list), and that the broker has read " +
+		"the store's latest export (toolbus acl export, then reload the broker)"},
+	{packets.ErrorRefusedNotAuthorised, "not authorised: the broker does not allow this login: a disabled identity, " +
+		"or one the broker's export leaves out (toolbus acl export, then reload the broker)"},
+}
+
+// pahoLoginRefusedError is a refusal in words (pahoRefusals); it wraps
+// ErrLoginRefused and paho's error.
+type pahoLoginRefusedError struct {
+	words string
+	cause error
+}
+
+func (e *pahoLoginRefusedError) Error() string   { return ErrLoginRefused.Error() + ": " + e.words }
+func (e *pahoLoginRefusedError) Unwrap() []error { return []error{ErrLoginRefused, e.cause} }
+
+// pahoRefusal returns err in words if it is a broker's refusal, else err.
+func pahoRefusal(err error) error {
+	for _, r := range pahoRefusals {
+		if errors.Is(err, r.err) {
+			return &pahoLoginRefusedError{words: r.words, cause: err}
+		}
+	}
+	return err
+}
 
 // PahoBusOptions configures a PahoBus.
 type PahoBusOptions struct {
@@ -103,6 +151,7 @@ type PahoBus struct {
 	client  paho.Client
 	log     *logrus.Entry
 	pubQoS  byte   // of Publish
+	user    string // PahoBusOptions.Username, for presenceHint
 	allReps string // PahoBusOptions.AllReplies
 
 	resubTimeout time.Duration // PahoBusOptions.ResubscribeTimeout
@@ -179,6 +228,7 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 		resubTimeout: opts.ResubscribeTimeout,
 		pubQoS:       pahoPublishQoS(opts.PublishQoS1),
 		allReps:      opts.AllReplies,
+		user:         opts.Username,
 		log:          logutil.Component(opts.Logger, "requester.pahobus").WithField("clientId", opts.ClientID),
 		exact:        make(map[string]MessageHandler),
 		replies:      make(map[string]pahoReplyRoute),
@@ -223,7 +273,7 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 	// started goroutines the bus owns (a retry of a refused filter).
 	if err := pahoWait(ctx, tok); err != nil {
 		_ = b.Close()
-		return nil, fmt.Errorf("requester: paho bus: connect %s: %w", opts.BrokerURL, err)
+		return nil, fmt.Errorf("requester: paho bus: connect %s as %s: %w", opts.BrokerURL, opts.Username, pahoRefusal(err))
 	}
 	if b.allReps != "" {
 		if err := b.subscribeAllReplies(ctx, b.client); err != nil {
@@ -241,6 +291,13 @@ func DialPahoBus(ctx context.Context, opts PahoBusOptions) (*PahoBus, error) {
 	}
 	b.mu.Unlock()
 	return b, nil
+}
+
+// presenceHint says what to check when agent presence does not reach the
+// bus: its login's right to read it (Requester logs it).
+func (b *PahoBus) presenceHint() string {
+	return fmt.Sprintf("the broker may not let %s read agent presence (%s): is it an identity of role platform, in the broker's "+
+		"latest export? (toolbus mqtt-user list; toolbus acl export, then reload the broker)", b.user, contract.PresenceFilter)
 }
 
 // subscribeAllReplies subscribes the AllReplies filter on c's connection.
@@ -734,7 +791,7 @@ func (b *PahoBus) Subscribe(ctx context.Context, filter string, h MessageHandler
 		if code < 0x80 {
 			break
 		}
-		err = fmt.Errorf("refused by the broker (SUBACK %#x)", code)
+		err = fmt.Errorf("%w (SUBACK %#x)", ErrSubscribeRefused, code)
 		// mochi keeps its own packet IDs and the client's in one table:
 		// a SUBSCRIBE whose ID equals that of a message mochi is delivering
 		// to us is refused with 0x91 ("in use"). Another SUBSCRIBE gets

@@ -88,6 +88,7 @@ func rawIDIs(raw json.RawMessage, id string) bool {
 
 // handlePresence is the MessageHandler of PresenceFilter.
 func (r *Requester) handlePresence(topic string, payload []byte) {
+	r.presenceHeard.Store(true)
 	ch, ok := r.presence.handle(topic, payload, time.Now())
 	if !ok {
 		r.badPresence.Add(1)

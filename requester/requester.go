@@ -183,6 +183,9 @@ type Requester struct {
 
 	dropped, late, duplicates, mismatched, interimDropped, badPresence, claims atomic.Uint64
 	presenceTooLarge, instancesRefused                                         atomic.Uint64
+	// presenceHeard: a presence message arrived since Start; silenceLogged:
+	// noteSilentPresence has spoken.
+	presenceHeard, silenceLogged atomic.Bool
 
 	mu         sync.Mutex
 	started    bool
@@ -277,6 +280,9 @@ func (r *Requester) Start(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	if err := r.bus.Subscribe(ctx, contract.PresenceFilter, r.onPresence); err != nil {
+		if h, ok := r.bus.(presenceHinter); ok && errors.Is(err, ErrSubscribeRefused) {
+			return fmt.Errorf("requester: subscribe to presence: %w: no agent would ever be online to this gateway; %s", err, h.presenceHint())
+		}
 		return fmt.Errorf("requester: subscribe to presence: %w", err)
 	}
 	r.mu.Lock()
@@ -663,6 +669,7 @@ func (r *Requester) waitForAgent(ctx context.Context, agent string) error {
 		}
 		wait := time.Until(graceEnd)
 		if wait <= 0 {
+			r.noteSilentPresence(agent)
 			return ErrNoAgent
 		}
 		t := time.NewTimer(wait)
@@ -670,12 +677,31 @@ func (r *Requester) waitForAgent(ctx context.Context, agent string) error {
 		case <-changed:
 			t.Stop()
 		case <-t.C:
+			r.noteSilentPresence(agent)
 			return ErrNoAgent
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
 		}
 	}
+}
+
+// presenceHinter is a Bus that can say why agent presence may not reach
+// it (PahoBus: its login's right to read it on an external broker).
+type presenceHinter interface{ presenceHint() string }
+
+// noteSilentPresence logs, once, that a call found no agent online while
+// no presence message at all has arrived since Start, on a bus that can say
+// why: a broker that lets the gateway subscribe to presence but delivers
+// none of it (Mosquitto, to an identity its ACL gives no read access)
+// looks like a bus without agents, and says nothing itself.
+func (r *Requester) noteSilentPresence(agent string) {
+	h, ok := r.bus.(presenceHinter)
+	if !ok || r.presenceHeard.Load() || !r.silenceLogged.CompareAndSwap(false, true) {
+		return
+	}
+	r.log.WithField("agent", agent).Error("a call found no expert agent online, and no agent presence has reached this gateway " +
+		"since it started: if agents are running, " + h.presenceHint())
 }
 
 // sendCancelled tells the agent that call p is abandoned, so it can stop

@@ -50,6 +50,12 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'cleanup; exit 0' INT TERM
+# Ctrl-C signals the terminal's whole foreground process group. The
+# gateway and the agents would all get it at once (a Go program handles
+# SIGINT even where the shell set it to be ignored), the agents then
+# losing their broker as they stop; each in a process group of its own,
+# they stop when cleanup says, in its order.
+set -m
 
 "$BIN/toolbus" serve --data-dir "$DATA_DIR" --http-addr "$HTTP_ADDR" --mqtt-addr "$MQTT_ADDR" --log-format text &
 pids+=($!)

@@ -14,6 +14,7 @@ import (
 	"github.com/toolbus/toolbus/internal/backoff"
 	"github.com/toolbus/toolbus/internal/pahoconn"
 	"github.com/toolbus/toolbus/requester"
+	"github.com/toolbus/toolbus/store"
 )
 
 // ErrBrokerLinkDown is what /readyz reports while the link to an external
@@ -64,8 +65,43 @@ func checkExternal(cfg *Config) error {
 // external reports whether the process talks to an external broker.
 func (s *Server) external() bool { return s.cfg.BrokerURL != "" }
 
+// ErrNotPlatformIdentity is returned by Start when the store holds the
+// gateway's broker identity (Config.BrokerUsername) with a role other than
+// platform, or disabled: the broker would let it log in, but not read agent
+// presence or publish requests, so every agent call would fail.
+var ErrNotPlatformIdentity = errors.New("the gateway's broker identity is not an enabled identity of role platform")
+
+// checkBrokerIdentity refuses a broker identity that the store holds with
+// another role than platform, or disabled. One the store does not hold is
+// a warning: the broker may know identities of its own.
+func (s *Server) checkBrokerIdentity(ctx context.Context) error {
+	user := s.cfg.BrokerUsername
+	id, err := s.store.Identity(ctx, user)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.log.WithField("brokerUsername", user).Warn("the store has no MQTT identity of that name: the gateway needs one of role platform " +
+			"on its broker (toolbus mqtt-user add --username NAME --role platform, then toolbus acl export and reload the broker), " +
+			"unless the broker keeps identities of its own")
+		return nil
+	case err != nil:
+		return fmt.Errorf("check the broker identity: %w", err)
+	case id.Role != acl.RolePlatform:
+		return fmt.Errorf("%w: %s has role %s, which may not read agent presence or send them requests: every agent call would fail "+
+			"with \"no expert agent is online\". Start the gateway with an identity of role platform (--broker-username): "+
+			"toolbus mqtt-user add --username gw --role platform --generate-password, then toolbus acl export and reload the broker",
+			ErrNotPlatformIdentity, user, id.Role)
+	case id.Disabled:
+		return fmt.Errorf("%w: %s is disabled, and the broker refuses it once it has read the latest export: "+
+			"toolbus mqtt-user enable --username %s, then toolbus acl export and reload the broker", ErrNotPlatformIdentity, user, user)
+	}
+	return nil
+}
+
 // dialExternal connects to the external broker as the platform identity.
 func (s *Server) dialExternal(ctx context.Context) error {
+	if err := s.checkBrokerIdentity(ctx); err != nil {
+		return err
+	}
 	// A broker that is not up yet (a cluster node refuses MQTT for a few
 	// seconds after it starts, say) is tried again, with backoff, rather
 	// than taken for a fatal error.

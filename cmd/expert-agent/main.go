@@ -35,6 +35,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,6 +46,7 @@ import (
 
 	"github.com/toolbus/toolbus/expertagent"
 	"github.com/toolbus/toolbus/internal/agentcli"
+	"github.com/toolbus/toolbus/internal/envflag"
 	"github.com/toolbus/toolbus/internal/gctune"
 	"github.com/toolbus/toolbus/internal/pprofserver"
 )
@@ -97,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	c, err := parseFlags(args, getenv, stderr)
 	if err != nil {
-		return err
+		return argsError(err)
 	}
 	log := c.NewLogger(stderr)
 	if c.pprofAddr != "" {
@@ -118,6 +120,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 	return agent.Run(ctx)
+}
+
+// argsError says what words after the reference agent's flags were meant
+// to be: `bridge` after flags (which then belong to the reference agent,
+// not the bridge), or a typo of it. Other errors pass as they are.
+func argsError(err error) error {
+	var ae *agentcli.ArgsError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	switch word := ae.Args[0]; {
+	case word == "bridge":
+		return errors.New(`"bridge" must come first, before its flags: expert-agent bridge [flags] -- COMMAND [ARG...] ` +
+			`(flags before "bridge" are the reference agent's)`)
+	case envflag.Suggest(word, []string{"bridge"}) != "":
+		return fmt.Errorf("unknown subcommand %q; did you mean \"bridge\"?", word)
+	}
+	return err
 }
 
 // toolNames lists the reference tools' names, in serving order.

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,5 +129,45 @@ func TestACLExportRefusesServer(t *testing.T) {
 	_, _, err := runCLI(t, "acl", "export", "--server", "http://127.0.0.1:8080", "--out", t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "never leave the store through the admin API") {
 		t.Errorf("acl export --server = %v, want a refusal that says why", err)
+	}
+}
+
+// parseProcStatus takes a process's effective user and every group it is
+// in, and only for the process named.
+func TestParseProcStatus(t *testing.T) {
+	status := []byte("Name:\tmosquitto\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t0\t107\t107\t107\nGid:\t0\t113\t113\t113\nGroups:\t113 4 \n")
+	p, ok := parseProcStatus(status, "mosquitto")
+	if !ok || p.uid != 107 || !slices.Equal(p.gids, []int{113, 113, 4}) {
+		t.Errorf("parseProcStatus = %+v %t, want uid 107, groups 113 and 4", p, ok)
+	}
+	if _, ok := parseProcStatus(status, "nats-server"); ok {
+		t.Error("parseProcStatus took a process of another name")
+	}
+}
+
+// --owner takes names and numbers, and refuses a user or group that does
+// not exist.
+func TestParseOwner(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    *acl.FileOwner
+		wantErr bool
+	}{
+		{in: ""},
+		{in: "root", want: &acl.FileOwner{UID: 0, GID: 0}},
+		{in: "0:0", want: &acl.FileOwner{UID: 0, GID: 0}},
+		{in: "root:65534", want: &acl.FileOwner{UID: 0, GID: 65534}},
+		{in: "no-such-user-here", wantErr: true},
+		{in: "root:no-such-group-here", wantErr: true},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := parseOwner(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("parseOwner(%q) = %v", tc.in, err)
+			}
+			if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+				t.Errorf("parseOwner(%q) = %+v, want %+v", tc.in, got, tc.want)
+			}
+		})
 	}
 }

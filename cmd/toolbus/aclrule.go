@@ -87,15 +87,19 @@ func runACL(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "added rule %s: %s %s %s%s\n", r.ID, ruleWho(r), r.Access, r.Filter, note)
-		return err
+		if _, err = fmt.Fprintf(stdout, "added rule %s: %s %s %s%s\n", r.ID, ruleWho(r), r.Access, r.Filter, note); err != nil {
+			return err
+		}
 	default: // remove
 		if err := dr.RemoveRule(ctx, *id); err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "removed rule %s%s\n", *id, note)
-		return err
+		if _, err = fmt.Fprintf(stdout, "removed rule %s%s\n", *id, note); err != nil {
+			return err
+		}
 	}
+	exportDue(ctx, dr, d, stderr) // mqttuser.go
+	return nil
 }
 
 // ruleWho is the WHO column: role:R for a built-in rule, * for every

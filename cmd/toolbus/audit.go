@@ -18,7 +18,7 @@ import (
 
 // runAudit prints audit records, newest first:
 //
-//	toolbus audit [--server URL --token T | --data-dir DIR] [--since T] [--until T] [--user U] [--tool NAME]
+//	toolbus audit [--server URL --token T | --store-url URL | --data-dir DIR] [--since T] [--until T] [--user U] [--tool NAME]
 //	              [--outcome O] [--kind K] [--limit N] [--json]
 //
 // --since and --until take an RFC 3339 time or a duration back from now
@@ -131,8 +131,8 @@ func durationOf(e admin.AuditEvent) string {
 	return strconv.FormatFloat(e.DurationMs, 'f', 1, 64) + "ms"
 }
 
-// recordLocalChange is the data-directory door's admin.Options.OnChange: a
-// change made by the CLI without a server is written to the audit log at
+// recordLocalChange is the store door's admin.Options.OnChange: a change
+// made by the CLI without a server is written to the audit log at
 // once (there is no writer to queue it for). A failed write is reported on
 // stderr, not hidden.
 func recordLocalChange(st *store.Store, stderr io.Writer) func(admin.Change) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,8 +30,10 @@ func TestConfigCheck(t *testing.T) {
 	tests := []struct {
 		name, text, want string
 	}{
-		{"unknown setting", "call-timeout: 5s\n\nhttp-adr: x\n", "bad.yaml:3: http-adr: unknown setting"},
-		{"bad duration", "call-timeout: soon\n", `bad.yaml:1: call-timeout: invalid value "soon"`},
+		{"unknown setting", "call-timeout: 5s\n\nhttp-adr: x\n", "bad.yaml:3: http-adr: unknown setting; did you mean http-addr?"},
+		{"unknown setting, far from any", "call-timeout: 5s\nfrobnicate: x\n", "bad.yaml:2: frobnicate: unknown setting (see the command's -h for the settings)"},
+		{"log level typo", "log-levl: debug\n", "bad.yaml:1: log-levl: unknown setting; did you mean log-level?"},
+		{"bad duration", "call-timeout: soon\n", `bad.yaml:1: call-timeout: invalid value "soon": want a duration such as 30s, 5m or 1h30m`},
 		{"bad rate limit", "rate-limit:\n  user: fast\n", "rate-limit-user"},
 		{"bad yaml", "call-timeout: 5s\n  x: y\n", "bad.yaml:2: not valid YAML"},
 		{"bad platform id", "platform-id: a/b\n", "platform id"},
@@ -99,7 +102,7 @@ func TestConfigCheckNamesTheLine(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct{ name, text, want string }{
 		{"rate limit", "http-addr: 127.0.0.1:0\nrate-limit: {token: \"abc\"}\n", ":2: rate-limit-token: rate limit must be"},
-		{"log level", "log-level: loud\n", ":1: log-level: not a valid logrus Level"},
+		{"log level", "log-level: loud\n", `:1: log-level: "loud" is not a log level: want debug, info, warn or error`},
 		{"tab", "http-addr: a\n\tcall-timeout: 5s\n", ":2: not valid YAML"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,5 +119,63 @@ func TestConfigCheckNamesTheLine(t *testing.T) {
 	// The same value from a flag names the flag, as before.
 	if _, _, err := runCLI(t, "serve", "--check-config", "--log-level", "loud", "--data-dir", dir); err == nil || !strings.HasPrefix(err.Error(), "--log-level:") {
 		t.Errorf("serve --log-level loud: %v", err)
+	}
+}
+
+// A value from the environment that its flag refuses names the variable
+// and the value, and what the flag wants; no library's words.
+func TestConfigEnvironmentValue(t *testing.T) {
+	isolateEnv(t)
+	for _, tc := range []struct{ name, env, value, want string }{
+		{"duration", "TOOLBUS_CALL_TIMEOUT", "soon", `TOOLBUS_CALL_TIMEOUT: invalid value "soon": want a duration such as 30s, 5m or 1h30m`},
+		{"number", "TOOLBUS_MAX_CONTEXTS", "many", `TOOLBUS_MAX_CONTEXTS: invalid value "many": want a whole number`},
+		{"log level", "TOOLBUS_LOG_LEVEL", "loud", `--log-level: "loud" is not a log level: want debug, info, warn or error`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			_, _, err := runCLI(t, "serve", "--check-config", "--data-dir", t.TempDir())
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("serve: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A SIGHUP reload that the file fails names the file, line and setting,
+// as `toolbus config check` does; the settings reloaded from a good file
+// say where they came from.
+func TestReloadNamesTheLine(t *testing.T) {
+	isolateEnv(t)
+	fs := newFlagSet("serve", io.Discard)
+	fs.String(configFlag, "", "")
+	fs.Bool(checkConfigFlag, false, "")
+	fs.String("log-level", "info", "")
+	fs.Duration("call-timeout", 0, "")
+	for _, f := range rateLimitFlags {
+		fs.String(f.name, "", f.usage)
+	}
+	path := writeFile(t, "toolbus.yaml", "log-level: debug\n")
+	src, err := parseCommandFlags(fs, []string{"--config", path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if values, _, err := reloadSettings(fs, src); err != nil || values["log-level"] != (sourcedValue{"debug", "file", path + ":1"}) {
+		t.Fatalf("good file: %v, %+v", err, values)
+	}
+	for _, tc := range []struct{ name, text, want string }{
+		{"log level", "call-timeout: 5s\n\nlog-level: loud\n", path + `:3: log-level: "loud" is not a log level: want debug, info, warn or error`},
+		{"rate limit", "rate-limit:\n  user: fast\n", path + ":2: rate-limit-user: "},
+		{"unknown setting", "log-levl: debug\n", path + ":1: log-levl: unknown setting; did you mean log-level?"},
+		{"bad yaml", "log-level: debug\n  x: y\n", path + ":2: not valid YAML"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(path, []byte(tc.text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := reloadSettings(fs, src)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("reload: %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -17,12 +17,12 @@ environment: every key must be a flag of serve with a valid value. Prints
 // runConfig serves "toolbus config check FILE": serve's own parsing and
 // checks, without starting anything.
 func runConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) != 2 || args[0] != "check" {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
 		fmt.Fprint(stderr, configUsage)
-		if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
-			return flag.ErrHelp
-		}
-		return fmt.Errorf("want: config check FILE")
+		return flag.ErrHelp
+	}
+	if len(args) != 2 || args[0] != "check" {
+		return fmt.Errorf("want: toolbus config check FILE (one file)")
 	}
 	return runServe(ctx, []string{"--" + configFlag, args[1], "--" + checkConfigFlag}, stdout, stderr)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/toolbus/toolbus/admin"
@@ -67,7 +68,7 @@ func (s flagSources) explicit(name string) bool { return s[name] == "flag" || s[
 
 // parseCommandFlags is parseFlags that also says where each value came from.
 func parseCommandFlags(fs *flag.FlagSet, args []string) (flagSources, error) {
-	if err := fs.Parse(args); err != nil {
+	if err := envflag.Parse(fs, args); err != nil {
 		return nil, err
 	}
 	src := flagSources{}
@@ -134,3 +135,87 @@ const (
 	configFlag      = "config"
 	checkConfigFlag = "check-config"
 )
+
+// checkCommand checks the command words at the head of args (`token
+// create`) against the commands the usage lists, before anything runs: a
+// typo is one line naming the nearest command, as git's "did you mean",
+// not the usage. Flags, and words after a whole command (its arguments),
+// are left to the command.
+func checkCommand(args []string) error {
+	paths := commandPaths()
+	var at []string
+	for i, a := range args {
+		if strings.HasPrefix(a, "-") {
+			if i == 0 && !slices.Contains([]string{"-h", "-help", "--help", "-version", "--version"}, a) {
+				return fmt.Errorf("%s before the command: flags come after it, toolbus <command> [flags] ('toolbus --help' lists the commands)", a)
+			}
+			return nil
+		}
+		next := nextWords(paths, at)
+		if len(next) == 0 {
+			return nil // a whole command: the rest are its arguments
+		}
+		if slices.Contains(next, a) {
+			at = append(at, a)
+			continue
+		}
+		near := envflag.Suggest(a, next)
+		switch {
+		case len(at) == 0 && near != "":
+			return fmt.Errorf("unknown command %q; did you mean %q?", a, near)
+		case len(at) == 0:
+			return fmt.Errorf("unknown command %q ('toolbus --help' lists the commands)", a)
+		case slices.ContainsFunc(paths, func(p []string) bool { return slices.Equal(p, at) }):
+			// `agents` runs alone too: a word after it that is no
+			// subcommand is its own to refuse, unless it is a typo of one.
+			if near == "" {
+				return nil
+			}
+			fallthrough
+		case near != "":
+			return fmt.Errorf("%s: unknown subcommand %q; did you mean %q?", strings.Join(at, " "), a, near)
+		default:
+			return fmt.Errorf("%s: unknown subcommand %q (want %s)", strings.Join(at, " "), a, orList(next))
+		}
+	}
+	return nil
+}
+
+// commandPaths are the commands the usage lists, as words (`acl rule
+// add`), with the spellings it does not list that dispatch takes too.
+func commandPaths() [][]string {
+	paths := [][]string{{"help"}, {"agents", "list"}, {"clients", "list"}}
+	for _, line := range strings.Split(usage, "\n") {
+		if !strings.HasPrefix(line, "  ") || strings.HasPrefix(line, "   ") {
+			continue
+		}
+		words, _, _ := strings.Cut(strings.TrimSpace(line), "  ")
+		var path []string
+		for _, w := range strings.Fields(words) {
+			if w != strings.ToUpper(w) { // FILE and the like are arguments
+				path = append(path, w)
+			}
+		}
+		paths = append(paths, path)
+	}
+	return paths
+}
+
+// nextWords are the words that may follow at in paths, in usage order.
+func nextWords(paths [][]string, at []string) []string {
+	var next []string
+	for _, p := range paths {
+		if len(p) > len(at) && slices.Equal(p[:len(at)], at) && !slices.Contains(next, p[len(at)]) {
+			next = append(next, p[len(at)])
+		}
+	}
+	return next
+}
+
+// orList joins words as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}

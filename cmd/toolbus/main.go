@@ -1,12 +1,17 @@
-// Command toolbus runs the toolbus gateway and manages its data directory.
+// Command toolbus runs the toolbus gateway and manages its store (a data
+// directory, or a shared PostgreSQL database).
 //
 //	toolbus serve      [flags]   run the gateway with its embedded broker
+//	toolbus init       [flags]   create the store
 //	toolbus mqtt-user  add|list|disable|enable|passwd|remove [flags]
 //	toolbus token      create|list|revoke [flags]
 //	toolbus user       add|list|passwd|remove [flags]
-//	toolbus acl        export --format mosquitto [flags]
+//	toolbus acl        export --format mosquitto|nats [flags]
 //	toolbus acl rule   list|add|remove [flags]
 //	toolbus clients|agents|contexts [flags]
+//	toolbus agents     grant|grants [flags]
+//	toolbus audit      [flags]
+//	toolbus config     check FILE
 //	toolbus version                print the build's version (also --version)
 //
 // Every flag can also be set through an environment variable TOOLBUS_<FLAG>,
@@ -25,13 +30,14 @@ import (
 	"syscall"
 
 	"github.com/toolbus/toolbus/internal/buildinfo"
+	"github.com/toolbus/toolbus/internal/envflag"
 )
 
 const usage = `usage: toolbus <command> [flags]
 
 commands:
   serve                  run the gateway, the embedded MQTT broker and the store
-  init                   create the store in --data-dir (serve does too; no other command does)
+  init                   create the store in --data-dir, or its tables at --store-url (serve does too)
   mqtt-user add          add an MQTT identity (password on stdin, or generated and printed)
   mqtt-user list         list MQTT identities
   mqtt-user disable      disable an MQTT identity (with --server: its clients are disconnected)
@@ -45,7 +51,7 @@ commands:
   user list              list the sign-in users
   user passwd            change a user's password (on stdin, or generated and printed)
   user remove            remove a user and revoke every token of theirs
-  acl export             write a Mosquitto password_file and acl_file from the store (--data-dir only)
+  acl export             write Mosquitto's (or NATS's) identities and rules from the store (--data-dir or --store-url)
   acl rule list          list topic ACL rules (the built-in ff/v2 rules too, read-only)
   acl rule add           add a topic ACL rule
   acl rule remove        remove a topic ACL rule
@@ -59,15 +65,19 @@ commands:
   config check FILE      check a config file for serve (exit 0, or the line at fault)
   version                print the version this binary was built from (also --version)
 
-The operator commands (all but serve, config and acl export) work through the
-admin API of a running toolbus with --server URL --token T (a token with the
-admin scope; changes take effect at once), or directly on --data-dir DIR when no
-server is given. Tables by default, --json for scripts. acl export reads the store
-directly: the password hashes it writes never leave the store through the API.
+The operator commands (all but serve, init, config and acl export) work through
+the admin API of a running toolbus with --server URL --token T (a token with the
+admin scope; changes take effect at once), or directly on the store when no
+server is given: --data-dir DIR (SQLite, ./data by default) or --store-url URL (a
+shared PostgreSQL store). Tables by default, --json for scripts. acl export reads
+the store directly (--data-dir or --store-url, never --server): the password
+hashes it writes never leave the store through the API.
 
 Run 'toolbus <command> -h' for the flags of a command. Every flag also reads
-the environment variable TOOLBUS_<FLAG> (e.g. TOOLBUS_DATA_DIR, TOOLBUS_SERVER,
-TOOLBUS_TOKEN); --data-dir on the command line wins over TOOLBUS_SERVER.
+the environment variable TOOLBUS_<FLAG> (e.g. TOOLBUS_DATA_DIR, TOOLBUS_STORE_URL,
+TOOLBUS_SERVER, TOOLBUS_TOKEN). The store named on the command line (--server,
+--store-url or --data-dir) wins over the environment's; else TOOLBUS_SERVER comes
+first, then TOOLBUS_STORE_URL, then TOOLBUS_DATA_DIR.
 `
 
 func main() {
@@ -137,6 +147,9 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprint(stderr, usage)
 		return flag.ErrHelp
 	}
+	if err := checkCommand(args); err != nil {
+		return err
+	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		return runServe(ctx, rest, stdout, stderr)
@@ -174,8 +187,7 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
-	default:
-		fmt.Fprint(stderr, usage)
+	default: // checkCommand knows every command: not reached
 		return fmt.Errorf("unknown command %q", cmd)
 	}
 }
@@ -198,7 +210,7 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 			"a module version (v1.2.3, or a pseudo-version with +dirty for a modified checkout), or\n"+
 			"\"(devel) REVISION TIME\" for a build without one.\n")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := envflag.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -113,7 +113,46 @@ func runMQTTUser(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		// Alone on the last line, for scripts (tail -n1).
 		fmt.Fprintf(stdout, "password (shown once):\n%s\n", ch.Password)
 	}
+	// disconnectNote has said it already for a remote disable or remove.
+	saidExport := d.remote() && !ch.Live && (sub == "disable" || sub == "remove")
+	if !ch.Live && !saidExport {
+		exportDue(ctx, dr, d, stderr)
+	}
 	return nil
+}
+
+// exportDue says on stderr that an export and a broker reload are due when
+// the store holds an enabled identity of role platform. Only a gateway on
+// an external broker logs in with one (the embedded broker's gateway needs
+// none), and an external broker knows only what the last export wrote.
+// It says nothing when the identities cannot be listed: the change itself
+// has been made.
+func exportDue(ctx context.Context, dr door, d *doorFlags, stderr io.Writer) {
+	ids, err := dr.ListIdentities(ctx)
+	if err != nil {
+		return
+	}
+	var platform []string
+	for _, id := range ids {
+		if id.Role == acl.RolePlatform && !id.Disabled {
+			platform = append(platform, id.Username)
+		}
+	}
+	if len(platform) == 0 {
+		return
+	}
+	where := "--data-dir " + d.dataDir
+	switch {
+	case d.remote():
+		where = "--data-dir DIR (or --store-url), where the store is,"
+	case d.storeURL != "":
+		where = `--store-url "$TOOLBUS_STORE_URL"`
+	}
+	fmt.Fprintf(stderr, "toolbus: the store has an identity of role platform (%s), so its gateways use an external broker, "+
+		"which knows nothing of this change until you export again and reload it:\n"+
+		"  toolbus acl export %s --out DIR   (DIR: the directory the broker's configuration includes; --format nats for NATS)\n"+
+		"  then reload the broker: Mosquitto: kill -HUP <its pid> (systemctl reload mosquitto); NATS: nats-server --signal reload\n",
+		strings.Join(platform, ", "), where)
 }
 
 // disconnectNote says what happened to the identity's connected clients:

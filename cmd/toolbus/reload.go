@@ -89,11 +89,7 @@ func serveUntilDone(ctx context.Context, hup <-chan os.Signal, srv *server.Serve
 		case <-ctx.Done():
 			return
 		case <-hup:
-			values, err := reloadValues(fs, src)
-			var r server.Reload
-			if err == nil {
-				r, err = reloadOf(values, fs)
-			}
+			values, r, err := reloadSettings(fs, src)
 			if err == nil {
 				rctx, cancel := context.WithTimeout(ctx, reloadTimeout)
 				err = srv.Reload(rctx, r)
@@ -113,7 +109,30 @@ func serveUntilDone(ctx context.Context, hup <-chan os.Signal, srv *server.Serve
 	}
 }
 
-type sourcedValue struct{ value, source string }
+// sourcedValue is a reloaded setting: its value, where it came from
+// ("file" or "default") and, from the file, "PATH:LINE".
+type sourcedValue struct{ value, source, at string }
+
+// reloadSettings reads what a SIGHUP reloads: the values, and the
+// server.Reload they make. An error names the file and line at fault, as
+// `toolbus config check` does.
+func reloadSettings(fs *flag.FlagSet, src flagSources) (map[string]sourcedValue, server.Reload, error) {
+	values, err := reloadValues(fs, src)
+	if err != nil {
+		return nil, server.Reload{}, err
+	}
+	r, err := reloadOf(values, fs)
+	if err != nil {
+		at := flagSources{}
+		for name, v := range values {
+			if v.at != "" {
+				at["@"+name] = v.at
+			}
+		}
+		return nil, server.Reload{}, at.located(err)
+	}
+	return values, r, nil
+}
 
 // reloadValues reads the reloadable settings that the command line and the
 // environment left to the file: the file's value, or the default when the
@@ -122,7 +141,7 @@ func reloadValues(fs *flag.FlagSet, src flagSources) (map[string]sourcedValue, e
 	values := map[string]sourcedValue{}
 	for _, name := range reloadable {
 		if !src.explicit(name) {
-			values[name] = sourcedValue{fs.Lookup(name).DefValue, "default"}
+			values[name] = sourcedValue{fs.Lookup(name).DefValue, "default", ""}
 		}
 	}
 	path := configPath(fs)
@@ -139,24 +158,25 @@ func reloadValues(fs *flag.FlagSet, src flagSources) (map[string]sourcedValue, e
 	}
 	for _, s := range file.Settings {
 		if _, ok := values[s.Key]; ok {
-			values[s.Key] = sourcedValue{s.Value, "file"}
+			values[s.Key] = sourcedValue{s.Value, "file", fmt.Sprintf("%s:%d", file.Path, s.Line)}
 		}
 	}
 	return values, nil
 }
 
 // reloadOf turns reloaded values into a server.Reload; settings not in
-// values keep what the process runs with.
+// values keep what the process runs with. Errors name the setting as
+// --NAME, for flagSources.located.
 func reloadOf(values map[string]sourcedValue, fs *flag.FlagSet) (server.Reload, error) {
 	var r server.Reload
 	if v, ok := values["log-level"]; ok {
-		lv, err := logrus.ParseLevel(v.value)
+		lv, err := parseLogLevel(v.value)
 		if err != nil {
-			return r, fmt.Errorf("log-level: %w", err)
+			return r, fmt.Errorf("--log-level: %w", err)
 		}
 		r.LogLevel = &lv
 	}
-	limits, err := parseRateLimits("", func(name string) string {
+	limits, err := parseRateLimits("--", func(name string) string {
 		if v, ok := values[name]; ok {
 			return v.value
 		}

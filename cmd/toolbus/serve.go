@@ -138,6 +138,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *checkOnly {
+		if cfg.StoreURL == "" {
+			if err := server.CheckDataDir(cfg.DataDir); err != nil {
+				return sources.located(fmt.Errorf("--data-dir: %w", err))
+			}
+		}
 		fmt.Fprintln(stdout, "toolbus: settings ok")
 		return nil
 	}
@@ -224,16 +229,19 @@ func brokerTLS(brokerURL, caFile, certFile, keyFile string) (*tls.Config, error)
 }
 
 // firstTokenHint tells a fresh install how to get in: with no token in the
-// store yet, nothing can call the endpoint, and nothing else says so.
+// store yet, nothing can call the endpoint, and nothing else says so. For a
+// PostgreSQL store the command names the store through TOOLBUS_STORE_URL,
+// never the URL itself: it holds a password.
 func firstTokenHint(ctx context.Context, srv *server.Server, cfg server.Config, stdout io.Writer) {
-	if cfg.StoreURL != "" {
-		return // the CLI's data-directory door is SQLite's only (docs/scale-out.md)
-	}
 	toks, err := srv.Store().ListTokens(ctx, "")
 	if err != nil || len(toks) > 0 {
 		return
 	}
-	fmt.Fprintf(stdout, "toolbus: no token yet; create the first: toolbus token create --data-dir %s --user YOU --scopes tools:list,tools:call,admin\n", cfg.DataDir)
+	where := "--data-dir " + cfg.DataDir
+	if cfg.StoreURL != "" {
+		where = `--store-url "$TOOLBUS_STORE_URL"`
+	}
+	fmt.Fprintf(stdout, "toolbus: no token yet; create the first: toolbus token create %s --user YOU --scopes tools:list,tools:call,admin\n", where)
 }
 
 // parseGroupScopes reads --oidc-group-scopes: GROUP=SCOPE,SCOPE;GROUP=...

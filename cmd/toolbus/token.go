@@ -18,11 +18,12 @@ import (
 )
 
 // runToken manages personal access tokens, through the admin API of a
-// running toolbus (--server URL --token T) or on a data directory:
+// running toolbus (--server URL --token T) or on the store itself (a data
+// directory, or a PostgreSQL --store-url):
 //
-//	toolbus token create [--server URL --token T | --data-dir DIR] --user USER [--scopes a,b] [--read-only] [--entity TYPE/ID]... [--agents a,b] [--ttl 720h] [--name N]
-//	toolbus token list   [--server URL --token T | --data-dir DIR] [--user U] [--json]
-//	toolbus token revoke [--server URL --token T | --data-dir DIR] --id ID
+//	toolbus token create [--server URL --token T | --store-url URL | --data-dir DIR] --user USER [--scopes a,b] [--read-only] [--entity TYPE/ID]... [--agents a,b] [--ttl 720h] [--name N]
+//	toolbus token list   [--server URL --token T | --store-url URL | --data-dir DIR] [--user U] [--json]
+//	toolbus token revoke [--server URL --token T | --store-url URL | --data-dir DIR] --id ID
 func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return errors.New("token: want create, list or revoke")
@@ -110,12 +111,14 @@ func tokenList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return printJSON(stdout, toks)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	// NAME last: it is free text and may hold spaces.
-	fmt.Fprintln(tw, "ID\tUSER\tSCOPES\tREAD-ONLY\tENTITIES\tAGENTS\tEXPIRES\tLAST-USED\tREVOKED\tNAME")
+	// NAME last: it is free text and may hold spaces. AUDIENCE and CLIENT
+	// are set on tokens an OAuth consent minted (docs/oauth.md), "-" on
+	// personal ones.
+	fmt.Fprintln(tw, "ID\tUSER\tSCOPES\tREAD-ONLY\tENTITIES\tAGENTS\tEXPIRES\tLAST-USED\tREVOKED\tAUDIENCE\tCLIENT\tNAME")
 	for _, t := range toks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.User, strings.Join(t.Scopes, ","), t.ReadOnly,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.User, strings.Join(t.Scopes, ","), t.ReadOnly,
 			formatEntities(t.Entities), formatAgents(t.Agents), formatOptTime(t.ExpiresAt, "never"), formatOptTime(t.LastUsed, "never"),
-			formatOptTime(t.RevokedAt, "-"), orElse(t.Name, "-"))
+			formatOptTime(t.RevokedAt, "-"), orElse(t.Audience, "-"), orElse(t.Client, "-"), orElse(t.Name, "-"))
 	}
 	return tw.Flush()
 }
@@ -145,7 +148,7 @@ func tokenRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		_, err = fmt.Fprintf(stdout, "revoked token %s\n", *id)
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "revoked token %s (a running toolbus on this data directory refuses it within %s)\n",
+	_, err = fmt.Fprintf(stdout, "revoked token %s (a running toolbus on this store refuses it within %s)\n",
 		*id, store.DefaultTokenCacheTTL)
 	return err
 }

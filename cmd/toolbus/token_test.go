@@ -201,7 +201,7 @@ func TestTokenListAndRevoke(t *testing.T) {
 		if len(lines) != 3 {
 			t.Fatalf("want a header and two rows:\n%s", out)
 		}
-		if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"ID", "USER", "SCOPES", "READ-ONLY", "ENTITIES", "AGENTS", "EXPIRES", "LAST-USED", "REVOKED", "NAME"}) {
+		if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"ID", "USER", "SCOPES", "READ-ONLY", "ENTITIES", "AGENTS", "EXPIRES", "LAST-USED", "REVOKED", "AUDIENCE", "CLIENT", "NAME"}) {
 			t.Fatalf("header %q", lines[0])
 		}
 		rows := map[string][]string{}
@@ -216,7 +216,7 @@ func TestTokenListAndRevoke(t *testing.T) {
 		if want := []string{alice.ID, "alice", "tools:list,tools:call", "false", "any", "any", "never"}; !slices.Equal(a[:7], want) {
 			t.Errorf("alice row %v, want it to start with %v", a, want)
 		}
-		if strings.Join(a[9:], " ") != "laptop key" || a[8] != "-" {
+		if strings.Join(a[11:], " ") != "laptop key" || a[8] != "-" {
 			t.Errorf("alice row %v: want not revoked and named", a)
 		}
 		if b[1] != "bob" || b[3] != "true" || b[4] != "repo/r1" || b[5] != "search,files" || b[6] == "never" || b[8] == "-" {

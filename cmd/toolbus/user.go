@@ -13,7 +13,7 @@ import (
 
 // runUser manages the people who sign in on the OAuth authorization page,
 // through the admin API of a running toolbus (--server URL --token T) or
-// on a data directory:
+// on the store itself (--data-dir DIR or --store-url URL):
 //
 //	toolbus user add    --user ID [--generate-password]  (password on stdin, or generated and printed)
 //	toolbus user list   [--json]

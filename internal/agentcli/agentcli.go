@@ -29,6 +29,15 @@ const EnvPrefix = "TOOLBUS_AGENT_"
 // version: the command has nothing more to do, and Main exits 0.
 var ErrVersion = errors.New("version printed")
 
+// ArgsError is Parse's error for words after the flags of a command that
+// takes none; the command may know better what they meant (a subcommand
+// given after flags, a typo of one).
+type ArgsError struct {
+	Args []string
+}
+
+func (e *ArgsError) Error() string { return fmt.Sprintf("unexpected arguments: %q", e.Args) }
+
 // stdout is where --version prints; a variable for tests.
 var stdout io.Writer = os.Stdout
 
@@ -50,21 +59,22 @@ type Common struct {
 // flag not on the command line from TOOLBUS_AGENT_<FLAG>, and checks the
 // common flags. --username is required: it is the agent's name on the bus
 // (expertagent.AgentOptions.Username), and nothing could stand in for it.
+//
+// Words after the flags are an *ArgsError, before any other check: the
+// usual cause is a misplaced word, which the other errors would hide.
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, name string) (*Common, error) {
-	c, rest, err := ParseArgs(fs, args, getenv, name)
-	if err != nil {
-		return nil, err
-	}
-	if len(rest) > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", rest)
-	}
-	return c, nil
+	c, _, err := parse(fs, args, getenv, name, false)
+	return c, err
 }
 
 // ParseArgs is Parse for a command that takes arguments after its flags
 // (a command line after "--", say): it returns them instead of refusing
 // them.
 func ParseArgs(fs *flag.FlagSet, args []string, getenv func(string) string, name string) (*Common, []string, error) {
+	return parse(fs, args, getenv, name, true)
+}
+
+func parse(fs *flag.FlagSet, args []string, getenv func(string) string, name string, takesArgs bool) (*Common, []string, error) {
 	c := &Common{}
 	o := &c.Opts
 	var logLevel string
@@ -87,8 +97,11 @@ func ParseArgs(fs *flag.FlagSet, args []string, getenv func(string) string, name
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
 	version := fs.Bool("version", false, "print the version this binary was built from (the one reported in presence and serverInfo) and exit")
-	if err := fs.Parse(args); err != nil {
+	if err := envflag.Parse(fs, args); err != nil {
 		return nil, nil, err
+	}
+	if !takesArgs && fs.NArg() > 0 {
+		return nil, nil, &ArgsError{Args: fs.Args()}
 	}
 	if *version {
 		// Before the checks: --version needs no --username.
@@ -108,7 +121,7 @@ func ParseArgs(fs *flag.FlagSet, args []string, getenv func(string) string, name
 	}
 	lvl, err := logrus.ParseLevel(logLevel)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--log-level: %w", err)
+		return nil, nil, fmt.Errorf("--log-level: %q is not a log level: want debug, info, warn or error", logLevel)
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return nil, nil, fmt.Errorf("--log-format: want json or text, got %q", c.LogFormat)

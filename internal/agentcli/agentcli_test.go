@@ -62,12 +62,17 @@ func TestParse(t *testing.T) {
 		{name: "empty username in the environment", env: map[string]string{"TOOLBUS_AGENT_USERNAME": ""}, wantErr: "--username"},
 		{name: "bad environment value", args: []string{"--username", "a1"}, env: map[string]string{"TOOLBUS_AGENT_CONCURRENCY": "many"},
 			wantErr: "TOOLBUS_AGENT_CONCURRENCY"},
-		{name: "bad log level", args: []string{"--username", "a1", "--log-level", "loud"}, wantErr: "--log-level"},
+		{name: "bad log level", args: []string{"--username", "a1", "--log-level", "loud"}, wantErr: `--log-level: "loud" is not a log level: want debug, info, warn or error`},
+		{name: "bad environment duration", args: []string{"--username", "a1"}, env: map[string]string{"TOOLBUS_AGENT_SHUTDOWN_TIMEOUT": "soon"},
+			wantErr: `TOOLBUS_AGENT_SHUTDOWN_TIMEOUT: invalid value "soon": want a duration`},
+		// Before the other checks: a misplaced word explains them.
+		{name: "stray argument first", args: []string{"--log-level", "debug", "bridge"}, wantErr: `unexpected arguments: ["bridge"]`},
 		{name: "bad log format", args: []string{"--username", "a1", "--log-format", "xml"}, wantErr: "--log-format"},
 		{name: "stray argument", args: []string{"--username", "a1", "serve"}, wantErr: "unexpected arguments"},
-		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined"},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined: --nope (-h lists the flags)"},
+		{name: "flag typo", args: []string{"--usrname", "a1"}, wantErr: "flag provided but not defined: --usrname; did you mean --username?"},
 		// A pool is every instance of one username now; --group is gone.
-		{name: "group flag", args: []string{"--username", "a1", "--group", "g1"}, wantErr: "flag provided but not defined: -group"},
+		{name: "group flag", args: []string{"--username", "a1", "--group", "g1"}, wantErr: "flag provided but not defined: --group"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

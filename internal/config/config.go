@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolbus/toolbus/internal/envflag"
 )
 
 // ErrUnknownKey is wrapped by the error for a key that is no flag of the command.
@@ -153,19 +155,31 @@ func (f *File) Apply(fs *flag.FlagSet, ignore ...string) error {
 			continue
 		}
 		if err := fs.Set(s.Key, s.Value); err != nil {
-			return &Error{File: f.Path, Line: s.Line, Key: s.Key, Err: fmt.Errorf("invalid value %q: %w", s.Value, err)}
+			return &Error{File: f.Path, Line: s.Line, Key: s.Key, Err: envflag.ValueError(fs.Lookup(s.Key), s.Value, err)}
 		}
 	}
 	return nil
 }
 
 // CheckKeys returns an *Error (wrapping ErrUnknownKey) for the first key
-// that is no flag of fs or is one of ignore.
+// that is no flag of fs or is one of ignore; it names the nearest setting
+// when the key looks like a typo of one.
 func (f *File) CheckKeys(fs *flag.FlagSet, ignore ...string) error {
 	for _, s := range f.Settings {
-		if fs.Lookup(s.Key) == nil || slices.Contains(ignore, s.Key) {
-			return &Error{File: f.Path, Line: s.Line, Key: s.Key, Err: fmt.Errorf("%w (see the command's -h for the settings)", ErrUnknownKey)}
+		if fs.Lookup(s.Key) != nil && !slices.Contains(ignore, s.Key) {
+			continue
 		}
+		var keys []string
+		fs.VisitAll(func(fl *flag.Flag) {
+			if !slices.Contains(ignore, fl.Name) {
+				keys = append(keys, fl.Name)
+			}
+		})
+		err := fmt.Errorf("%w (see the command's -h for the settings)", ErrUnknownKey)
+		if near := envflag.Suggest(s.Key, keys); near != "" {
+			err = fmt.Errorf("%w; did you mean %s?", ErrUnknownKey, near)
+		}
+		return &Error{File: f.Path, Line: s.Line, Key: s.Key, Err: err}
 	}
 	return nil
 }

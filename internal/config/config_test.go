@@ -65,9 +65,10 @@ func TestErrorsNameTheLine(t *testing.T) {
 		is         error
 		msg        string
 	}{
-		{name: "unknown key", text: "http-addr: x\n\nhttp-adr: y\n", line: 3, key: "http-adr", is: ErrUnknownKey},
-		{name: "bad duration", text: "call-timeout: 5 seconds\n", line: 1, key: "call-timeout", msg: "invalid"},
-		{name: "bad int", text: "http-addr: a\nmax-contexts: many\n", line: 2, key: "max-contexts", msg: "invalid"},
+		{name: "unknown key", text: "http-addr: x\n\nhttp-adr: y\n", line: 3, key: "http-adr", is: ErrUnknownKey, msg: "did you mean http-addr?"},
+		{name: "unknown key, no near one", text: "frobnicate: y\n", line: 1, key: "frobnicate", is: ErrUnknownKey, msg: "unknown setting (see the command's -h for the settings)"},
+		{name: "bad duration", text: "call-timeout: 5 seconds\n", line: 1, key: "call-timeout", msg: `invalid value "5 seconds": want a duration such as 30s`},
+		{name: "bad int", text: "http-addr: a\nmax-contexts: many\n", line: 2, key: "max-contexts", msg: `invalid value "many": want a whole number`},
 		{name: "nested unknown", text: "rate-limit:\n  tokens: 5\n", line: 2, key: "rate-limit-tokens", is: ErrUnknownKey},
 		{name: "set twice", text: "http-addr: a\nhttp-addr: b\n", line: 2, key: "http-addr", msg: "set twice (first on line 1)"},
 		{name: "yaml syntax", text: "http-addr: a\ncall-timeout: 5s\n  max-contexts: 3\n", line: 3, msg: "not valid YAML"},
