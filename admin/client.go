@@ -155,6 +155,12 @@ func (c *Client) SetUserPassword(ctx context.Context, user string, req PasswordR
 	return out, c.do(ctx, http.MethodPost, "/users/"+seg(user)+"/password", nil, req, &out)
 }
 
+// SetUserAdmin is Service.SetUserAdmin over HTTP.
+func (c *Client) SetUserAdmin(ctx context.Context, user string, req UserAdminRequest) (UserChange, error) {
+	var out UserChange
+	return out, c.do(ctx, http.MethodPut, "/users/"+seg(user)+"/admin", nil, req, &out)
+}
+
 // RemoveUser is Service.RemoveUser over HTTP.
 func (c *Client) RemoveUser(ctx context.Context, user string) (UserChange, error) {
 	var out UserChange

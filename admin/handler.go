@@ -79,6 +79,9 @@ func (h *Handler) routes() {
 	r.Handle(p+"/users/{user}/password", endpoint(h, http.StatusOK, optionalBody, func(r *http.Request, req PasswordRequest) (any, error) {
 		return svc.SetUserPassword(r.Context(), mux.Vars(r)["user"], req)
 	})).Methods(http.MethodPost)
+	r.Handle(p+"/users/{user}/admin", endpoint(h, http.StatusOK, jsonBody, func(r *http.Request, req UserAdminRequest) (any, error) {
+		return svc.SetUserAdmin(r.Context(), mux.Vars(r)["user"], req)
+	})).Methods(http.MethodPut)
 	r.Handle(p+"/users/agents", endpoint(h, http.StatusOK, noBody, func(r *http.Request, _ none) (any, error) {
 		all, err := svc.ListUserAgents(r.Context())
 		return userAgentsList{Users: all}, err

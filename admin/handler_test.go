@@ -72,6 +72,7 @@ func TestEndpointsNeedAdminScope(t *testing.T) {
 		{"agents", http.MethodGet, "/agents", "", http.StatusOK},
 		{"contexts", http.MethodGet, "/contexts", "", http.StatusOK},
 		{"evict unknown context", http.MethodDelete, "/contexts/gw1/u1/s1/_/_", "", http.StatusNotFound},
+		{"admin role of unknown user", http.MethodPut, "/users/ghost/admin", `{"admin":true}`, http.StatusNotFound},
 		{"unknown endpoint", http.MethodGet, "/nothing", "", http.StatusNotFound},
 	}
 	for _, who := range []struct {
@@ -462,5 +463,69 @@ func TestOnChange(t *testing.T) {
 	}
 	if len(b.Policy.Rules()) != 0 {
 		t.Fatalf("the removed identity's rules are still in force: %+v", b.Policy.Rules())
+	}
+}
+
+// TestUserAdmin grants and takes back the console's admin role through the
+// client (the API door), and checks the store, the list and the audit hook
+// agree.
+func TestUserAdmin(t *testing.T) {
+	e := startEnv(t)
+	ch, err := e.adm.AddUser(ctx(t), admin.UserRequest{User: "ops", Admin: true})
+	if err != nil || !ch.User.Admin || ch.Password == "" {
+		t.Fatalf("AddUser(admin) = %+v, %v", ch, err)
+	}
+	if _, err := e.adm.AddUser(ctx(t), admin.UserRequest{User: "dev"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, user string
+		on         bool
+		want       error
+	}{
+		{"grant", "dev", true, nil},
+		{"take back", "ops", false, nil},
+		{"unknown user", "ghost", true, store.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch, err := e.adm.SetUserAdmin(ctx(t), tc.user, admin.UserAdminRequest{Admin: tc.on})
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("SetUserAdmin = %v, want %v", err, tc.want)
+			}
+			if err == nil && ch.User.Admin != tc.on {
+				t.Fatalf("answer %+v, want admin %v", ch, tc.on)
+			}
+		})
+	}
+	users, err := e.adm.ListUsers(ctx(t))
+	if err != nil || len(users) != 2 || users[0].ID != "dev" || !users[0].Admin || users[1].ID != "ops" || users[1].Admin {
+		t.Fatalf("ListUsers = %+v, %v; want dev an admin, ops not", users, err)
+	}
+	// A body that is not {"admin": bool} is refused.
+	if status, body := do(t, http.MethodPut, e.base+"/api/v1/admin/users/dev/admin", e.adminSecret, `{"admin":"yes"}`); status != http.StatusBadRequest {
+		t.Fatalf("bad body: %d %s", status, body)
+	}
+}
+
+func TestUserAdminAudited(t *testing.T) {
+	b := testenv.StartBroker(t, testenv.WithoutIdentities())
+	var got []admin.Change
+	svc, err := admin.NewService(admin.Options{Store: b.Store, OnChange: func(c admin.Change) { got = append(got, c) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx := store.WithToken(ctx(t), store.Token{ID: "tb_00000000", UserID: "root", Scopes: []string{store.ScopeAdmin}}, "secret")
+	if _, err := svc.AddUser(actx, admin.UserRequest{User: "ops", Password: "a-long-password"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetUserAdmin(actx, "ops", admin.UserAdminRequest{Admin: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetUserAdmin(actx, "ops", admin.UserAdminRequest{Admin: false}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[1].Action != "user.admin.grant" || got[2].Action != "user.admin.revoke" ||
+		got[1].Target != "user ops" || got[1].User != "root" || got[1].Err != nil {
+		t.Fatalf("changes seen: %+v", got)
 	}
 }

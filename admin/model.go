@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"encoding/json"
 	"strconv"
 	"time"
 
@@ -92,6 +93,14 @@ type UserAgentsRequest struct {
 type User struct {
 	ID      string    `json:"id"`
 	Created time.Time `json:"created,omitzero"`
+	// Admin: the user may sign in to the operator console (docs/console.md).
+	Admin bool `json:"admin"`
+}
+
+// UserAdminRequest grants or takes back a user's admin role (PUT
+// /users/{user}/admin).
+type UserAdminRequest struct {
+	Admin bool `json:"admin"`
 }
 
 // UserRequest adds a sign-in user (POST /users).
@@ -99,6 +108,8 @@ type UserRequest struct {
 	User string `json:"user"`
 	// Password: "" means generate one (returned once in the answer).
 	Password string `json:"password,omitempty"`
+	// Admin gives the new user the admin role (the console).
+	Admin bool `json:"admin,omitempty"`
 }
 
 // UserChange is the answer to a change of a user.
@@ -226,6 +237,12 @@ type Agent struct {
 	// Unresponsive: the gateway sends it no new calls for now
 	// (requester.AgentStatus.Unresponsive).
 	Unresponsive bool `json:"unresponsive,omitempty"`
+	// LastSeen is when the gateway last heard the instance's status;
+	// IntervalSeconds how often it said it repeats it (0: never);
+	// Connection the connection it named. Left out when unknown.
+	LastSeen        time.Time `json:"lastSeen,omitzero"`
+	IntervalSeconds float64   `json:"intervalSeconds,omitempty"`
+	Connection      string    `json:"connection,omitempty"`
 }
 
 // AgentTool is one tool the expert agents serve.
@@ -234,6 +251,13 @@ type AgentTool struct {
 	Agent       string `json:"agent"` // the agent that serves it
 	Title       string `json:"title,omitempty"`
 	Description string `json:"description,omitempty"`
+	// Served is the name the agent gives the tool, when Name is not it.
+	Served string `json:"served,omitempty"`
+	// Qualified says why Name is <agent>.<tool> (gateway.Qualified…).
+	Qualified string `json:"qualified,omitempty"`
+	// InputSchema is the tool's input schema as listed: what the agent
+	// sent, untrusted.
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 }
 
 // Agents is the answer of GET /agents. v1 serves one logical agent per bus

@@ -47,6 +47,7 @@ type Store interface {
 	ListUsers(ctx context.Context) ([]store.User, error)
 	SetUserPassword(ctx context.Context, id string, password []byte) error
 	RemoveUser(ctx context.Context, id string) (int, error)
+	SetUserAdmin(ctx context.Context, id string, on bool) error
 }
 
 // Policy is the running broker's authorizer. *acl.Policy satisfies it.
@@ -372,7 +373,7 @@ func (s *Service) ListUsers(ctx context.Context) ([]User, error) {
 	}
 	out := make([]User, len(users))
 	for i, u := range users {
-		out[i] = User{ID: u.ID, Created: u.Created.UTC()}
+		out[i] = User{ID: u.ID, Created: u.Created.UTC(), Admin: u.Admin}
 	}
 	return out, nil
 }
@@ -390,7 +391,15 @@ func (s *Service) AddUser(ctx context.Context, req UserRequest) (UserChange, err
 		if err != nil {
 			return err
 		}
-		out = UserChange{User: User{ID: u.ID, Created: u.Created.UTC()}}
+		// Two writes: a failure of the second leaves a user without the
+		// role, the safe side; the error says so and the role can be set
+		// again (SetUserAdmin).
+		if req.Admin {
+			if err := s.opts.Store.SetUserAdmin(ctx, u.ID, true); err != nil {
+				return fmt.Errorf("added user %s, but not the admin role: %w", u.ID, err)
+			}
+		}
+		out = UserChange{User: User{ID: u.ID, Created: u.Created.UTC(), Admin: req.Admin}}
 		if generated {
 			out.Password = string(pw)
 		}
@@ -415,6 +424,25 @@ func (s *Service) SetUserPassword(ctx context.Context, user string, req Password
 		if generated {
 			out.Password = string(pw)
 		}
+		return nil
+	})
+	return out, err
+}
+
+// SetUserAdmin grants or takes back a user's admin role, which lets them
+// sign in to the console. Their open console sessions end at their next
+// request when the role is taken back.
+func (s *Service) SetUserAdmin(ctx context.Context, user string, req UserAdminRequest) (UserChange, error) {
+	var out UserChange
+	action := "user.admin.revoke"
+	if req.Admin {
+		action = "user.admin.grant"
+	}
+	err := s.change(ctx, action, "user "+user, func() error {
+		if err := s.opts.Store.SetUserAdmin(ctx, user, req.Admin); err != nil {
+			return err
+		}
+		out = UserChange{User: User{ID: user, Admin: req.Admin}}
 		return nil
 	})
 	return out, err

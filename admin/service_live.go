@@ -36,7 +36,7 @@ func (s *Service) Agents(ctx context.Context) (Agents, error) {
 	out := Agents{Agents: []Agent{}, Tools: []AgentTool{}}
 	for _, a := range s.opts.Requester.Agents() {
 		out.Agents = append(out.Agents, Agent{Agent: a.Agent, ClientID: a.ClientID, Name: a.Name, Version: a.Version, Online: a.Online, Since: a.Since.UTC(),
-			Unresponsive: a.Unresponsive})
+			Unresponsive: a.Unresponsive, LastSeen: utcOrZero(a.LastHeard), IntervalSeconds: a.Interval.Seconds(), Connection: a.Connection})
 	}
 	sort.SliceStable(out.Agents, func(i, j int) bool {
 		if out.Agents[i].Online != out.Agents[j].Online {
@@ -107,4 +107,11 @@ func ParseContextKey(key string) (contract.Context, error) {
 		return contract.Context{}, invalid("%v", err)
 	}
 	return c, nil
+}
+
+func utcOrZero(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
 }

@@ -72,7 +72,18 @@ type agentTool struct {
 	name     string          // the name the agent knows
 	readOnly bool            // annotations.readOnlyHint
 	raw      json.RawMessage // the Tool object listed to clients
+	// why says why exposed is <agent>.<tool> (a Qualified… reason); "" when
+	// the tool is listed under its own name.
+	why string
 }
+
+// Why an agent tool is listed as <agent>.<tool> (UnionTool.Qualified).
+const (
+	QualifiedAlways       = "every agent tool is qualified (agent tool names: always-qualify)"
+	QualifiedSeparator    = "its name holds the separator \".\""
+	QualifiedPlatformName = "a platform tool has the name"
+	QualifiedEarlierAgent = "an agent online since earlier lists the same name"
+)
 
 // agentCatalog is the union of the expert agents' tools for one context,
 // and the answers of each agent it was built from. It is never changed
@@ -402,7 +413,18 @@ func buildUnion(lists []*agentList, taken func(name string) bool, always bool) (
 		for _, lt := range l.tools {
 			name := lt.name
 			exposed := name
-			if always || strings.Contains(name, AgentSeparator) || taken(name) || first[name] != l.agent {
+			var why string
+			switch {
+			case always:
+				why = QualifiedAlways
+			case strings.Contains(name, AgentSeparator):
+				why = QualifiedSeparator
+			case taken(name):
+				why = QualifiedPlatformName
+			case first[name] != l.agent:
+				why = QualifiedEarlierAgent + " (" + first[name] + ")"
+			}
+			if why != "" {
 				exposed = l.agent + AgentSeparator + name
 			}
 			// exposed is unique among agents by construction (a dotted
@@ -437,7 +459,7 @@ func buildUnion(lists []*agentList, taken func(name string) bool, always bool) (
 				continue // members are valid JSON: cannot fail
 			}
 			c.byName[exposed] = len(c.tools)
-			c.tools = append(c.tools, agentTool{agent: l.agent, exposed: exposed, name: name, readOnly: ann.ReadOnly, raw: raw})
+			c.tools = append(c.tools, agentTool{agent: l.agent, exposed: exposed, name: name, readOnly: ann.ReadOnly, raw: raw, why: why})
 		}
 	}
 	sort.Slice(c.tools, func(i, j int) bool { return c.tools[i].exposed < c.tools[j].exposed })

@@ -569,3 +569,48 @@ type nopStream struct{}
 
 func (nopStream) open() bool       { return false }
 func (nopStream) send([]byte) bool { return false }
+
+// UnionTools says, for each tool, the name its agent serves and why the
+// listed name is qualified when it is: what an operator asks when a tool
+// "vanished" from the union.
+func TestUnionToolsSayWhyQualified(t *testing.T) {
+	for _, tc := range []struct {
+		name, names string
+		want        map[string][2]string // listed name -> served name, reason prefix
+	}{
+		{"on collision", NamesQualifyOnCollision, map[string][2]string{
+			"own":      {"own", ""},
+			"b.x.y":    {"x.y", QualifiedSeparator},
+			"b.lookup": {"lookup", QualifiedEarlierAgent},
+		}},
+		{"always", NamesAlwaysQualify, map[string][2]string{
+			"b.own":    {"own", QualifiedAlways},
+			"a.lookup": {"lookup", QualifiedAlways},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			agents := newFakeAgents(map[string][]string{"a": {toolsPage("lookup")}, "b": {toolsPage("lookup", "x.y", "own")}})
+			g, _ := fakeGateway(t, agents, func(o *Options) { o.AgentToolNames = tc.names })
+			tools, err := g.UnionTools(t.Context(), testToken)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]UnionTool{}
+			for _, tl := range tools {
+				got[tl.Name] = tl
+				if !json.Valid(tl.InputSchema) || len(tl.InputSchema) == 0 {
+					t.Errorf("%s: input schema %q", tl.Name, tl.InputSchema)
+				}
+				if (tl.Name == tl.Served) != (tl.Qualified == "") {
+					t.Errorf("%s (served %s): reason %q", tl.Name, tl.Served, tl.Qualified)
+				}
+			}
+			for name, w := range tc.want {
+				tl, ok := got[name]
+				if !ok || tl.Served != w[0] || !strings.HasPrefix(tl.Qualified, w[1]) {
+					t.Errorf("%s: %+v, want served %q, reason %q…", name, tl, w[0], w[1])
+				}
+			}
+		})
+	}
+}

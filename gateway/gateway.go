@@ -150,6 +150,9 @@ type Options struct {
 	// (behind a proxy, say), for the OAuth metadata (PRMPath) and the 401
 	// challenge; "" means each request's own Host. See CheckPublicURL.
 	PublicURL string
+	// Console is the operator console (*console.Console), served under
+	// /console/ with its own sign-in; nil: not served.
+	Console http.Handler
 	// AuthServer is the OAuth authorization server (*oauth.Server) served
 	// on the same origin: its metadata under /.well-known/ and its
 	// endpoints under /oauth/, and named in the Protected Resource
@@ -306,6 +309,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Before the router, which redirects unclean paths: a client
 		// would follow a redirect to a page it takes for metadata.
 		g.serveWellKnown(w, r)
+		return
+	}
+	if g.opts.Console != nil && (r.URL.Path == "/console" || strings.HasPrefix(r.URL.Path, "/console/")) {
+		// Not behind the token check: the console has its own sign-in
+		// (package console), and no token is ever typed into a page.
+		if !g.hostAllowed(r.Host) {
+			g.refuse(w, r, http.StatusForbidden, "forbidden_host", "Host "+quote(r.Host)+" is not served here")
+			return
+		}
+		g.opts.Console.ServeHTTP(w, r)
 		return
 	}
 	if g.opts.AuthServer != nil && strings.HasPrefix(r.URL.Path, "/oauth/") {

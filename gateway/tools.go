@@ -558,9 +558,28 @@ func (g *Gateway) agentFailure(r *request, name string, err error) answer {
 	return result(b)
 }
 
-// AgentTools lists the expert agents' tools as a token sees them outside
-// any session (the platform API's GET /api/v1/agents).
-func (g *Gateway) AgentTools(ctx context.Context, tok store.Token) ([]platformtools.AgentTool, error) {
+// UnionTool is one expert-agent tool of the union as a token sees it,
+// with what an operator needs to understand its name.
+type UnionTool struct {
+	Name  string // as listed and called (exposed)
+	Agent string // the agent that serves it (its name on the bus)
+	// Served is the name the agent itself gives the tool.
+	Served      string
+	Title       string
+	Description string
+	// InputSchema is the schema as listed (an object schema; the agent's
+	// own bytes, re-encoded once by the union). Untrusted.
+	InputSchema json.RawMessage
+	// Qualified says why Name is <agent>.<tool> (one of the Qualified…
+	// reasons); "" when the tool keeps its own name.
+	Qualified string
+}
+
+// UnionTools lists the expert agents' tools as tok sees them outside any
+// session: the union of tools/list, with each tool's served name and why
+// it is qualified. The console and the admin API read it; AgentTools is
+// its short form for the platform API.
+func (g *Gateway) UnionTools(ctx context.Context, tok store.Token) ([]UnionTool, error) {
 	key := contract.Context{PlatformID: g.opts.PlatformID, UserID: tok.UserID, SessionID: "tok-" + tok.ID,
 		EntityType: contract.NoEntity, EntityID: contract.NoEntity}
 	cat, err := g.catalogs.get(ctx, key, tok.Agents, g.opts.Agents.PresenceGeneration(), func(ctx context.Context, stale *agentCatalog) (*agentCatalog, error) {
@@ -569,17 +588,33 @@ func (g *Gateway) AgentTools(ctx context.Context, tok store.Token) ([]platformto
 	if err != nil {
 		return nil, err
 	}
-	out := make([]platformtools.AgentTool, 0, len(cat.tools))
+	out := make([]UnionTool, 0, len(cat.tools))
 	for _, t := range cat.tools {
 		if !tok.AllowsAgent(t.agent) {
 			continue
 		}
 		var d struct {
-			Title       string `json:"title"`
-			Description string `json:"description"`
+			Title       string          `json:"title"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"inputSchema"`
 		}
 		_ = json.Unmarshal(t.raw, &d)
-		out = append(out, platformtools.AgentTool{Name: t.exposed, Agent: t.agent, Title: d.Title, Description: d.Description})
+		out = append(out, UnionTool{Name: t.exposed, Agent: t.agent, Served: t.name, Title: d.Title, Description: d.Description,
+			InputSchema: d.InputSchema, Qualified: t.why})
+	}
+	return out, nil
+}
+
+// AgentTools lists the expert agents' tools as a token sees them outside
+// any session (the platform API's GET /api/v1/agents).
+func (g *Gateway) AgentTools(ctx context.Context, tok store.Token) ([]platformtools.AgentTool, error) {
+	tools, err := g.UnionTools(ctx, tok)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]platformtools.AgentTool, len(tools))
+	for i, t := range tools {
+		out[i] = platformtools.AgentTool{Name: t.Name, Agent: t.Agent, Title: t.Title, Description: t.Description}
 	}
 	return out, nil
 }

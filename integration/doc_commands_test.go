@@ -176,6 +176,12 @@ func runDocCommand(t *testing.T, c docCommand) {
 	}
 	args := slices.Clone(c.args)
 	adding := len(args) > 1 && args[0] == "mqtt-user" && args[1] == "add"
+	if len(args) > 2 && args[0] == "user" && args[1] == "admin" {
+		// `toolbus user admin ID on|off` works on a user who exists.
+		if _, err := st.AddUser(ctx, args[2], []byte(docPassword)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := 0; i+1 < len(args); i++ {
 		switch args[i] {
 		case "--username":

@@ -53,6 +53,14 @@ type AgentStatus struct {
 	// Options.SuspectAfter. New calls go to the agent's other instances
 	// until it is heard from.
 	Unresponsive bool
+	// LastHeard is when the gateway last heard a status of the instance
+	// (zero if never, as for one known only from its claims), Interval how
+	// often it said it would repeat an online status (0: never), Connection
+	// the connection it named (contract.Presence.Connection; "" if none).
+	// What an operator needs to tell a quiet instance from a dead one.
+	LastHeard  time.Time
+	Interval   time.Duration
+	Connection string
 }
 
 // instanceKey names an instance in the presence table and in claims:
@@ -512,6 +520,9 @@ func (w *presenceWatch) list(now time.Time) []AgentStatus {
 			continue
 		}
 		a.Unresponsive = w.suspect[key]
+		if h, ok := w.heard[key]; ok {
+			a.LastHeard, a.Interval, a.Connection = h.at, h.interval, h.conn
+		}
 		out = append(out, a)
 	}
 	w.mu.Unlock()

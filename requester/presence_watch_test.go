@@ -51,6 +51,9 @@ func TestPresenceWatch(t *testing.T) {
 			{pt("echo", "a1"), `{"status":"online"}`, true, "echo", "", ""},
 			{pt("echo", "a1"), `{"status":"offline"}`, true, "", "echo", "echo/a1"},
 		}, []AgentStatus{{Agent: "echo", ClientID: "a1", Since: now}}},
+		{"interval and connection are kept", []step{
+			{pt("echo", "a1"), `{"status":"online","interval":15000,"connection":"c-7"}`, true, "echo", "", ""},
+		}, []AgentStatus{{Agent: "echo", ClientID: "a1", Online: true, Since: now, Interval: 15 * time.Second, Connection: "c-7"}}},
 		{"topic is the authority, not the payload", []step{
 			{pt("echo", "a1"), `{"status":"online","clientId":"someone-else"}`, true, "echo", "", ""},
 		}, []AgentStatus{{Agent: "echo", ClientID: "a1", Online: true, Since: now}}},
@@ -80,6 +83,10 @@ func TestPresenceWatch(t *testing.T) {
 				t.Fatalf("agents %+v, want %+v", got, tc.want)
 			}
 			for i := range got {
+				if got[i].LastHeard != now {
+					t.Errorf("agent %d: LastHeard %v, want %v", i, got[i].LastHeard, now)
+				}
+				got[i].LastHeard = time.Time{}
 				if got[i] != tc.want[i] {
 					t.Errorf("agent %d: %+v, want %+v", i, got[i], tc.want[i])
 				}

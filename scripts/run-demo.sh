@@ -31,10 +31,12 @@ for agent in "${!AGENT_TOOLS[@]}"; do
     --role expert-agent --generate-password | tail -n 1)
 done
 
-# The user who signs in from OAuth clients (those that take only the URL):
-# a fresh password on every start too.
+# The user who signs in from OAuth clients (those that take only the URL)
+# and to the console: a fresh password on every start too.
 SIGNIN_PASSWORD=$("$BIN/toolbus" user passwd --data-dir "$DATA_DIR" --user demo --generate-password 2>/dev/null | tail -n 1) ||
   SIGNIN_PASSWORD=$("$BIN/toolbus" user add --data-dir "$DATA_DIR" --user demo --generate-password | tail -n 1)
+# ... and the operator who signs in to the console (the admin role).
+"$BIN/toolbus" user admin demo on --data-dir "$DATA_DIR" >/dev/null
 
 TOKEN=$("$BIN/toolbus" token create --data-dir "$DATA_DIR" --user demo --name "make run" --ttl 24h | tail -n 1)
 
@@ -73,9 +75,12 @@ for agent in "${!AGENT_TOOLS[@]}"; do
 done
 
 URL="http://$HTTP_ADDR/api/v1/mcp"
+CONSOLE_URL="http://$HTTP_ADDR/console/"
 cat <<MSG
 
 toolbus is running: platform tools and two expert agents' tools on one MCP endpoint.
+
+  Console: $CONSOLE_URL   (sign in: user demo, password $SIGNIN_PASSWORD)
 
   MCP URL: $URL
   token:   $TOKEN   (user "demo", valid 24 h)

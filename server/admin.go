@@ -24,10 +24,14 @@ func (s *Server) withAdmin(api http.Handler) http.Handler {
 	})
 }
 
-// adminHandler builds the admin Service over the running parts. Parts this
-// process does not run stay nil interfaces (not typed nils): without an
-// embedded broker, /clients answers 501 and identity changes are not live.
-func (s *Server) adminHandler() http.Handler {
+// adminService builds the admin Service over the running parts, once: the
+// admin API and the console share it. Parts this process does not run
+// stay nil interfaces (not typed nils): without an embedded broker,
+// /clients answers 501 and identity changes are not live.
+func (s *Server) adminService() (*admin.Service, error) {
+	if s.adminSvc != nil {
+		return s.adminSvc, nil
+	}
 	opts := admin.Options{Store: s.store, Logger: s.cfg.Logger, ToolScopes: platformtools.ToolScopes()}
 	opts.Settings = s.cfg.Settings
 	opts.OnChange = s.auditChange()
@@ -42,6 +46,16 @@ func (s *Server) adminHandler() http.Handler {
 		opts.AgentTools = s.adminAgentTools
 	}
 	svc, err := admin.NewService(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.adminSvc = svc
+	return svc, nil
+}
+
+// adminHandler is the admin API over adminService.
+func (s *Server) adminHandler() http.Handler {
+	svc, err := s.adminService()
 	if err != nil { // only without a store, which Start opens first
 		s.log.WithError(err).Error("admin API disabled")
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -54,13 +68,17 @@ func (s *Server) adminHandler() http.Handler {
 // adminAgentTools lists the expert agents' tools as the admin's token sees
 // them, through the gateway's per-token catalog.
 func (s *Server) adminAgentTools(ctx context.Context, tok store.Token) ([]admin.AgentTool, error) {
-	tools, err := s.gateway.AgentTools(ctx, tok)
+	tools, err := s.gateway.UnionTools(ctx, tok)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]admin.AgentTool, len(tools))
 	for i, t := range tools {
-		out[i] = admin.AgentTool{Name: t.Name, Agent: t.Agent, Title: t.Title, Description: t.Description}
+		out[i] = admin.AgentTool{Name: t.Name, Agent: t.Agent, Title: t.Title, Description: t.Description,
+			Qualified: t.Qualified, InputSchema: t.InputSchema}
+		if t.Served != t.Name {
+			out[i].Served = t.Served
+		}
 	}
 	return out, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/audit"
 	"github.com/toolbus/toolbus/broker"
+	"github.com/toolbus/toolbus/console"
 	"github.com/toolbus/toolbus/contract"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/buildinfo"
@@ -187,6 +188,9 @@ type Config struct {
 	// OAuth configures the built-in OAuth authorization server.
 	OAuth OAuthConfig
 
+	// Console configures the operator console at /console/.
+	Console ConsoleConfig
+
 	// Logger receives the process's logs; nil discards them.
 	Logger *logrus.Entry
 }
@@ -255,6 +259,8 @@ type Server struct {
 	probe     *probeRun          // the round-trip probe of the external broker (external.go)
 	requester *requester.Requester
 	gateway   *gateway.Gateway
+	adminSvc  *admin.Service   // the admin model, shared by the API and the console (admin.go)
+	console   *console.Console // nil when Config.Console.Disabled (console.go)
 	http      *http.Server
 	handler   atomic.Pointer[http.Handler]    // what http serves: starting, then the gateway
 	cert      atomic.Pointer[tls.Certificate] // the HTTPS certificate (Config.TLSCertFile)
@@ -381,6 +387,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	// Listening streams never end by themselves: Shutdown ends them.
 	s.http.RegisterOnShutdown(s.gateway.EndStreams)
+	if s.console != nil {
+		s.http.RegisterOnShutdown(s.console.EndStreams)
+	}
 	var h http.Handler = s.gateway
 	s.handler.Store(&h)
 	s.log.WithFields(logrus.Fields{
@@ -562,6 +571,10 @@ func (s *Server) startGateway() error {
 	if err != nil {
 		return err
 	}
+	cons, err := s.newConsole()
+	if err != nil {
+		return err
+	}
 	gw, err := gateway.New(gateway.Options{
 		Tokens:              s.store,
 		Agents:              s.requester,
@@ -590,6 +603,7 @@ func (s *Server) startGateway() error {
 		Observer:            observer,
 		Metrics:             s.metrics.Handler(),
 		AuthServer:          authServer,
+		Console:             cons,
 		Logger:              s.cfg.Logger,
 
 		// A session ended on one replica is refused by all (server/store.go).

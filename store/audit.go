@@ -37,6 +37,9 @@ const (
 	// deny, token, refresh, register, revoke), made or refused; ClientID
 	// holds the OAuth client.
 	AuditOAuth = "oauth"
+	// AuditConsole is a step of a console session (Action: sign_in,
+	// sign_out, cross_origin), made or refused; UserID holds the person.
+	AuditConsole = "console"
 )
 
 // ErrInvalidAuditQuery is returned by QueryAudit for a query it cannot run:

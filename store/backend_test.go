@@ -86,6 +86,8 @@ var portableTests = []struct {
 	{"PruneAudit", TestPruneAudit},
 	{"MigrateConcurrently", testMigrateConcurrently},
 	{"Users", TestUsers},
+	{"UserAdmin", TestUserAdmin},
+	{"UserAdminMigration", TestUserAdminMigration},
 	{"OAuthClients", TestOAuthClients},
 	{"OAuthCodeSingleUse", TestOAuthCodeSingleUse},
 	{"OAuthRefreshRotation", TestOAuthRefreshRotation},

@@ -226,6 +226,15 @@ var migrations = []migration{
 			`CREATE INDEX oauth_clients_unused ON oauth_clients (used_ms, created_ms)`,
 		},
 	},
+	{
+		version: 12,
+		name:    "console admins",
+		stmts: []string{
+			// Sign-in users who may use the operator console (console/);
+			// 0 for every user made before, so an upgrade grants nobody.
+			`ALTER TABLE users ADD COLUMN admin INTEGER NOT NULL DEFAULT 0`,
+		},
+	},
 }
 
 // migrate brings db to the newest schema version. It refuses a database

@@ -47,7 +47,9 @@ ON CONFLICT (id) DO NOTHING`
 	qListTokensOfUser = `SELECT ` + qTokenColumns + ` FROM tokens WHERE user_id = $1 ORDER BY created_ms, id`
 	// Sign-in users (store/users.go).
 	qInsertUser         = `INSERT INTO users (user_id, password_hash, created_ms) VALUES ($1, $2, $3) ON CONFLICT (user_id) DO NOTHING`
-	qListUsers          = `SELECT user_id, created_ms FROM users ORDER BY user_id`
+	qListUsers          = `SELECT user_id, created_ms, admin FROM users ORDER BY user_id`
+	qSetUserAdmin       = `UPDATE users SET admin = $2 WHERE user_id = $1`
+	qSelectUserState    = `SELECT admin, password_hash FROM users WHERE user_id = $1`
 	qSelectUserHash     = `SELECT password_hash FROM users WHERE user_id = $1`
 	qSetUserPassword    = `UPDATE users SET password_hash = $2 WHERE user_id = $1`
 	qDeleteUser         = `DELETE FROM users WHERE user_id = $1`

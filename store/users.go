@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"database/sql"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,6 +25,20 @@ import (
 type User struct {
 	ID      string
 	Created time.Time
+	// Admin: the user may sign in to the operator console (console/).
+	// It grants nothing on the MCP endpoint or the admin API, where
+	// scopes decide.
+	Admin bool
+}
+
+// UserState is what a console session of a user depends on: it ends when
+// the user is removed, loses Admin, or gets a new password (a new
+// PasswordStamp).
+type UserState struct {
+	Admin bool
+	// PasswordStamp changes whenever the password does. It is a digest of
+	// the stored hash, so a session can keep it without keeping the hash.
+	PasswordStamp string
 }
 
 // Argon2id parameters of new user passwords: OWASP's first choice for
@@ -136,11 +152,11 @@ func (s *Store) ListUsers(ctx context.Context) ([]User, error) {
 	var users []User
 	for rows.Next() {
 		var u User
-		var ms int64
-		if err := rows.Scan(&u.ID, &ms); err != nil {
+		var ms, adm int64
+		if err := rows.Scan(&u.ID, &ms, &adm); err != nil {
 			return nil, fmt.Errorf("list users: %w", err)
 		}
-		u.Created = fromMillis(ms)
+		u.Created, u.Admin = fromMillis(ms), adm != 0
 		users = append(users, u)
 	}
 	if err := rows.Err(); err != nil {
@@ -166,6 +182,43 @@ func (s *Store) SetUserPassword(ctx context.Context, id string, password []byte)
 	}
 	s.log.WithField("user", id).Info("changed user password")
 	return nil
+}
+
+// SetUserAdmin grants (on) or takes back the console's admin role. An
+// unknown user gives ErrNotFound. Their open console sessions see the
+// change at their next request (UserState).
+func (s *Store) SetUserAdmin(ctx context.Context, id string, on bool) (err error) {
+	defer mapWriteErr(&err)
+	v := 0
+	if on {
+		v = 1
+	}
+	res, err := s.db.ExecContext(ctx, qSetUserAdmin, id, v)
+	if err != nil {
+		return fmt.Errorf("set admin of user %s: %w", id, err)
+	}
+	if err := mustAffect(res); err != nil {
+		return fmt.Errorf("user %s: %w", id, err)
+	}
+	s.log.WithFields(logrus.Fields{"user": id, "admin": on}).Info("changed user admin role")
+	return nil
+}
+
+// UserState reads what a console session of user id depends on, in one
+// indexed row read and no KDF: cheap enough for every request. An unknown
+// user gives ErrNotFound.
+func (s *Store) UserState(ctx context.Context, id string) (UserState, error) {
+	var adm int64
+	var hash string
+	err := s.db.QueryRowContext(ctx, qSelectUserState, id).Scan(&adm, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return UserState{}, fmt.Errorf("user %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return UserState{}, fmt.Errorf("user %s: %w", id, err)
+	}
+	sum := sha256.Sum256([]byte(hash))
+	return UserState{Admin: adm != 0, PasswordStamp: hex.EncodeToString(sum[:16])}, nil
 }
 
 // RemoveUser removes a user and ends all their access at once: every token

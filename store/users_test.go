@@ -104,3 +104,75 @@ func TestArgon2idHashes(t *testing.T) {
 		}
 	}
 }
+
+func TestUserAdmin(t *testing.T) {
+	ctx := testContext(t)
+	s := openTestStore(t, StoreOptions{})
+	if _, err := s.AddUser(ctx, "alice", []byte("correct horse")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.UserState(ctx, "alice")
+	if err != nil || st.Admin || st.PasswordStamp == "" {
+		t.Fatalf("UserState of a new user = %+v, %v; want not admin, a stamp", st, err)
+	}
+	for _, tc := range []struct {
+		name string
+		on   bool
+	}{{"grant", true}, {"grant again", true}, {"take back", false}, {"grant last", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := s.SetUserAdmin(ctx, "alice", tc.on); err != nil {
+				t.Fatal(err)
+			}
+			users, err := s.ListUsers(ctx)
+			if err != nil || len(users) != 1 || users[0].Admin != tc.on {
+				t.Fatalf("ListUsers = %+v, %v; want admin %v", users, err, tc.on)
+			}
+			if st, err := s.UserState(ctx, "alice"); err != nil || st.Admin != tc.on {
+				t.Fatalf("UserState = %+v, %v; want admin %v", st, err, tc.on)
+			}
+		})
+	}
+	// A new password, even the same one, is a new stamp: sessions end.
+	if err := s.SetUserPassword(ctx, "alice", []byte("correct horse")); err != nil {
+		t.Fatal(err)
+	}
+	if st2, err := s.UserState(ctx, "alice"); err != nil || st2.PasswordStamp == st.PasswordStamp {
+		t.Fatalf("stamp after passwd = %+v, %v; want a new one (was %q)", st2, err, st.PasswordStamp)
+	}
+	if err := s.SetUserAdmin(ctx, "nobody", true); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("SetUserAdmin(unknown) = %v, want ErrNotFound", err)
+	}
+	if _, err := s.UserState(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("UserState(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+// TestUserAdminMigration opens a store that a toolbus before the console
+// left (schema version 11): its users stay, none of them an admin.
+func TestUserAdminMigration(t *testing.T) {
+	dir := t.TempDir()
+	ctx := testContext(t)
+	s := openTestStoreIn(t, dir, StoreOptions{})
+	if _, err := s.AddUser(ctx, "alice", []byte("correct horse")); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`ALTER TABLE users DROP COLUMN admin`, `DELETE FROM schema_migrations WHERE version >= 12`} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openTestStoreIn(t, dir, StoreOptions{})
+	users, err := s2.ListUsers(ctx)
+	if err != nil || len(users) != 1 || users[0].ID != "alice" || users[0].Admin {
+		t.Fatalf("users after the migration = %+v, %v; want alice, not an admin", users, err)
+	}
+	if err := s2.SetUserAdmin(ctx, "alice", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.VerifyUser(ctx, "alice", []byte("correct horse")); err != nil {
+		t.Fatalf("sign-in after the migration: %v", err)
+	}
+}

@@ -2,7 +2,11 @@ package main
 
 import (
 	"bufio"
+	"io"
 	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,13 +76,16 @@ func TestMakeRunShowsBuildProgress(t *testing.T) {
 // Ctrl-C on `make run` (SIGINT to the terminal's whole foreground process
 // group) stops the agents first, then the server, and says nothing about
 // it beyond their own stop lines: no warning (an agent losing its broker),
-// no make "*** Interrupt". The real make, script and binaries, on a
-// temporary data dir and free loopback ports.
+// no make "*** Interrupt". Before that, while it runs, the banner names the
+// console and the demo user signs in to it (checkDemoConsole). The real
+// make, script and binaries, on a temporary data dir and free loopback
+// ports.
 func TestMakeRunCtrlCStopsAgentsFirst(t *testing.T) {
 	needTools(t, "make", "bash", "curl")
 	isolateEnv(t)
 	cmd := exec.Command("make", "-s", "-C", repoRoot(t), "run", "BIN="+t.TempDir())
-	cmd.Env = append(os.Environ(), "TOOLBUS_DATA_DIR="+t.TempDir(), "TOOLBUS_HTTP_ADDR="+freeAddr(t), "TOOLBUS_MQTT_ADDR="+freeAddr(t))
+	httpAddr := freeAddr(t)
+	cmd.Env = append(os.Environ(), "TOOLBUS_DATA_DIR="+t.TempDir(), "TOOLBUS_HTTP_ADDR="+httpAddr, "TOOLBUS_MQTT_ADDR="+freeAddr(t))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's foreground group of its own
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -139,6 +146,8 @@ func TestMakeRunCtrlCStopsAgentsFirst(t *testing.T) {
 		}
 	}
 
+	checkDemoConsole(t, httpAddr, before)
+
 	if err := syscall.Kill(-pgid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -176,5 +185,64 @@ func TestMakeRunCtrlCStopsAgentsFirst(t *testing.T) {
 	}
 	if noisy := regexp.MustCompile(`(?m)^.*(level=(warning|error|fatal|panic)|Interrupt|Terminated|Killed).*$`).FindAllString(text, -1); len(noisy) > 0 {
 		t.Errorf("Ctrl-C printed:\n%s\n\nall of it:\n%s", strings.Join(noisy, "\n"), text)
+	}
+}
+
+// checkDemoConsole: the banner of `make run` names the console's URL and
+// the demo user's sign-in; the URL answers with the sign-in form, and the
+// demo user, an admin, signs in with that password and gets the overview.
+func checkDemoConsole(t *testing.T, httpAddr string, banner []string) {
+	t.Helper()
+	consoleURL := "http://" + httpAddr + "/console/"
+	re := regexp.MustCompile(`^\s*Console: (\S+)\s+\(sign in: user demo, password (\S+)\)$`)
+	var password string
+	for _, l := range banner {
+		if m := re.FindStringSubmatch(l); m != nil {
+			if m[1] != consoleURL {
+				t.Errorf("the banner names the console %s, want %s", m[1], consoleURL)
+			}
+			password = m[2]
+		}
+	}
+	if password == "" {
+		t.Fatalf("the banner names no console URL and sign-in:\n%s", strings.Join(banner, "\n"))
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	get := func(u string) (int, string) {
+		t.Helper()
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// Without a session every console page is the sign-in form (401).
+	if code, body := get(consoleURL); code != http.StatusUnauthorized || !strings.Contains(body, `name="password"`) {
+		t.Errorf("GET %s without a session: %d\n%s", consoleURL, code, body)
+	}
+	if code, body := get(consoleURL + "sign-in"); code != http.StatusOK || !strings.Contains(body, `name="password"`) {
+		t.Errorf("GET %ssign-in: %d\n%s", consoleURL, code, body)
+	}
+	req, err := http.NewRequest(http.MethodPost, consoleURL+"sign-in",
+		strings.NewReader(url.Values{"username": {"demo"}, "password": {password}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://"+httpAddr) // a browser's same-origin form
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("sign in as demo: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.String() != consoleURL || !strings.Contains(string(b), `id="agents-online"`) {
+		t.Errorf("the demo user's sign-in ends on %s with %d:\n%s", resp.Request.URL, resp.StatusCode, b)
 	}
 }

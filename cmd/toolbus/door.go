@@ -31,6 +31,7 @@ type door interface {
 	AddUser(ctx context.Context, req admin.UserRequest) (admin.UserChange, error)
 	SetUserPassword(ctx context.Context, user string, req admin.PasswordRequest) (admin.UserChange, error)
 	RemoveUser(ctx context.Context, user string) (admin.UserChange, error)
+	SetUserAdmin(ctx context.Context, user string, req admin.UserAdminRequest) (admin.UserChange, error)
 
 	ListIdentities(ctx context.Context) ([]admin.Identity, error)
 	AddIdentity(ctx context.Context, req admin.IdentityRequest) (admin.IdentityChange, error)

@@ -50,6 +50,7 @@ commands:
   user add               add a user who signs in to OAuth clients (password on stdin, or generated and printed)
   user list              list the sign-in users
   user passwd            change a user's password (on stdin, or generated and printed)
+  user admin             give (ID on) or take back (ID off) the admin role: who may sign in to the console
   user remove            remove a user and revoke every token of theirs
   acl export             write Mosquitto's (or NATS's) identities and rules from the store (--data-dir or --store-url)
   acl rule list          list topic ACL rules (the built-in ff/v2 rules too, read-only)

@@ -31,6 +31,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.PublicURL, "public-url", "", "scheme://host[:port] as MCP clients reach the gateway (behind a proxy, say), named in its OAuth metadata and 401 challenges; default: each request's own Host")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this PEM certificate chain (with --tls-key-file); read again on SIGHUP, so a renewed certificate needs no restart")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	consoleOn := fs.Bool("console", true, "serve the operator console at /console/ on the HTTP listener; sign-in users with the admin role get in (toolbus user admin U on; docs/console.md)")
+	fs.DurationVar(&cfg.Console.IdleTimeout, "console-idle-timeout", 30*time.Minute, "end a console session unused for this long")
+	fs.DurationVar(&cfg.Console.MaxAge, "console-max-age", 12*time.Hour, "end a console session this long after sign-in, used or not")
 	oauthOn := fs.Bool("oauth", true, "serve the built-in OAuth 2.1 authorization server at /oauth/, so that MCP clients with only the gateway's URL can sign a user in (users: toolbus user add); false: personal tokens only")
 	fs.DurationVar(&cfg.OAuth.AccessTTL, "oauth-access-ttl", time.Hour, "lifetime of the access tokens the authorization server issues")
 	fs.DurationVar(&cfg.OAuth.RefreshTTL, "oauth-refresh-ttl", 30*24*time.Hour, "how long an unused OAuth refresh token stays valid")
@@ -108,6 +111,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.Logger = log
 	cfg.OAuth.Disabled = !*oauthOn
+	cfg.Console.Disabled = !*consoleOn
 	cfg.OAuth.OIDC.Scopes = splitList(*oidcScopes)
 	if cfg.OAuth.TrustedProxies, err = parsePrefixes(*trustedProxies); err != nil {
 		return sources.located(err)

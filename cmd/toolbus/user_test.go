@@ -67,3 +67,64 @@ func TestUserCommands(t *testing.T) {
 		})
 	}
 }
+
+// TestUserAdminCommand: user add --admin and user admin ID on|off through
+// both doors; the store and user list agree.
+func TestUserAdminCommand(t *testing.T) {
+	isolateEnv(t)
+	liveDir, offDir := t.TempDir(), t.TempDir()
+	url, tok := startToolbus(t, liveDir)
+	initStore(t, offDir)
+	for _, d := range []struct {
+		name, dir string
+		args      []string
+	}{
+		{"server", liveDir, []string{"--server", url, "--token", tok}},
+		{"data-dir", offDir, []string{"--data-dir", offDir}},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			with := func(args ...string) []string { return append(args, d.args...) }
+			isAdmin := func(user string) bool {
+				t.Helper()
+				var users []admin.User
+				if err := json.Unmarshal([]byte(cli(t, with("user", "list", "--json")...)), &users); err != nil {
+					t.Fatal(err)
+				}
+				for _, u := range users {
+					if u.ID == user {
+						return u.Admin
+					}
+				}
+				t.Fatalf("user %s not listed", user)
+				return false
+			}
+			if out := cli(t, with("user", "add", "--user", "ops", "--admin", "--generate-password")...); !strings.Contains(out, "admin role") || !isAdmin("ops") {
+				t.Fatalf("user add --admin:\n%s", out)
+			}
+			cli(t, with("user", "add", "--user", "dev", "--generate-password")...)
+			if isAdmin("dev") {
+				t.Fatal("a user added without --admin is an admin")
+			}
+			if out := cli(t, with("user", "list")...); !strings.HasPrefix(out, "USER  ADMIN") {
+				t.Fatalf("user list:\n%s", out)
+			}
+			for _, tc := range []struct {
+				user, onOff string
+				want        bool
+			}{{"dev", "on", true}, {"ops", "off", false}, {"dev", "off", false}} {
+				cli(t, append([]string{"user", "admin", tc.user, tc.onOff}, d.args...)...)
+				if isAdmin(tc.user) != tc.want {
+					t.Fatalf("user admin %s %s: admin is %v", tc.user, tc.onOff, !tc.want)
+				}
+			}
+			for _, bad := range [][]string{{"user", "admin", "dev"}, {"user", "admin", "dev", "yes"}} {
+				if _, _, err := runCLI(t, with(bad...)...); err == nil {
+					t.Fatalf("%v: no error", bad)
+				}
+			}
+			if _, _, err := runCLI(t, with("user", "admin", "ghost", "on")...); err == nil || !strings.Contains(err.Error(), "not found") {
+				t.Fatalf("user admin of an unknown user: %v", err)
+			}
+		})
+	}
+}

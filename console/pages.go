@@ -1,0 +1,349 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"time"
+
+	"github.com/toolbus/toolbus/admin"
+	"github.com/toolbus/toolbus/store"
+)
+
+// pageData is what every template gets. Agent data reaches templates only
+// as strings and numbers in here: html/template escapes them as text, and
+// none is ever put in a URL or an attribute that takes one.
+type pageData struct {
+	Title   string
+	Nav     string // the page the menu marks current
+	User    string // signed in; "" on the sign-in page
+	Message string
+	Status  int // HTTP status of a message page
+
+	SignInUser string // the user name typed, kept on a failed sign-in
+
+	Overview *overviewData
+	Agents   []agentView
+	// ToolsError says why the tools are missing (no agent answered).
+	ToolsError string
+}
+
+type overviewData struct {
+	AgentsOnline, InstancesOnline, AgentsKnown int
+	Sessions                                   int
+	SessionsKnown                              bool
+	Broker                                     BrokerState
+	BrokerKnown                                bool
+	Version                                    string
+}
+
+// agentView is one agent (all its instances) on the agents page.
+type agentView struct {
+	Name      string
+	Online    bool
+	Instances []admin.Agent
+	Tools     []toolView
+}
+
+type toolView struct {
+	admin.AgentTool
+	Schema string // the input schema, indented JSON text
+}
+
+var funcs = template.FuncMap{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	"ago": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return time.Since(t).Round(time.Second).String() + " ago"
+	},
+	"interval": func(s float64) string {
+		if s <= 0 {
+			return "none"
+		}
+		return (time.Duration(s * float64(time.Second))).String()
+	},
+}
+
+// withSession runs h for a signed-in admin whose session is still good;
+// others go to the sign-in page. The user is read again at every request
+// (one indexed row, no KDF): a removal, a lost role or a new password
+// ends the session at once.
+func (c *Console) withSession(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ss, why := c.current(r)
+		if ss == nil {
+			if why != "" {
+				c.setCookie(w, "", -1)
+			}
+			c.render(w, http.StatusUnauthorized, "signin", pageData{Title: "Sign in", Message: why})
+			return
+		}
+		h(w, r, ss)
+	}
+}
+
+// current returns the request's live session, or nil and why it ended
+// ("" when there was none).
+func (c *Console) current(r *http.Request) (*session, string) {
+	ck, err := r.Cookie(c.cookieName())
+	if err != nil || ck.Value == "" {
+		return nil, ""
+	}
+	ss := c.sessions.get(ck.Value, time.Now())
+	if ss == nil {
+		return nil, "Your console session ended; sign in again."
+	}
+	if why := c.stillAdmin(r.Context(), ss); why != "" {
+		c.sessions.end(ss.id)
+		c.audit(r, store.AuditEvent{Action: "session_end", UserID: ss.user, Reason: why})
+		return nil, "Your console session ended: " + why + "."
+	}
+	return ss, ""
+}
+
+// stillAdmin says why ss may no longer be used ("" if it may).
+func (c *Console) stillAdmin(ctx context.Context, ss *session) string {
+	st, err := c.opts.Users.UserState(ctx, ss.user)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "the user was removed"
+	case err != nil:
+		c.log.WithError(err).Error("read user state")
+		return "the server could not check the user"
+	case !st.Admin:
+		return "the user no longer has the admin role"
+	case st.PasswordStamp != ss.stamp:
+		return "the password changed"
+	}
+	return ""
+}
+
+func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
+	if ss, _ := c.current(r); ss != nil {
+		http.Redirect(w, r, Path, http.StatusSeeOther)
+		return
+	}
+	c.render(w, http.StatusOK, "signin", pageData{Title: "Sign in"})
+}
+
+// signIn checks the form with the store's VerifyUser (the OAuth page's
+// check), then the admin role.
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		c.render(w, http.StatusBadRequest, "signin", pageData{Title: "Sign in", Message: "The form could not be read."})
+		return
+	}
+	user, password := r.PostForm.Get("username"), r.PostForm.Get("password")
+	if err := c.opts.Users.VerifyUser(r.Context(), user, []byte(password)); err != nil {
+		if !errors.Is(err, store.ErrBadCredentials) {
+			c.log.WithError(err).Error("sign-in")
+			c.render(w, http.StatusServiceUnavailable, "signin", pageData{Title: "Sign in", SignInUser: user, Message: "The server cannot check the sign-in now; try again."})
+			return
+		}
+		c.audit(r, store.AuditEvent{Action: "sign_in", UserID: user, Outcome: "refused", Reason: "wrong user name or password", Status: http.StatusUnauthorized})
+		c.render(w, http.StatusUnauthorized, "signin", pageData{Title: "Sign in", SignInUser: user, Message: "Wrong user name or password."})
+		return
+	}
+	st, err := c.opts.Users.UserState(r.Context(), user)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		c.log.WithError(err).Error("sign-in")
+		c.render(w, http.StatusServiceUnavailable, "signin", pageData{Title: "Sign in", SignInUser: user, Message: "The server cannot check the sign-in now; try again."})
+		return
+	}
+	if !st.Admin {
+		c.audit(r, store.AuditEvent{Action: "sign_in", UserID: user, Outcome: "refused", Reason: "not an admin", Status: http.StatusForbidden})
+		c.render(w, http.StatusForbidden, "refused", pageData{Title: "Not an admin",
+			Message: "You signed in as " + user + ", who does not have the admin role. Only admins use the console; an operator gives the role with `toolbus user admin " + user + " on`."})
+		return
+	}
+	ss := c.sessions.add(user, st.PasswordStamp, time.Now())
+	c.setCookie(w, ss.id, int(c.opts.MaxAge/time.Second))
+	c.audit(r, store.AuditEvent{Action: "sign_in", UserID: user})
+	http.Redirect(w, r, Path, http.StatusSeeOther)
+}
+
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(c.cookieName()); err == nil {
+		if ss := c.sessions.get(ck.Value, time.Now()); ss != nil {
+			c.audit(r, store.AuditEvent{Action: "sign_out", UserID: ss.user})
+		}
+		c.sessions.end(ck.Value)
+	}
+	c.setCookie(w, "", -1)
+	http.Redirect(w, r, Path+"sign-in", http.StatusSeeOther)
+}
+
+// adminCtx is the context the admin model is asked in for a console
+// user: a token of theirs with no agent limit, so the union is the one an
+// operator sees (every agent). It is never stored and has no secret.
+func adminCtx(ctx context.Context, ss *session) context.Context {
+	return store.WithToken(ctx, store.Token{ID: "console", UserID: ss.user, Scopes: []string{store.ScopeAdmin}}, "")
+}
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request, ss *session) {
+	ag, err := c.opts.Admin.Agents(adminCtx(r.Context(), ss))
+	if err != nil && !errors.Is(err, admin.ErrNoServer) {
+		c.fail(w, ss, err)
+		return
+	}
+	o := &overviewData{Version: c.opts.Version}
+	online := map[string]bool{}
+	seen := map[string]bool{}
+	for _, a := range ag.Agents {
+		seen[a.Agent] = true
+		if a.Online {
+			online[a.Agent] = true
+			o.InstancesOnline++
+		}
+	}
+	o.AgentsOnline, o.AgentsKnown = len(online), len(seen)
+	if c.opts.Sessions != nil {
+		o.Sessions, o.SessionsKnown = c.opts.Sessions(), true
+	}
+	if c.opts.Broker != nil {
+		o.Broker, o.BrokerKnown = c.opts.Broker(), true
+	}
+	c.render(w, http.StatusOK, "overview", pageData{Title: "Overview", Nav: "overview", User: ss.user, Overview: o})
+}
+
+// agentViews reads the admin model's agents and tools, grouped by agent.
+func (c *Console) agentViews(ctx context.Context, ss *session) ([]agentView, string, error) {
+	ag, err := c.opts.Admin.Agents(adminCtx(ctx, ss))
+	if err != nil {
+		return nil, "", err
+	}
+	var out []agentView
+	at := map[string]int{}
+	for _, a := range ag.Agents {
+		i, ok := at[a.Agent]
+		if !ok {
+			i = len(out)
+			at[a.Agent] = i
+			out = append(out, agentView{Name: a.Agent})
+		}
+		out[i].Instances = append(out[i].Instances, a)
+		out[i].Online = out[i].Online || a.Online
+	}
+	for _, t := range ag.Tools {
+		i, ok := at[t.Agent]
+		if !ok {
+			continue
+		}
+		out[i].Tools = append(out[i].Tools, toolView{AgentTool: t, Schema: indentJSON(t.InputSchema)})
+	}
+	return out, ag.ToolsError, nil
+}
+
+func indentJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func (c *Console) agents(w http.ResponseWriter, r *http.Request, ss *session) {
+	views, toolsErr, err := c.agentViews(r.Context(), ss)
+	if err != nil {
+		c.fail(w, ss, err)
+		return
+	}
+	c.render(w, http.StatusOK, "agents", pageData{Title: "Agents", Nav: "agents", User: ss.user, Agents: views, ToolsError: toolsErr})
+}
+
+// agentList is the agents page's list alone, which the page's script
+// fetches again when the event stream says presence changed.
+func (c *Console) agentList(w http.ResponseWriter, r *http.Request, ss *session) {
+	views, toolsErr, err := c.agentViews(r.Context(), ss)
+	if err != nil {
+		c.fail(w, ss, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := c.pages["agents"].ExecuteTemplate(w, "agentlist", pageData{Agents: views, ToolsError: toolsErr}); err != nil {
+		c.log.WithError(err).Error("render agent list")
+	}
+}
+
+func (c *Console) fail(w http.ResponseWriter, ss *session, err error) {
+	c.log.WithError(err).Error("console page")
+	c.render(w, http.StatusInternalServerError, "refused", pageData{Title: "Error", User: ss.user, Message: "The page could not be built; the server log says why."})
+}
+
+func (c *Console) render(w http.ResponseWriter, status int, name string, d pageData) {
+	var b bytes.Buffer
+	if err := c.pages[name].Execute(&b, d); err != nil {
+		c.log.WithError(err).Error("render " + name)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = b.WriteTo(w)
+}
+
+// events is the agents page's server-sent event stream: an "agents" event
+// at every presence change the requester signals (no polling), a "ready"
+// event once at the start. It ends with the session (sign-out, expiry,
+// the user's removal or lost role) and with EndStreams.
+func (c *Console) events(w http.ResponseWriter, r *http.Request, ss *session) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "event: ready\ndata: ok\n\n")
+	fl.Flush()
+	var changed <-chan struct{}
+	if c.opts.Presence != nil {
+		changed = c.opts.Presence.PresenceChanged()
+	}
+	timer := time.NewTimer(time.Until(c.sessions.deadline(ss)))
+	defer timer.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-c.done:
+			return
+		case <-ss.ended:
+			return
+		case <-timer.C:
+			// Other requests may have used the session since: expire it
+			// only if it is really past its deadline.
+			if !c.sessions.alive(ss, time.Now()) {
+				return
+			}
+			timer.Reset(time.Until(c.sessions.deadline(ss)))
+		case <-changed:
+			changed = c.opts.Presence.PresenceChanged()
+			if why := c.stillAdmin(r.Context(), ss); why != "" {
+				c.sessions.end(ss.id)
+				return
+			}
+			if _, err := fmt.Fprint(w, "event: agents\ndata: changed\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+		}
+	}
+}

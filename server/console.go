@@ -1,0 +1,92 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/toolbus/toolbus/console"
+	"github.com/toolbus/toolbus/internal/buildinfo"
+	"github.com/toolbus/toolbus/internal/pahoconn"
+)
+
+// ConsoleConfig configures the operator console (package console). Its
+// zero value serves it with the console's defaults.
+type ConsoleConfig struct {
+	// Disabled: /console/ is not served (--console=false).
+	Disabled bool
+	// IdleTimeout ends a console session unused for that long; 0 means
+	// console.DefaultIdleTimeout (30 min).
+	IdleTimeout time.Duration
+	// MaxAge ends a console session that long after sign-in; 0 means
+	// console.DefaultMaxAge (12 h).
+	MaxAge time.Duration
+}
+
+// newConsole builds the console over the admin model, the store's
+// sign-in check and the requester's presence signal; nil (a nil
+// http.Handler, not a typed nil) when disabled.
+func (s *Server) newConsole() (http.Handler, error) {
+	if s.cfg.Console.Disabled {
+		return nil, nil
+	}
+	svc, err := s.adminService()
+	if err != nil {
+		return nil, err
+	}
+	opts := console.Options{
+		Users:       s.store,
+		Admin:       svc,
+		Version:     buildinfo.Version(),
+		Secure:      s.https(),
+		IdleTimeout: s.cfg.Console.IdleTimeout,
+		MaxAge:      s.cfg.Console.MaxAge,
+		Logger:      s.cfg.Logger,
+		Sessions: func() int {
+			if s.gateway == nil {
+				return 0
+			}
+			return s.gateway.Stats().Sessions
+		},
+		Broker: s.brokerState,
+	}
+	if s.requester != nil {
+		opts.Presence = s.requester
+	}
+	if s.audit != nil {
+		opts.Audit = s.audit.Record
+	}
+	c, err := console.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.console = c
+	return c, nil
+}
+
+// brokerState is the broker as the console's overview shows it.
+func (s *Server) brokerState() console.BrokerState {
+	if !s.external() {
+		return console.BrokerState{Connected: s.broker != nil}
+	}
+	st := console.BrokerState{External: true, URL: redactURL(s.cfg.BrokerURL)}
+	if s.pahoBus != nil {
+		st.Connected = s.pahoBus.IsConnected()
+	}
+	return st
+}
+
+// redactURL drops any user information from a broker URL list before it
+// is shown on a page.
+func redactURL(raw string) string {
+	var out []string
+	for _, u := range pahoconn.SplitURLs(raw) {
+		if p, err := url.Parse(u); err == nil {
+			p.User = nil
+			u = p.String()
+		}
+		out = append(out, u)
+	}
+	return strings.Join(out, ",")
+}
