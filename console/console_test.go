@@ -240,17 +240,7 @@ func startAgent(t *testing.T, srv *server.Server, name string, tool mcp.Tool) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("agent did not stop")
-		}
-	})
+	testenv.Run(t, "agent", a.Run)
 	testenv.Poll(t, 15*time.Second, "agent online", func() bool {
 		for _, s := range srv.Requester().Agents() {
 			if s.Agent == name && s.Online {

@@ -155,17 +155,7 @@ func startHostileAgent(t *testing.T, srv *server.Server) {
 			t.Fatal(err)
 		}
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("agent did not stop")
-		}
-	})
+	testenv.Run(t, "agent", a.Run)
 	poll(t, 15*time.Second, "agent online", func() bool { return agentOnline(srv, hostileAgentName+"-1") })
 }
 

@@ -39,17 +39,7 @@ func startNamedAgent(t *testing.T, srv *server.Server, name string, tools ...str
 			t.Fatal(err)
 		}
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("agent did not stop")
-		}
-	})
+	testenv.Run(t, "agent", a.Run)
 	poll(t, 15*time.Second, name+" online", func() bool { return agentOnline(srv, name+"-1") })
 }
 

@@ -92,3 +92,24 @@ func Poll(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(pollInterval)
 	}
 }
+
+// stopWait bounds how long Run's cleanup waits for what it started.
+const stopWait = 10 * time.Second
+
+// Run runs run (an agent's Run, a server loop) on a goroutine of its own
+// for the rest of the test: the cleanup cancels its context and waits for
+// it to return, at most stopWait, reporting what did not stop.
+func Run(t testing.TB, what string, run func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(stopWait):
+			t.Errorf("%s did not stop within %s", what, stopWait)
+		}
+	})
+}
