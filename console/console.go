@@ -8,13 +8,17 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/toolbus/toolbus/admin"
+	"github.com/toolbus/toolbus/internal/clip"
 	"github.com/toolbus/toolbus/internal/logutil"
+	"github.com/toolbus/toolbus/internal/netsrc"
+	"github.com/toolbus/toolbus/internal/ratelimit"
 	"github.com/toolbus/toolbus/store"
 )
 
@@ -26,6 +30,9 @@ const (
 	DefaultIdleTimeout = 30 * time.Minute
 	DefaultMaxAge      = 12 * time.Hour
 	DefaultMaxSessions = 1000
+	// DefaultRateLimit is the sign-in attempts a minute of one client
+	// address, and on one user name: the OAuth sign-in page's default.
+	DefaultRateLimit = 30
 )
 
 // maxFormBytes bounds a posted form: a user name and a password.
@@ -85,6 +92,15 @@ type Options struct {
 	// MaxSessions bounds the sessions held (the oldest go first); 0 means
 	// DefaultMaxSessions.
 	MaxSessions int
+	// RateLimit bounds the sign-in attempts of one client address, and
+	// those on one user name, per minute (the OAuth server's
+	// --oauth-rate-limit); 0 means DefaultRateLimit, negative none.
+	RateLimit int
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client's address (netsrc.ClientKey), for the sign-in limit and
+	// the audit records' source; nil means none: the connection's peer is
+	// the client.
+	TrustedProxies []netip.Prefix
 	// Audit records sign-ins, sign-outs and refusals; nil records none.
 	Audit func(store.AuditEvent)
 	// Logger gets one line per sign-in and refusal (component "console");
@@ -98,8 +114,11 @@ type Console struct {
 	opts     Options
 	log      *logrus.Entry
 	sessions *sessions
-	pages    map[string]*template.Template
-	handler  http.Handler
+	// perIP and perUser bound sign-in attempts (Options.RateLimit); nil
+	// allows all.
+	perIP, perUser *ratelimit.Keyed
+	pages          map[string]*template.Template
+	handler        http.Handler
 
 	done     chan struct{}
 	doneOnce sync.Once
@@ -128,9 +147,13 @@ func New(opts Options) (*Console, error) {
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
 	}
+	if opts.RateLimit == 0 {
+		opts.RateLimit = DefaultRateLimit
+	}
 	c := &Console{opts: opts, log: logutil.Component(opts.Logger, "console"),
 		sessions: newSessions(opts.IdleTimeout, opts.MaxAge, opts.MaxSessions),
-		pages:    map[string]*template.Template{}, done: make(chan struct{})}
+		perIP:    ratelimit.NewKeyed(opts.RateLimit), perUser: ratelimit.NewKeyed(opts.RateLimit),
+		pages: map[string]*template.Template{}, done: make(chan struct{})}
 	for _, name := range []string{"signin", "refused", "overview", "agents"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/agentlist.html", "templates/"+name+".html")
 		if err != nil {
@@ -216,16 +239,30 @@ func (c *Console) setCookie(w http.ResponseWriter, value string, maxAge int) {
 		HttpOnly: true, Secure: c.opts.Secure, SameSite: http.SameSiteStrictMode})
 }
 
-// audit records e as a console event.
+// clientAddr is the source key of r's client (netsrc.ClientKey: an IPv6
+// address by its /64): the connection's peer or, when that is one of
+// Options.TrustedProxies, the address it forwards for.
+func (c *Console) clientAddr(r *http.Request) string {
+	return netsrc.ClientKey(r, c.opts.TrustedProxies)
+}
+
+// audit records e as a console event, with the client's address as its
+// Source.
+// maxLoggedUser bounds the user name a console log line or audit record
+// holds, as the OAuth page bounds its fields.
+const maxLoggedUser = 128
+
 func (c *Console) audit(r *http.Request, e store.AuditEvent) {
 	e.Time, e.Kind = time.Now(), store.AuditConsole
+	// A typed user name may be kilobytes: cut before the log and the record.
+	e.UserID = clip.Marked(e.UserID, maxLoggedUser)
 	if e.Outcome == "" {
 		e.Outcome = "ok"
 	}
 	if e.Source == "" {
-		e.Source = r.RemoteAddr
+		e.Source = c.clientAddr(r)
 	}
-	log := c.log.WithFields(logrus.Fields{"action": e.Action, "outcome": e.Outcome, "user": e.UserID, "remote": r.RemoteAddr})
+	log := c.log.WithFields(logrus.Fields{"action": e.Action, "outcome": e.Outcome, "user": e.UserID, "remote": e.Source})
 	if e.Reason != "" {
 		log = log.WithField("reason", e.Reason)
 	}

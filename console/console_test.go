@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/toolbus/toolbus/internal/testenv/servertest"
 	"github.com/toolbus/toolbus/mcp"
 	"github.com/toolbus/toolbus/server"
+	"github.com/toolbus/toolbus/store"
 )
 
 const adminPassword = "admin-password-1"
@@ -27,7 +30,14 @@ func ctx(t *testing.T) context.Context { return testenv.Context(t, 30*time.Secon
 // "ops" and a user "dev" without the role.
 func startConsole(t *testing.T) (*server.Server, string) {
 	t.Helper()
-	srv := servertest.Start(t, server.Config{ListTimeout: 5 * time.Second})
+	return startConsoleWith(t, server.Config{})
+}
+
+// startConsoleWith is startConsole with cfg.
+func startConsoleWith(t *testing.T, cfg server.Config) (*server.Server, string) {
+	t.Helper()
+	cfg.ListTimeout = 5 * time.Second
+	srv := servertest.Start(t, cfg)
 	st := srv.Store()
 	for _, u := range []string{"ops", "dev"} {
 		if _, err := st.AddUser(ctx(t), u, []byte(adminPassword)); err != nil {
@@ -249,4 +259,143 @@ func startAgent(t *testing.T, srv *server.Server, name string, tool mcp.Tool) {
 		}
 		return false
 	})
+}
+
+// behindProxy is a server that trusts the loopback address as a reverse
+// proxy (--trusted-proxies 127.0.0.1), allows limit sign-in attempts a
+// minute (--oauth-rate-limit) and records every refusal on its own.
+func behindProxy(t *testing.T, limit int) (*server.Server, string) {
+	t.Helper()
+	cfg := server.Config{}
+	cfg.OAuth.RateLimit = limit
+	cfg.OAuth.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	cfg.Audit.AggregateWindow = -1
+	cfg.Audit.FlushInterval = 20 * time.Millisecond
+	return startConsoleWith(t, cfg)
+}
+
+// from is the X-Forwarded-For of a client behind the trusted proxy.
+func from(addr string) map[string]string { return map[string]string{"X-Forwarded-For": addr} }
+
+// consoleAudit waits for a console record that match selects.
+func consoleAudit(t *testing.T, srv *server.Server, what string, match func(store.AuditEvent) bool) store.AuditEvent {
+	t.Helper()
+	var got store.AuditEvent
+	var seen []store.AuditEvent
+	ok := false
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok && time.Now().Before(deadline) {
+		evs, _, err := srv.Store().QueryAudit(ctx(t), store.AuditQuery{Kind: store.AuditConsole, Limit: store.MaxAuditLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = evs
+		for _, e := range evs {
+			if match(e) {
+				got, ok = e, true
+				break
+			}
+		}
+		if !ok {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if !ok {
+		t.Fatalf("no console audit record %s among %+v", what, seen)
+	}
+	return got
+}
+
+// TestConsoleSignInRateLimit: sign-in attempts are limited per client
+// address (behind a trusted proxy, the address it forwards for) and per
+// user name, at --oauth-rate-limit a minute: past it the sign-in page
+// answers 429 with Retry-After, audited; another user from another
+// address still signs in.
+func TestConsoleSignInRateLimit(t *testing.T) {
+	const limit = 3
+	srv, base := behindProxy(t, limit)
+	if _, err := srv.Store().AddUser(ctx(t), "ops2", []byte(adminPassword)); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Store().SetUserAdmin(ctx(t), "ops2", true); err != nil {
+		t.Fatal(err)
+	}
+	wrong := url.Values{"username": {"ops"}, "password": {"wrong-password"}}
+	right := func(user string) url.Values { return url.Values{"username": {user}, "password": {adminPassword}} }
+	tooMany := func(t *testing.T, what string, resp *http.Response, body string) {
+		t.Helper()
+		secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if resp.StatusCode != http.StatusTooManyRequests || err != nil || secs < 1 || secs > 60 {
+			t.Fatalf("%s: %d, Retry-After %q; want 429 and a wait of 1-60 s\n%s", what, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+		if !strings.Contains(body, "Too many sign-in attempts; wait "+strconv.Itoa(secs)+" s") || !strings.Contains(body, `name="password"`) || len(resp.Cookies()) != 0 {
+			t.Fatalf("%s: not the sign-in page with the wait, or a cookie %v\n%s", what, resp.Cookies(), body)
+		}
+	}
+	for i := range limit {
+		if resp, body := do(t, browser(t), http.MethodPost, base+"/console/sign-in", wrong, from("198.51.100.1")); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("wrong password %d: %d\n%s", i+1, resp.StatusCode, body)
+		}
+	}
+	resp, body := do(t, browser(t), http.MethodPost, base+"/console/sign-in", wrong, from("198.51.100.1"))
+	tooMany(t, "wrong password past the limit", resp, body)
+	// The address has spent its attempts: the right password too waits.
+	resp, body = do(t, browser(t), http.MethodPost, base+"/console/sign-in", right("ops2"), from("198.51.100.1"))
+	tooMany(t, "right password from the spent address", resp, body)
+	// The user "ops" has spent its attempts: from a fresh address too.
+	resp, body = do(t, browser(t), http.MethodPost, base+"/console/sign-in", right("ops"), from("198.51.100.3"))
+	tooMany(t, "the spent user from another address", resp, body)
+	// Another user from another address signs in.
+	c := browser(t)
+	resp, body = do(t, c, http.MethodPost, base+"/console/sign-in", right("ops2"), from("198.51.100.2"))
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) == 0 {
+		t.Fatalf("another user from another address: %d\n%s", resp.StatusCode, body)
+	}
+	if resp, _ := do(t, c, http.MethodGet, base+"/console/agents", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("agents page after sign-in: %d", resp.StatusCode)
+	}
+	consoleAudit(t, srv, "of the rate-limited sign-in", func(e store.AuditEvent) bool {
+		return e.Action == "sign_in" && e.Outcome == "refused" && e.Reason == "rate limited" && e.Status == http.StatusTooManyRequests && e.UserID == "ops"
+	})
+}
+
+// TestConsoleAuditSourceBehindProxy: the console's audit records name
+// the client behind a trusted proxy (its X-Forwarded-For), by its source
+// key (no port), not the proxy's address.
+func TestConsoleAuditSourceBehindProxy(t *testing.T) {
+	srv, base := behindProxy(t, 0)
+	c := browser(t)
+	if resp, _ := do(t, c, http.MethodPost, base+"/console/sign-in", url.Values{"username": {"ops"}, "password": {adminPassword}}, from("198.51.100.7")); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, c, http.MethodPost, base+"/console/sign-in", url.Values{"username": {"dev"}, "password": {adminPassword}}, from("2001:db8:1:2::9")); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("sign-in of a non-admin: %d", resp.StatusCode)
+	}
+	for _, tc := range []struct{ user, outcome, source string }{
+		{"ops", "ok", "198.51.100.7"},
+		{"dev", "refused", "2001:db8:1:2::/64"},
+	} {
+		e := consoleAudit(t, srv, "of "+tc.user+"'s sign-in", func(e store.AuditEvent) bool {
+			return e.Action == "sign_in" && e.UserID == tc.user && e.Outcome == tc.outcome
+		})
+		if e.Source != tc.source {
+			t.Errorf("%s's sign-in: audit source %q, want %q (the client behind the proxy)", tc.user, e.Source, tc.source)
+		}
+	}
+}
+
+// A user name typed into the sign-in form is cut before it reaches the
+// log and the audit record: the form may carry kilobytes.
+func TestConsoleAuditCutsUserName(t *testing.T) {
+	srv, base := behindProxy(t, 0)
+	long := strings.Repeat("u", 8<<10)
+	if resp, _ := do(t, browser(t), http.MethodPost, base+"/console/sign-in", url.Values{"username": {long}, "password": {"wrong password"}}, from("198.51.100.8")); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("sign-in: %d", resp.StatusCode)
+	}
+	e := consoleAudit(t, srv, "of the long name's sign-in", func(e store.AuditEvent) bool {
+		return e.Action == "sign_in" && e.Outcome == "refused" && strings.HasPrefix(e.UserID, "uuu")
+	})
+	if len(e.UserID) > 128 {
+		t.Errorf("audit user of %d bytes, want at most %d", len(e.UserID), 128)
+	}
 }

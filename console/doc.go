@@ -7,7 +7,11 @@
 // sign-in page); sessions live in this process, behind an HttpOnly,
 // SameSite=Strict cookie (Secure and __Host- under HTTPS), with idle and
 // absolute expiry, and end when the user is removed, loses the role or
-// changes password. Every state change goes through
+// changes password. Sign-in attempts are limited per client address
+// (internal/netsrc.ClientKey, behind trusted proxies) and per user name
+// (internal/ratelimit, the OAuth sign-in's limit): past it, 429 with
+// Retry-After. Audit records name the client's address the same way.
+// Every state change goes through
 // http.CrossOriginProtection; every answer carries a strict
 // Content-Security-Policy (no inline script or style) and refuses frames.
 // Everything an agent sends is rendered by html/template as text.

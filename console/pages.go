@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/toolbus/toolbus/admin"
+	"github.com/toolbus/toolbus/internal/clip"
 	"github.com/toolbus/toolbus/store"
 )
 
@@ -137,7 +139,12 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, http.StatusOK, "signin", pageData{Title: "Sign in"})
 }
 
-// signIn checks the form with the store's VerifyUser (the OAuth page's
+// maxUserKey bounds the key of a user name in the per-user limit: a
+// form may carry 16 KiB of one, and the limiter holds many keys.
+const maxUserKey = 256
+
+// signIn checks the sign-in limits of the client's address and of the
+// user name, then the form with the store's VerifyUser (the OAuth page's
 // check), then the admin role.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
@@ -146,6 +153,14 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user, password := r.PostForm.Get("username"), r.PostForm.Get("password")
+	if ok, wait := c.perIP.Allow(c.clientAddr(r)); !ok {
+		c.tooMany(w, r, user, wait)
+		return
+	}
+	if ok, wait := c.perUser.Allow(clip.String(user, maxUserKey)); !ok {
+		c.tooMany(w, r, user, wait)
+		return
+	}
 	if err := c.opts.Users.VerifyUser(r.Context(), user, []byte(password)); err != nil {
 		if !errors.Is(err, store.ErrBadCredentials) {
 			c.log.WithError(err).Error("sign-in")
@@ -172,6 +187,16 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	c.setCookie(w, ss.id, int(c.opts.MaxAge/time.Second))
 	c.audit(r, store.AuditEvent{Action: "sign_in", UserID: user})
 	http.Redirect(w, r, Path, http.StatusSeeOther)
+}
+
+// tooMany answers a rate-limited sign-in on the sign-in page: 429 with
+// Retry-After in whole seconds, rounded up.
+func (c *Console) tooMany(w http.ResponseWriter, r *http.Request, user string, wait time.Duration) {
+	secs := max(1, int(wait.Seconds()+0.999))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	c.audit(r, store.AuditEvent{Action: "sign_in", UserID: user, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})
+	c.render(w, http.StatusTooManyRequests, "signin", pageData{Title: "Sign in", SignInUser: user,
+		Message: "Too many sign-in attempts; wait " + strconv.Itoa(secs) + " s and try again."})
 }
 
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {

@@ -57,7 +57,7 @@ func (s *Server) parseAuthorize(r *http.Request, q url.Values) (*authRequest, *e
 		// A fetch the stranger's client_id makes the server do: it counts
 		// against the address's rate limit unless the cache answers.
 		if _, ok := s.meta.cached(id); !ok {
-			if ok, _ := s.perIP.allow(s.clientAddr(r)); !ok {
+			if ok, _ := s.perIP.Allow(s.clientAddr(r)); !ok {
 				return nil, &errPage{"too many requests from this address; wait a minute and try again"}, nil
 			}
 		}
@@ -250,7 +250,7 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 		s.renderConsent(w, http.StatusBadRequest, req, f, ch, user, msg)
 		return
 	}
-	if ok, wait := s.perIP.allow(s.clientAddr(r)); !ok {
+	if ok, wait := s.perIP.Allow(s.clientAddr(r)); !ok {
 		s.tooMany(w, r, req, f, ch, user, wait)
 		return
 	}
@@ -258,7 +258,7 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 		s.startOIDC(w, r, req, f)
 		return
 	}
-	if ok, wait := s.perUser.allow(user); !ok {
+	if ok, wait := s.perUser.Allow(user); !ok {
 		s.tooMany(w, r, req, f, ch, user, wait)
 		return
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/toolbus/toolbus/internal/clip"
 	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/internal/netsrc"
+	"github.com/toolbus/toolbus/internal/ratelimit"
 	"github.com/toolbus/toolbus/store"
 )
 
@@ -173,8 +174,8 @@ type Server struct {
 	opts     Options
 	log      *logrus.Entry
 	meta     *metaFetcher
-	perIP    *keyedLimiter
-	perUser  *keyedLimiter
+	perIP    *ratelimit.Keyed
+	perUser  *ratelimit.Keyed
 	refusals *sparseLog // log lines of refused steps
 	unused   *unusedClients
 	grace    *refreshGrace // nil: none
@@ -232,8 +233,8 @@ func New(opts Options) (*Server, error) {
 		opts:     opts,
 		log:      log,
 		meta:     newMetaFetcher(opts.ClientMetadata, limits, log),
-		perIP:    newKeyedLimiter(opts.RateLimit),
-		perUser:  newKeyedLimiter(opts.RateLimit),
+		perIP:    ratelimit.NewKeyed(opts.RateLimit),
+		perUser:  ratelimit.NewKeyed(opts.RateLimit),
 		refusals: newSparseLog(refusalLinesPerSecond, refusalLinesBurst),
 		unused:   newUnusedClients(opts.MaxUnusedClients, opts.MaxUnusedClientsPerSource, opts.UnusedClientTTL, min(MinUnusedClientAge, opts.UnusedClientTTL)),
 		grace:    newRefreshGrace(opts.RefreshGrace),
@@ -413,7 +414,7 @@ func quoteField(v string) string { return strconv.Quote(clipField(v)) }
 // address's rate limit, so that a flood of them soon costs one 429 and no
 // work: an address that has spent its limit gets 429 with Retry-After.
 func (s *Server) refusePage(w http.ResponseWriter, r *http.Request, e store.AuditEvent, msg string) {
-	if ok, wait := s.perIP.allow(s.clientAddr(r)); !ok {
+	if ok, wait := s.perIP.Allow(s.clientAddr(r)); !ok {
 		secs := retryAfter(w, wait)
 		s.audit(r, store.AuditEvent{Action: e.Action, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})
 		s.renderError(w, http.StatusTooManyRequests, "Too many refused requests from this address; wait "+strconv.Itoa(secs)+" s and try again.")

@@ -35,7 +35,7 @@ var errUnavailable = oauthError{"temporarily_unavailable", "the store is not ava
 // allowIP applies the per-address rate limit of the token, registration
 // and revocation endpoints: 429 with Retry-After when it is spent.
 func (s *Server) allowIP(w http.ResponseWriter, r *http.Request, action string) bool {
-	ok, wait := s.perIP.allow(s.clientAddr(r))
+	ok, wait := s.perIP.Allow(s.clientAddr(r))
 	if !ok {
 		retryAfter(w, wait)
 		s.audit(r, store.AuditEvent{Action: action, Outcome: "refused", Reason: "rate limited", Status: http.StatusTooManyRequests})

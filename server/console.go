@@ -43,6 +43,11 @@ func (s *Server) newConsole() (http.Handler, error) {
 		IdleTimeout: s.cfg.Console.IdleTimeout,
 		MaxAge:      s.cfg.Console.MaxAge,
 		Logger:      s.cfg.Logger,
+		// The OAuth sign-in's limit and proxies (--oauth-rate-limit,
+		// --trusted-proxies): the console's sign-in checks the same
+		// passwords.
+		RateLimit:      s.cfg.OAuth.RateLimit,
+		TrustedProxies: s.cfg.OAuth.TrustedProxies,
 		Sessions: func() int {
 			if s.gateway == nil {
 				return 0

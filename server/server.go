@@ -232,14 +232,15 @@ type OAuthConfig struct {
 	ClientMetadataTransport http.RoundTripper
 	// RateLimit bounds sign-in attempts, token requests and registrations
 	// per client address (and sign-ins per user) per minute; 0 means 30,
-	// negative none.
+	// negative none. The console's sign-in has the same limit.
 	RateLimit int
 	// OIDC, with an Issuer, has users sign in at a company's OpenID
 	// provider instead of with toolbus passwords (docs/oauth.md).
 	OIDC oauth.OIDCOptions
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
-	// the client's address for the rate limits, the refresh grace and the
-	// audit log's source of refused HTTP requests; nil means none.
+	// the client's address for the rate limits, the refresh grace, the
+	// audit log's source of refused HTTP requests and the console (its
+	// sign-in limit and its records' source); nil means none.
 	TrustedProxies []netip.Prefix
 }
 
