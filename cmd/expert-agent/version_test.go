@@ -32,7 +32,7 @@ func TestVersionFlag(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-buildvcs=auto", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	mod := moduleVersion(t, bin)
+	mod := testenv.ModuleVersion(t, bin)
 	for _, args := range [][]string{{"--version"}, {"-version"}, {"bridge", "--version"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			cmd := exec.CommandContext(ctx, bin, args...)
@@ -50,23 +50,6 @@ func TestVersionFlag(t *testing.T) {
 			}
 		})
 	}
-}
-
-// moduleVersion is the main module's version `go version -m` reads from
-// bin: what the binary must report when it is not "(devel)".
-func moduleVersion(t *testing.T, bin string) string {
-	t.Helper()
-	out, err := exec.CommandContext(t.Context(), "go", "version", "-m", bin).Output()
-	if err != nil {
-		t.Fatalf("go version -m: %v", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 3 && f[0] == "mod" {
-			return f[2]
-		}
-	}
-	t.Fatalf("no mod line in go version -m:\n%s", out)
-	return ""
 }
 
 // --name is for people: "My Agent" serves (its default client ID is made

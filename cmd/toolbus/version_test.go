@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolbus/toolbus/internal/testenv"
 )
 
 // versionRE is what buildinfo.Version writes: a module version (a tag or
@@ -36,23 +38,6 @@ func buildTool(t *testing.T, pkg, name string) string {
 	return bin
 }
 
-// moduleVersion is the main module's version `go version -m` reads from
-// bin: what the binary must report when it is not "(devel)".
-func moduleVersion(t *testing.T, bin string) string {
-	t.Helper()
-	out, err := exec.CommandContext(t.Context(), "go", "version", "-m", bin).Output()
-	if err != nil {
-		t.Fatalf("go version -m: %v", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 3 && f[0] == "mod" {
-			return f[2]
-		}
-	}
-	t.Fatalf("no mod line in go version -m:\n%s", out)
-	return ""
-}
-
 // toolbus --version, -version and version print the build's version, the
 // one serve reports as serverInfo.version, and never "dev".
 func TestVersion(t *testing.T) {
@@ -69,7 +54,7 @@ func TestVersion(t *testing.T) {
 			if !ok || !versionRE.MatchString(v) {
 				t.Fatalf("toolbus %s printed %q, want \"toolbus VERSION\"", args[0], out)
 			}
-			if mv := moduleVersion(t, bin); mv != "(devel)" && v != mv {
+			if mv := testenv.ModuleVersion(t, bin); mv != "(devel)" && v != mv {
 				t.Errorf("version %q, want the module version %q", v, mv)
 			}
 			if version != "" && v != version {

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"io"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -112,4 +113,21 @@ func Run(t testing.TB, what string, run func(ctx context.Context) error) {
 			t.Errorf("%s did not stop within %s", what, stopWait)
 		}
 	})
+}
+
+// ModuleVersion is the main module's version that `go version -m` reads
+// from the binary bin: what a build must report when it is not "(devel)".
+func ModuleVersion(t testing.TB, bin string) string {
+	t.Helper()
+	out, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatalf("go version -m: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "mod" {
+			return f[2]
+		}
+	}
+	t.Fatalf("no mod line in go version -m:\n%s", out)
+	return ""
 }
