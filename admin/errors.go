@@ -97,6 +97,15 @@ func (e *APIError) Unwrap() error {
 	return nil
 }
 
+// Status is the HTTP status the admin API answers err with, and whether
+// err's text is for the operator (a refusal of the model: a bad request,
+// an unknown name, a conflict) rather than an internal error whose text
+// is logged only. The console shows the same messages as the API.
+func Status(err error) (status int, public bool) {
+	status, _ = errorStatus(err)
+	return status, status != http.StatusInternalServerError
+}
+
 // errorStatus maps an error of the Service to its HTTP status and code.
 // Unknown errors are internal (500): their text is logged, not sent.
 func errorStatus(err error) (status int, code string) {

@@ -108,14 +108,35 @@ type Options struct {
 type Change struct {
 	Time time.Time
 	// Actor is who asked: the token (its ID and user) through the API,
+	// the operator's name (User, Door DoorConsole) through the console,
 	// nothing (Local) through the data directory.
 	TokenID, User string
 	Local         bool
+	// Door is how the change came: DoorAPI, DoorConsole or DoorDataDir.
+	Door string
 	// Action names the change ("token.create", "identity.disable", ...);
 	// Target what it applies to ("identity agent-7", "rule 12").
 	Action, Target string
 	// Err is why the change was refused or failed; nil if it was made.
 	Err error
+}
+
+// Doors of a Change.
+const (
+	DoorAPI     = "api"      // the admin API, with an admin token
+	DoorConsole = "console"  // the operator console, signed in
+	DoorDataDir = "data-dir" // the CLI on a data directory or a store URL
+)
+
+type consoleKey struct{}
+
+// ConsoleContext is the context a console page asks the Service in for
+// operator, a signed-in admin: changes name the operator and DoorConsole,
+// and Agents lists every agent's tools (no agent limit). The token it
+// carries is never stored and has no secret.
+func ConsoleContext(ctx context.Context, operator string) context.Context {
+	ctx = context.WithValue(ctx, consoleKey{}, operator)
+	return store.WithToken(ctx, store.Token{ID: "console", UserID: operator, Scopes: []string{store.ScopeAdmin}}, "")
 }
 
 // MinPasswordLen is the shortest MQTT password the Service accepts.
@@ -146,11 +167,13 @@ func NewService(opts Options) (*Service, error) {
 // this is where it is logged and where OnChange (audit) sees it.
 func (s *Service) change(ctx context.Context, action, target string, f func() error) error {
 	err := f()
-	c := Change{Time: time.Now(), Action: action, Target: target, Err: err}
-	if tok, _, ok := store.TokenFrom(ctx); ok {
+	c := Change{Time: time.Now(), Action: action, Target: target, Err: err, Door: DoorAPI}
+	if op, ok := ctx.Value(consoleKey{}).(string); ok {
+		c.User, c.Door = op, DoorConsole
+	} else if tok, _, ok := store.TokenFrom(ctx); ok {
 		c.TokenID, c.User = tok.ID, tok.UserID
 	} else {
-		c.Local = true
+		c.Local, c.Door = true, DoorDataDir
 	}
 	log := s.log.WithFields(logrus.Fields{"action": action, "target": target, "token": c.TokenID, "user": c.User})
 	if err != nil {

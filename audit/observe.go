@@ -66,12 +66,17 @@ func (l *Log) AdminChange(c admin.Change) {
 }
 
 // adminEvent is the record of an admin change: through the API it names
-// the token and its user, through a data directory Source is "data-dir".
+// the token and its user, through the console the operator (Source
+// "console"), through a data directory Source is "data-dir".
 func adminEvent(c admin.Change) store.AuditEvent {
 	e := store.AuditEvent{Time: c.Time, Kind: store.AuditAdmin, TokenID: c.TokenID, UserID: c.User,
-		Action: c.Action, Target: c.Target, Outcome: gateway.OutcomeOK, Source: "api"}
-	if c.Local {
-		e.Source = "data-dir"
+		Action: c.Action, Target: c.Target, Outcome: gateway.OutcomeOK, Source: c.Door}
+	switch {
+	case c.Door != "":
+	case c.Local:
+		e.Source = admin.DoorDataDir
+	default:
+		e.Source = admin.DoorAPI
 	}
 	if c.Err != nil {
 		e.Outcome, e.Reason = gateway.OutcomeError, c.Err.Error()

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"net/http"
 	"net/netip"
+	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -106,6 +108,18 @@ type Options struct {
 	// Logger gets one line per sign-in and refusal (component "console");
 	// nil discards.
 	Logger *logrus.Entry
+
+	// ServeAs is the gateway's MCP endpoint for an in-process caller that
+	// acts as a token without its secret (gateway.ServeAs): the Tools page
+	// lists tools through it as a chosen user or token. nil: no Tools page.
+	ServeAs func(tok store.Token) http.Handler
+	// MCP is the gateway's whole handler, bearer check included: Try it
+	// calls tools through it with a short-lived token minted for the
+	// call. nil: no Try it.
+	MCP http.Handler
+	// Reload does what SIGHUP does (the Settings page's button); nil: the
+	// page has no button.
+	Reload func(ctx context.Context) error
 }
 
 // Console serves the console under Path. Create it with New; stop its
@@ -154,12 +168,8 @@ func New(opts Options) (*Console, error) {
 		sessions: newSessions(opts.IdleTimeout, opts.MaxAge, opts.MaxSessions),
 		perIP:    ratelimit.NewKeyed(opts.RateLimit), perUser: ratelimit.NewKeyed(opts.RateLimit),
 		pages: map[string]*template.Template{}, done: make(chan struct{})}
-	for _, name := range []string{"signin", "refused", "overview", "agents"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/agentlist.html", "templates/"+name+".html")
-		if err != nil {
-			return nil, fmt.Errorf("console: template %s: %w", name, err)
-		}
-		c.pages[name] = t
+	if err := c.parsePages(); err != nil {
+		return nil, err
 	}
 	assets, err := fs.Sub(assetFS, "assets")
 	if err != nil {
@@ -174,6 +184,10 @@ func New(opts Options) (*Console, error) {
 	mux.HandleFunc("GET "+Path+"agents", c.withSession(c.agents))
 	mux.HandleFunc("GET "+Path+"agents/list", c.withSession(c.agentList))
 	mux.HandleFunc("GET "+Path+"events", c.withSession(c.events))
+	// Each page's file adds its own routes.
+	for _, add := range []func(*http.ServeMux){c.accessRoutes, c.mqttRoutes, c.auditRoutes, c.toolsRoutes, c.settingsRoutes} {
+		add(mux)
+	}
 	mux.HandleFunc(Path, func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, http.StatusNotFound, "refused", pageData{Title: "Not found", Message: "There is no such console page."})
 	})
@@ -187,6 +201,36 @@ func New(opts Options) (*Console, error) {
 	}))
 	c.handler = cop.Handler(mux)
 	return c, nil
+}
+
+// parsePages parses every page: templates/NAME.html is the page NAME,
+// with layout.html around it and the partials (templates/_*.html) beside.
+func (c *Console) parsePages() error {
+	files, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return fmt.Errorf("console: templates: %w", err)
+	}
+	shared := []string{"templates/layout.html"}
+	var pages []string
+	for _, f := range files {
+		base := path.Base(f)
+		switch {
+		case base == "layout.html":
+		case strings.HasPrefix(base, "_"):
+			shared = append(shared, f)
+		default:
+			pages = append(pages, f)
+		}
+	}
+	for _, f := range pages {
+		name := strings.TrimSuffix(path.Base(f), ".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, append(shared, f)...)
+		if err != nil {
+			return fmt.Errorf("console: template %s: %w", name, err)
+		}
+		c.pages[name] = t
+	}
+	return nil
 }
 
 // ServeHTTP answers the console's paths with its security headers.

@@ -32,6 +32,12 @@ type pageData struct {
 	Agents   []agentView
 	// ToolsError says why the tools are missing (no agent answered).
 	ToolsError string
+
+	// Done says what an action did (shown above the page, as Message
+	// shows what went wrong).
+	Done string
+	// Page is the page's own data (each page's file defines its type).
+	Page any
 }
 
 type overviewData struct {
@@ -211,10 +217,9 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 }
 
 // adminCtx is the context the admin model is asked in for a console
-// user: a token of theirs with no agent limit, so the union is the one an
-// operator sees (every agent). It is never stored and has no secret.
+// user (admin.ConsoleContext): changes are audited with their name.
 func adminCtx(ctx context.Context, ss *session) context.Context {
-	return store.WithToken(ctx, store.Token{ID: "console", UserID: ss.user, Scopes: []string{store.ScopeAdmin}}, "")
+	return admin.ConsoleContext(ctx, ss.user)
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, ss *session) {
@@ -303,6 +308,29 @@ func (c *Console) agentList(w http.ResponseWriter, r *http.Request, ss *session)
 	if err := c.pages["agents"].ExecuteTemplate(w, "agentlist", pageData{Agents: views, ToolsError: toolsErr}); err != nil {
 		c.log.WithError(err).Error("render agent list")
 	}
+}
+
+// postForm reads a console form posted by ss (bounded by maxFormBytes);
+// false after it answered an error page.
+func (c *Console) postForm(w http.ResponseWriter, r *http.Request, ss *session) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		c.render(w, http.StatusBadRequest, "refused", pageData{Title: "Bad form", User: ss.user, Message: "The form could not be read."})
+		return false
+	}
+	return true
+}
+
+// actionError is the status and message of an admin model's error for a
+// page: the model's own refusal text as the API sends it, or, for an
+// internal error, a line that points to the log (where it is written).
+func (c *Console) actionError(err error) (int, string) {
+	status, public := admin.Status(err)
+	if public {
+		return status, err.Error()
+	}
+	c.log.WithError(err).Error("console action")
+	return status, "The server could not do it; the server log says why."
 }
 
 func (c *Console) fail(w http.ResponseWriter, ss *session, err error) {

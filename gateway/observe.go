@@ -36,6 +36,7 @@ type ToolCall struct {
 	EntityType, EntityID string
 	Tool                 string
 	Source               string // SourcePlatform, SourceAgent, or "" when no tool was found
+	Agent                string // the agent that serves the tool (SourceAgent only)
 	Outcome              string
 	Reason               string // for refusals and errors: why, in a few words
 }
@@ -91,7 +92,7 @@ func observedMethod(m string) string {
 
 // callOutcome is what toolsCall learnt about a call, for the Observer.
 type callOutcome struct {
-	source, outcome, reason string
+	source, agent, outcome, reason string
 }
 
 // setOutcome notes how the call ended, unless something more precise was
@@ -122,7 +123,7 @@ func (g *Gateway) observeCall(r *request, name string, start time.Time) {
 		Start: start, Duration: time.Since(start), RequestID: requestIDOf(r.ctx),
 		TokenID: r.tok.ID, UserID: r.tok.UserID, SessionID: r.bus.SessionID,
 		EntityType: r.bus.EntityType, EntityID: r.bus.EntityID,
-		Tool: clip(name), Source: o.source, Outcome: o.outcome, Reason: o.reason,
+		Tool: clip(name), Source: o.source, Agent: o.agent, Outcome: o.outcome, Reason: o.reason,
 	})
 }
 

@@ -404,7 +404,7 @@ func (g *Gateway) agentCall(r *request, name string, start time.Time) answer {
 		}
 		return invalidParams("unknown tool %q", name)
 	}
-	r.outcome.source = SourceAgent
+	r.outcome.source, r.outcome.agent = SourceAgent, t.agent
 	if r.tok.ReadOnly && !t.readOnly {
 		return g.forbidden(r, "a read-only token may call only tools annotated readOnlyHint: true")
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/toolbus/toolbus/console"
 	"github.com/toolbus/toolbus/internal/buildinfo"
 	"github.com/toolbus/toolbus/internal/pahoconn"
+	"github.com/toolbus/toolbus/store"
 )
 
 // ConsoleConfig configures the operator console (package console). Its
@@ -22,6 +24,9 @@ type ConsoleConfig struct {
 	// MaxAge ends a console session that long after sign-in; 0 means
 	// console.DefaultMaxAge (12 h).
 	MaxAge time.Duration
+	// Reload does what SIGHUP does, for the console's Settings page; nil:
+	// the page has no reload button. toolbus serve sets it.
+	Reload func(ctx context.Context) error
 }
 
 // newConsole builds the console over the admin model, the store's
@@ -55,6 +60,11 @@ func (s *Server) newConsole() (http.Handler, error) {
 			return s.gateway.Stats().Sessions
 		},
 		Broker: s.brokerState,
+		// The gateway is made after the console (it serves it): these
+		// run only on requests, after Start.
+		ServeAs: func(tok store.Token) http.Handler { return s.gateway.ServeAs(tok) },
+		MCP:     http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.gateway.ServeHTTP(w, r) }),
+		Reload:  s.cfg.Console.Reload,
 	}
 	if s.requester != nil {
 		opts.Presence = s.requester

@@ -78,33 +78,53 @@ func (l *liveSettings) set(name, value, source string) {
 	}
 }
 
-// serveUntilDone waits for ctx to end, reloading on every SIGHUP what can
-// change at run time: the log level and the rate limits from the config
-// file (unless the command line or the environment set them; a setting
-// taken out of the file goes back to its default), and the ACL rules from
-// the store. Connections stay up. A bad file changes nothing.
-func serveUntilDone(ctx context.Context, hup <-chan os.Signal, srv *server.Server, fs *flag.FlagSet, src flagSources, live *liveSettings, log *logrus.Entry) {
+// reloader reloads what can change at run time: the log level and the
+// rate limits from the config file (unless the command line or the
+// environment set them; a setting taken out of the file goes back to its
+// default), and the ACL rules from the store. Connections stay up. A bad
+// file changes nothing. SIGHUP and the console's reload button both call
+// it; one reload runs at a time.
+type reloader struct {
+	mu   sync.Mutex
+	srv  *server.Server
+	fs   *flag.FlagSet
+	src  flagSources
+	live *liveSettings
+	log  *logrus.Entry
+}
+
+// reload runs one reload under reloadTimeout and counts it in the metrics.
+func (rl *reloader) reload(ctx context.Context) error {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	values, r, err := reloadSettings(rl.fs, rl.src)
+	if err == nil {
+		rctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+		err = rl.srv.Reload(rctx, r)
+		cancel()
+	}
+	if m := rl.srv.Metrics(); m != nil {
+		m.Reloaded(err)
+	}
+	if err != nil {
+		rl.log.WithError(err).Error("reload failed; the running settings stay")
+		return err
+	}
+	for name, v := range values {
+		rl.live.set(name, v.value, v.source)
+	}
+	rl.log.Info("settings reloaded")
+	return nil
+}
+
+// serveUntilDone waits for ctx to end, reloading on every SIGHUP.
+func serveUntilDone(ctx context.Context, hup <-chan os.Signal, rl *reloader) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			values, r, err := reloadSettings(fs, src)
-			if err == nil {
-				rctx, cancel := context.WithTimeout(ctx, reloadTimeout)
-				err = srv.Reload(rctx, r)
-				cancel()
-			}
-			if m := srv.Metrics(); m != nil {
-				m.Reloaded(err)
-			}
-			if err != nil {
-				log.WithError(err).Error("reload failed; the running settings stay")
-				continue
-			}
-			for name, v := range values {
-				live.set(name, v.value, v.source)
-			}
+			_ = rl.reload(ctx) // logged and counted
 		}
 	}
 }

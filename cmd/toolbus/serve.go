@@ -133,10 +133,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	live := &liveSettings{list: effectiveSettings(fs, sources)}
 	cfg.Settings = live.get
+	rl := &reloader{fs: fs, src: sources, live: live, log: log}
+	cfg.Console.Reload = rl.reload // the console's reload button: what SIGHUP does
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
 	}
+	rl.srv = srv
 	gcFloor, err := gctune.FloorFromMiB(gcFloorMiB)
 	if err != nil {
 		return err
@@ -179,7 +182,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The hint before the address line: scripts wait for that one.
 	firstTokenHint(ctx, srv, cfg, stdout)
 	fmt.Fprintf(stdout, "toolbus: %s/api/v1/mcp  %s  platform-id %s\n", srv.BaseURL(), mqtt, srv.PlatformID())
-	serveUntilDone(ctx, hup, srv, fs, sources, live, log)
+	serveUntilDone(ctx, hup, rl)
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *shutdownTimeout)
 	defer cancel()

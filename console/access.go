@@ -1,0 +1,5 @@
+package console
+
+import "net/http"
+
+func (c *Console) accessRoutes(mux *http.ServeMux) {}
