@@ -414,3 +414,7 @@ func (l *Log) prune() {
 		l.log.WithField("deleted", n).Debug("audit: retention deleted old records")
 	}
 }
+
+// Written returns a channel closed at the next write of records to the
+// store. (A stub until the live tail lands: it never closes.)
+func (l *Log) Written() <-chan struct{} { return nil }

@@ -120,6 +120,13 @@ type Options struct {
 	// Reload does what SIGHUP does (the Settings page's button); nil: the
 	// page has no button.
 	Reload func(ctx context.Context) error
+	// Stats is the tool calls' recent history for the overview's charts
+	// (the server adds it to the gateway's observers); nil: no charts.
+	Stats *Stats
+	// AuditWritten returns a channel closed at the audit log's next write
+	// (audit.Log.Written): the audit page's live tail wakes on it; nil:
+	// no live tail.
+	AuditWritten func() <-chan struct{}
 }
 
 // Console serves the console under Path. Create it with New; stop its

@@ -65,12 +65,14 @@ func (s *Server) newConsole() (http.Handler, error) {
 		ServeAs: func(tok store.Token) http.Handler { return s.gateway.ServeAs(tok) },
 		MCP:     http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.gateway.ServeHTTP(w, r) }),
 		Reload:  s.cfg.Console.Reload,
+		Stats:   s.callStats,
 	}
 	if s.requester != nil {
 		opts.Presence = s.requester
 	}
 	if s.audit != nil {
 		opts.Audit = s.audit.Record
+		opts.AuditWritten = s.audit.Written
 	}
 	c, err := console.New(opts)
 	if err != nil {

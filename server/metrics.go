@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/toolbus/toolbus/console"
 	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/metrics"
 )
@@ -13,7 +14,12 @@ func (s *Server) observer() gateway.Observer {
 		opts.Broker = s.broker
 	}
 	s.metrics = metrics.New(opts)
-	return s.withAudit(s.metrics) // server/audit.go
+	obs := s.withAudit(s.metrics) // server/audit.go
+	if s.cfg.Console.Disabled {
+		return obs
+	}
+	s.callStats = console.NewStats() // the console overview's charts
+	return gateway.Observers{obs, s.callStats}
 }
 
 // Metrics is the process's Prometheus registry, once started.

@@ -262,6 +262,7 @@ type Server struct {
 	gateway   *gateway.Gateway
 	adminSvc  *admin.Service   // the admin model, shared by the API and the console (admin.go)
 	console   *console.Console // nil when Config.Console.Disabled (console.go)
+	callStats *console.Stats   // the console's call history; nil when disabled
 	http      *http.Server
 	handler   atomic.Pointer[http.Handler]    // what http serves: starting, then the gateway
 	cert      atomic.Pointer[tls.Certificate] // the HTTPS certificate (Config.TLSCertFile)
