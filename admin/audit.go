@@ -29,6 +29,8 @@ type AuditEvent struct {
 	EntityType string `json:"entityType,omitempty"`
 	EntityID   string `json:"entityId,omitempty"`
 	Tool       string `json:"tool,omitempty"`
+	// Agent is the expert agent that serves Tool (Source agent).
+	Agent string `json:"agent,omitempty"`
 	// Source: platform or agent for a tool call; api or data-dir for an
 	// admin change; mqtt or presence for agents and MQTT refusals.
 	Source string `json:"source,omitempty"`
@@ -49,7 +51,7 @@ type AuditEvent struct {
 func NewAuditEvent(e store.AuditEvent) AuditEvent {
 	return AuditEvent{
 		ID: e.ID, Time: e.Time.UTC(), Kind: e.Kind, TokenID: e.TokenID, User: e.UserID, ClientID: e.ClientID,
-		SessionID: e.SessionID, EntityType: e.EntityType, EntityID: e.EntityID, Tool: e.Tool, Source: e.Source,
+		SessionID: e.SessionID, EntityType: e.EntityType, EntityID: e.EntityID, Tool: e.Tool, Agent: e.Agent, Source: e.Source,
 		Action: e.Action, Target: e.Target, Status: e.Status, Outcome: e.Outcome, Reason: e.Reason, RequestID: e.RequestID,
 		DurationMs: float64(e.Duration.Microseconds()) / 1000,
 	}
@@ -60,6 +62,8 @@ type AuditQuery struct {
 	// Since (inclusive) and Until (exclusive) bound the records' times.
 	Since, Until              time.Time
 	User, Tool, Outcome, Kind string
+	// Agent selects the calls of the tools an expert agent serves.
+	Agent string
 	// Limit is the page size: 0 means 100, at most 1000.
 	Limit int
 	// Cursor continues a previous page (AuditPage.Next).
@@ -90,6 +94,34 @@ func (s *Service) Audit(ctx context.Context, q AuditQuery) (AuditPage, error) {
 	return out, nil
 }
 
+// AuditTail is what was written to the audit log since a mark.
+type AuditTail struct {
+	// Events are the records q selects written after the mark, oldest
+	// first.
+	Events []AuditEvent
+	// Mark is where the next AuditTail starts.
+	Mark int64
+	// More: more records were written than the limit; those past it were
+	// skipped (Mark is past them).
+	More bool
+}
+
+// AuditTail returns the records q selects (its filters and time range;
+// not its cursor or limit) written after mark, at most limit of them: the
+// console's live tail. A negative mark returns none and the current mark,
+// where a tail starts.
+func (s *Service) AuditTail(ctx context.Context, q AuditQuery, mark int64, limit int) (AuditTail, error) {
+	evs, next, more, err := s.opts.Store.AuditAfter(ctx, store.AuditQuery(q), mark, limit)
+	if err != nil {
+		return AuditTail{Mark: mark}, err
+	}
+	out := AuditTail{Events: make([]AuditEvent, len(evs)), Mark: next, More: more}
+	for i, e := range evs {
+		out.Events[i] = NewAuditEvent(e)
+	}
+	return out, nil
+}
+
 // Values is q as the query string of GET /audit.
 func (q AuditQuery) Values() url.Values {
 	v := url.Values{}
@@ -108,6 +140,7 @@ func (q AuditQuery) Values() url.Values {
 	set("tool", q.Tool)
 	set("outcome", q.Outcome)
 	set("kind", q.Kind)
+	set("agent", q.Agent)
 	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
@@ -117,7 +150,8 @@ func (q AuditQuery) Values() url.Values {
 
 // ParseAuditQuery reads the query string of GET /audit: times in RFC 3339.
 func ParseAuditQuery(v url.Values) (AuditQuery, error) {
-	q := AuditQuery{User: v.Get("user"), Tool: v.Get("tool"), Outcome: v.Get("outcome"), Kind: v.Get("kind"), Cursor: v.Get("cursor")}
+	q := AuditQuery{User: v.Get("user"), Tool: v.Get("tool"), Outcome: v.Get("outcome"), Kind: v.Get("kind"),
+		Agent: v.Get("agent"), Cursor: v.Get("cursor")}
 	for _, t := range []struct {
 		name string
 		dst  *time.Time

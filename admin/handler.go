@@ -49,6 +49,7 @@ func (h *Handler) routes() {
 	})
 	p := strings.TrimSuffix(PathPrefix, "/")
 	h.routeConfig(p)
+	h.routeCalls(p)
 	svc := h.svc
 	user := func(r *http.Request) string { return r.URL.Query().Get("user") }
 	name := func(r *http.Request) string { return mux.Vars(r)["username"] }
@@ -143,6 +144,7 @@ func (h *Handler) routes() {
 			return Done{Done: "evicted context " + key}, svc.EvictContext(r.Context(), key)
 		})).Methods(http.MethodDelete)
 	h.auditRoutes(r, p) // GET /audit (audit.go)
+	h.oauthRoutes(r, p) // GET, DELETE /oauth-clients (oauth.go)
 }
 
 // bodyKind says what body an endpoint takes.

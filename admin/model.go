@@ -258,6 +258,9 @@ type AgentTool struct {
 	// InputSchema is the tool's input schema as listed: what the agent
 	// sent, untrusted.
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	// ReadOnly: the tool is annotated readOnlyHint (a read-only token may
+	// call it).
+	ReadOnly bool `json:"readOnly,omitempty"`
 }
 
 // Agents is the answer of GET /agents. v1 serves one logical agent per bus

@@ -39,6 +39,7 @@ type Store interface {
 	RemoveRule(ctx context.Context, id int64) error
 
 	QueryAudit(ctx context.Context, q store.AuditQuery) ([]store.AuditEvent, string, error)
+	AuditAfter(ctx context.Context, q store.AuditQuery, mark int64, limit int) ([]store.AuditEvent, int64, bool, error)
 
 	SetUserAgents(ctx context.Context, user string, agents []string) error
 	ListUserAgents(ctx context.Context) (map[string][]string, error)
@@ -48,6 +49,9 @@ type Store interface {
 	SetUserPassword(ctx context.Context, id string, password []byte) error
 	RemoveUser(ctx context.Context, id string) (int, error)
 	SetUserAdmin(ctx context.Context, id string, on bool) error
+
+	ListOAuthClients(ctx context.Context) ([]store.OAuthClientSummary, error)
+	DeleteOAuthClient(ctx context.Context, id string) (store.DeletedOAuthClient, error)
 }
 
 // Policy is the running broker's authorizer. *acl.Policy satisfies it.
@@ -93,6 +97,9 @@ type Options struct {
 	// which a token may carry beside store.BuiltinScopes; any other scope
 	// is refused, naming the valid ones.
 	ToolScopes []string
+	// Calls returns the last hour of tool calls by minute (GET /calls);
+	// nil means none kept (a data directory, or the console off).
+	Calls func() CallHistory
 	// Settings returns the process's effective settings (GET /config);
 	// nil means none to show (a data directory).
 	Settings func() []Setting

@@ -139,6 +139,9 @@ type Log struct {
 	watchers  sync.WaitGroup // WatchPresence goroutines
 	stopWatch chan struct{}  // closed by Close first: the watchers stop
 
+	writtenMu sync.Mutex
+	writtenCh chan struct{} // closed at the next write (Written); nil until asked
+
 	kick     chan struct{} // capacity 1: a batch is full
 	done     chan struct{} // closed by Close
 	exited   chan struct{} // closed when the writer has returned
@@ -360,6 +363,7 @@ func (l *Log) write(ctx context.Context, pending []store.AuditEvent) []store.Aud
 		l.written.Add(uint64(len(batch)))
 		l.depth.Add(-int64(len(batch)))
 		pending = pending[len(batch):]
+		l.signalWritten()
 	}
 	if fresh {
 		l.recycle(written)
@@ -416,5 +420,25 @@ func (l *Log) prune() {
 }
 
 // Written returns a channel closed at the next write of records to the
-// store. (A stub until the live tail lands: it never closes.)
-func (l *Log) Written() <-chan struct{} { return nil }
+// store (after the batch's transaction committed), as
+// requester.PresenceChanged does for presence: a waiter wakes, reads what
+// was written, and asks again for the next one. Nothing is allocated while
+// no one asks.
+func (l *Log) Written() <-chan struct{} {
+	l.writtenMu.Lock()
+	defer l.writtenMu.Unlock()
+	if l.writtenCh == nil {
+		l.writtenCh = make(chan struct{})
+	}
+	return l.writtenCh
+}
+
+// signalWritten wakes the waiters of Written.
+func (l *Log) signalWritten() {
+	l.writtenMu.Lock()
+	defer l.writtenMu.Unlock()
+	if l.writtenCh != nil {
+		close(l.writtenCh)
+		l.writtenCh = nil
+	}
+}

@@ -27,7 +27,7 @@ var _ gateway.Observer = (*Log)(nil)
 func (l *Log) ToolCall(tc *gateway.ToolCall) {
 	l.Record(store.AuditEvent{
 		Time: tc.Start, Kind: store.AuditToolCall, TokenID: tc.TokenID, UserID: tc.UserID, SessionID: tc.SessionID,
-		EntityType: tc.EntityType, EntityID: tc.EntityID, Tool: tc.Tool, Source: tc.Source,
+		EntityType: tc.EntityType, EntityID: tc.EntityID, Tool: tc.Tool, Agent: tc.Agent, Source: tc.Source,
 		Duration: tc.Duration, Outcome: tc.Outcome, Reason: tc.Reason, RequestID: tc.RequestID,
 	})
 }
@@ -134,7 +134,7 @@ func (l *Log) BrokerEvent(e broker.Event) {
 // quoting a client's input) stays short in the store.
 func clipEvent(e *store.AuditEvent) {
 	for _, f := range []*string{&e.Kind, &e.TokenID, &e.UserID, &e.ClientID, &e.SessionID, &e.EntityType, &e.EntityID,
-		&e.Tool, &e.Source, &e.Action, &e.Target, &e.Outcome, &e.Reason, &e.RequestID} {
+		&e.Tool, &e.Agent, &e.Source, &e.Action, &e.Target, &e.Outcome, &e.Reason, &e.RequestID} {
 		*f = clip.String(*f, maxField)
 	}
 }

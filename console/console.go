@@ -123,6 +123,9 @@ type Options struct {
 	// Stats is the tool calls' recent history for the overview's charts
 	// (the server adds it to the gateway's observers); nil: no charts.
 	Stats *Stats
+	// OpenID offers sign-in at the OpenID provider (serve --oidc-issuer)
+	// beside passwords; nil: passwords only.
+	OpenID *OpenID
 	// AuditWritten returns a channel closed at the audit log's next write
 	// (audit.Log.Written): the audit page's live tail wakes on it; nil:
 	// no live tail.
@@ -187,12 +190,14 @@ func New(opts Options) (*Console, error) {
 	mux.HandleFunc("GET "+Path+"sign-in", c.signInPage)
 	mux.HandleFunc("POST "+Path+"sign-in", c.signIn)
 	mux.HandleFunc("POST "+Path+"sign-out", c.signOut)
+	mux.HandleFunc("POST "+Path+"sign-in/openid", c.startOpenID)
 	mux.HandleFunc("GET "+Path+"{$}", c.withSession(c.overview))
 	mux.HandleFunc("GET "+Path+"agents", c.withSession(c.agents))
 	mux.HandleFunc("GET "+Path+"agents/list", c.withSession(c.agentList))
+	mux.HandleFunc("GET "+Path+"agent", c.withSession(c.agentDetail))
 	mux.HandleFunc("GET "+Path+"events", c.withSession(c.events))
 	// Each page's file adds its own routes.
-	for _, add := range []func(*http.ServeMux){c.accessRoutes, c.mqttRoutes, c.auditRoutes, c.toolsRoutes, c.settingsRoutes} {
+	for _, add := range []func(*http.ServeMux){c.accessRoutes, c.mqttRoutes, c.auditRoutes, c.toolsRoutes, c.settingsRoutes, c.oauthRoutes} {
 		add(mux)
 	}
 	mux.HandleFunc(Path, func(w http.ResponseWriter, r *http.Request) {

@@ -218,12 +218,19 @@ func TestConsoleAgentDataInert(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "steal") {
 		t.Fatalf("agents page: %d\n%s", resp.StatusCode, body)
 	}
-	for _, bad := range []string{"<img", "<script>alert", `href="javascript:`, "onerror=alert(1)>"} {
-		if strings.Contains(body, bad) {
-			t.Errorf("the page holds agent markup %q", bad)
+	// The agent's own page has the description and the schema.
+	resp, page := do(t, c, http.MethodGet, base+"/console/agent?name=xss", nil, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "steal") {
+		t.Fatalf("agent page: %d\n%s", resp.StatusCode, page)
+	}
+	for what, b := range map[string]string{"agents page": body, "agent page": page} {
+		for _, bad := range []string{"<img", "<script>alert", `href="javascript:`, "onerror=alert(1)>"} {
+			if strings.Contains(b, bad) {
+				t.Errorf("the %s holds agent markup %q", what, bad)
+			}
 		}
 	}
-	if !strings.Contains(body, "&lt;img src=x onerror=alert(1)&gt;") {
+	if !strings.Contains(page, "&lt;img src=x onerror=alert(1)&gt;") {
 		t.Errorf("the description is not shown escaped")
 	}
 	// The agent's presence is a plain attribute the page's script and

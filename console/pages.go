@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/toolbus/toolbus/admin"
@@ -27,6 +28,9 @@ type pageData struct {
 	Status  int // HTTP status of a message page
 
 	SignInUser string // the user name typed, kept on a failed sign-in
+	// SignInOpenID is the OpenID provider's issuer when the sign-in page
+	// offers it (Options.OpenID).
+	SignInOpenID string
 
 	Overview *overviewData
 	Agents   []agentView
@@ -47,6 +51,8 @@ type overviewData struct {
 	Broker                                     BrokerState
 	BrokerKnown                                bool
 	Version                                    string
+	// Charts are the last hour's tool calls (charts.go).
+	Charts *chartsView
 }
 
 // agentView is one agent (all its instances) on the agents page.
@@ -57,9 +63,13 @@ type agentView struct {
 	Tools     []toolView
 }
 
+// toolView is one agent tool on the agents pages. Flat, not embedding
+// admin.AgentTool: templates look fields up by name, and an embedded
+// struct's lookup costs much more at ten thousand tools a page.
 type toolView struct {
-	admin.AgentTool
-	Schema string // the input schema, indented JSON text
+	Name, Served, Qualified, Title, Description string
+	InputSchema                                 json.RawMessage
+	Schema                                      string // the input schema, indented JSON text (the agent's page)
 }
 
 var funcs = template.FuncMap{
@@ -122,6 +132,11 @@ func (c *Console) current(r *http.Request) (*session, string) {
 
 // stillAdmin says why ss may no longer be used ("" if it may).
 func (c *Console) stillAdmin(ctx context.Context, ss *session) string {
+	if ss.openID {
+		// The provider's groups made the user an admin at sign-in; they
+		// are read again at the next one (sessions end at MaxAge).
+		return ""
+	}
 	st, err := c.opts.Users.UserState(ctx, ss.user)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -189,7 +204,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 			Message: "You signed in as " + user + ", who does not have the admin role. Only admins use the console; an operator gives the role with `toolbus user admin " + user + " on`."})
 		return
 	}
-	ss := c.sessions.add(user, st.PasswordStamp, time.Now())
+	ss := c.sessions.add(user, st.PasswordStamp, false, time.Now())
 	c.setCookie(w, ss.id, int(c.opts.MaxAge/time.Second))
 	c.audit(r, store.AuditEvent{Action: "sign_in", UserID: user})
 	http.Redirect(w, r, Path, http.StatusSeeOther)
@@ -228,7 +243,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, ss *session) 
 		c.fail(w, ss, err)
 		return
 	}
-	o := &overviewData{Version: c.opts.Version}
+	o := &overviewData{Version: c.opts.Version, Charts: chartsOf(c.opts.Stats)}
 	online := map[string]bool{}
 	seen := map[string]bool{}
 	for _, a := range ag.Agents {
@@ -271,7 +286,8 @@ func (c *Console) agentViews(ctx context.Context, ss *session) ([]agentView, str
 		if !ok {
 			continue
 		}
-		out[i].Tools = append(out[i].Tools, toolView{AgentTool: t, Schema: indentJSON(t.InputSchema)})
+		out[i].Tools = append(out[i].Tools, toolView{Name: t.Name, Served: t.Served, Qualified: t.Qualified, Title: t.Title,
+			Description: t.Description, InputSchema: t.InputSchema})
 	}
 	return out, ag.ToolsError, nil
 }
@@ -339,6 +355,14 @@ func (c *Console) fail(w http.ResponseWriter, ss *session, err error) {
 }
 
 func (c *Console) render(w http.ResponseWriter, status int, name string, d pageData) {
+	if name == "signin" && c.opts.OpenID != nil {
+		d.SignInOpenID = c.opts.OpenID.Issuer
+		// The provider's button posts here, and the answer redirects to
+		// the provider: form-action must allow that origin too.
+		if o := origin(c.opts.OpenID.Issuer); o != "" {
+			w.Header().Set("Content-Security-Policy", strings.Replace(csp, "form-action 'self'", "form-action 'self' "+o, 1))
+		}
+	}
 	var b bytes.Buffer
 	if err := c.pages[name].Execute(&b, d); err != nil {
 		c.log.WithError(err).Error("render " + name)
@@ -367,9 +391,25 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, ss *session) {
 	fmt.Fprint(w, "event: ready\ndata: ok\n\n")
 	fl.Flush()
 	var changed <-chan struct{}
+	var next func() <-chan struct{}
 	if c.opts.Presence != nil {
-		changed = c.opts.Presence.PresenceChanged()
+		changed, next = c.opts.Presence.PresenceChanged(), c.opts.Presence.PresenceChanged
 	}
+	c.follow(r, ss, changed, next, func() bool {
+		if _, err := fmt.Fprint(w, "event: agents\ndata: changed\n\n"); err != nil {
+			return false
+		}
+		fl.Flush()
+		return true
+	})
+}
+
+// follow runs an event stream of ss: at every close of wake (a channel
+// next replaces; nil: never) it checks that the session's user is still
+// an admin, then calls send, until send says false, the client goes, the
+// session ends or expires, or EndStreams. The agents page's presence
+// stream and the audit page's live tail both run on it.
+func (c *Console) follow(r *http.Request, ss *session, wake <-chan struct{}, next func() <-chan struct{}, send func() bool) {
 	timer := time.NewTimer(time.Until(c.sessions.deadline(ss)))
 	defer timer.Stop()
 	for {
@@ -387,16 +427,15 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, ss *session) {
 				return
 			}
 			timer.Reset(time.Until(c.sessions.deadline(ss)))
-		case <-changed:
-			changed = c.opts.Presence.PresenceChanged()
+		case <-wake:
+			wake = next()
 			if why := c.stillAdmin(r.Context(), ss); why != "" {
 				c.sessions.end(ss.id)
 				return
 			}
-			if _, err := fmt.Fprint(w, "event: agents\ndata: changed\n\n"); err != nil {
+			if !send() {
 				return
 			}
-			fl.Flush()
 		}
 	}
 }

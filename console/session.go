@@ -12,7 +12,10 @@ type session struct {
 	id, user string
 	// stamp is the user's password stamp at sign-in (store.UserState):
 	// a new password ends the session.
-	stamp   string
+	stamp string
+	// openID: signed in at the OpenID provider (an admin by group), not
+	// with a password of the store.
+	openID  bool
 	created time.Time
 	// ended is closed when the session ends, so its event streams stop.
 	ended chan struct{}
@@ -44,8 +47,8 @@ func newSessionID() string {
 
 // add starts a session for user. Expired sessions are dropped first, and
 // past max the oldest goes, so a flood of sign-ins holds bounded memory.
-func (s *sessions) add(user, stamp string, now time.Time) *session {
-	ss := &session{id: newSessionID(), user: user, stamp: stamp, created: now, lastUsed: now, ended: make(chan struct{})}
+func (s *sessions) add(user, stamp string, openID bool, now time.Time) *session {
+	ss := &session{id: newSessionID(), user: user, stamp: stamp, openID: openID, created: now, lastUsed: now, ended: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var oldest *session

@@ -128,6 +128,13 @@ const partialTTL = 2 * time.Second
 type toolSet struct {
 	tools  []agentTool // by exposed name
 	byName map[string]int
+
+	// decoded is tools as UnionTools reads them, decoded once on first
+	// use: the console's pages read thousands of tools at every view.
+	// (In the set, which catalogs share by pointer, not in a catalog,
+	// which is copied.)
+	decodeOnce sync.Once
+	decoded    []UnionTool
 }
 
 func (c *toolSet) lookup(exposed string) (agentTool, bool) {

@@ -568,11 +568,14 @@ type UnionTool struct {
 	Title       string
 	Description string
 	// InputSchema is the schema as listed (an object schema; the agent's
-	// own bytes, re-encoded once by the union). Untrusted.
+	// own bytes, re-encoded once by the union). Untrusted, and shared by
+	// every caller: read it, never change it.
 	InputSchema json.RawMessage
 	// Qualified says why Name is <agent>.<tool> (one of the Qualified…
 	// reasons); "" when the tool keeps its own name.
 	Qualified string
+	// ReadOnly: annotated readOnlyHint (a read-only token may call it).
+	ReadOnly bool
 }
 
 // UnionTools lists the expert agents' tools as tok sees them outside any
@@ -589,20 +592,32 @@ func (g *Gateway) UnionTools(ctx context.Context, tok store.Token) ([]UnionTool,
 		return nil, err
 	}
 	out := make([]UnionTool, 0, len(cat.tools))
-	for _, t := range cat.tools {
-		if !tok.AllowsAgent(t.agent) {
-			continue
+	for _, t := range cat.unionTools() {
+		if tok.AllowsAgent(t.Agent) {
+			out = append(out, t)
 		}
-		var d struct {
-			Title       string          `json:"title"`
-			Description string          `json:"description"`
-			InputSchema json.RawMessage `json:"inputSchema"`
-		}
-		_ = json.Unmarshal(t.raw, &d)
-		out = append(out, UnionTool{Name: t.exposed, Agent: t.agent, Served: t.name, Title: d.Title, Description: d.Description,
-			InputSchema: d.InputSchema, Qualified: t.why})
 	}
 	return out, nil
+}
+
+// unionTools decodes the catalog's tools for UnionTools, once. The
+// result is shared: callers copy the structs and never change what
+// InputSchema holds.
+func (cat *toolSet) unionTools() []UnionTool {
+	cat.decodeOnce.Do(func() {
+		cat.decoded = make([]UnionTool, len(cat.tools))
+		for i, t := range cat.tools {
+			var d struct {
+				Title       string          `json:"title"`
+				Description string          `json:"description"`
+				InputSchema json.RawMessage `json:"inputSchema"`
+			}
+			_ = json.Unmarshal(t.raw, &d)
+			cat.decoded[i] = UnionTool{Name: t.exposed, Agent: t.agent, Served: t.name, Title: d.Title, Description: d.Description,
+				InputSchema: d.InputSchema, Qualified: t.why, ReadOnly: t.readOnly}
+		}
+	})
+	return cat.decoded
 }
 
 // AgentTools lists the expert agents' tools as a token sees them outside

@@ -285,7 +285,6 @@ func TestConsoleBrowserAgentsLive(t *testing.T) {
 	if !strings.HasPrefix(online, "2 ") || user != "alice" {
 		t.Fatalf("overview: agents online %q, signed in as %q", online, user)
 	}
-	consoleScreenshot(t, bctx, "overview.png")
 
 	within(t, bctx, domWait, "agents page",
 		chromedp.Click(css(`nav a[href="/console/agents"]`)),
@@ -385,26 +384,37 @@ func TestConsoleBrowserXSSAgentRunsNothing(t *testing.T) {
 	within(t, bctx, domWait, "agents page",
 		chromedp.WaitVisible(css(`#agents-online`)),
 		chromedp.Navigate(base+"/console/agents"),
-		chromedp.WaitVisible(css(`section[data-agent="evil"] .description`)),
+		chromedp.WaitVisible(css(`section[data-agent="evil"] .tool-name`)),
 		chromedp.WaitVisible(css(`#live[data-state="live"]`)),
 	)
-	inert := func(when string) {
+	// The console's own link to an agent's page is the one anchor allowed.
+	const foreign = `img, script, [onerror], a:not([href^="/console/agent?name="])`
+	listInert := func(when string) {
 		t.Helper()
-		desc := get(t, bctx, "description", chromedp.TextContent(css(`section[data-agent="evil"] .description`)))
-		if !strings.Contains(desc, payload) {
-			t.Errorf("%s: the description is not shown as text: %q", when, desc)
-		}
-		if evalBool(t, bctx, `!!document.querySelector('#agent-list img, #agent-list a, #agent-list script, [onerror]')`) {
-			t.Errorf("%s: the agent's markup is in the page", when)
+		if evalBool(t, bctx, `!!document.querySelector('#agent-list :is(`+foreign+`)')`) {
+			t.Errorf("%s: the agent's markup is in the agents page", when)
 		}
 	}
-	inert("at load")
+	listInert("at load")
 	// The live update renders the list again (the script's path, not the
 	// page's): another agent coming online triggers it.
 	consoleAgentStart(t, srv, "trigger", consoleTool("ping", "Answers pong."))
 	within(t, bctx, domWait, "the live update",
 		chromedp.WaitVisible(css(`section[data-agent="trigger"] .tool-name`)))
-	inert("after the live update")
+	listInert("after the live update")
+
+	// The agent's own page shows the description and the schema in full.
+	within(t, bctx, domWait, "the agent's page",
+		chromedp.WaitVisible(css(`section[data-agent="evil"] a[href="/console/agent?name=evil"]`)),
+		chromedp.Navigate(base+"/console/agent?name=evil"),
+		chromedp.WaitVisible(css(`section[data-agent="evil"] .description`)))
+	desc := get(t, bctx, "description", chromedp.TextContent(css(`section[data-agent="evil"] .description`)))
+	if !strings.Contains(desc, payload) {
+		t.Errorf("the description is not shown as text: %q", desc)
+	}
+	if evalBool(t, bctx, `!!document.querySelector('main :is(img, script, [onerror], a[href^="javascript:"])')`) {
+		t.Error("the agent's markup is in the agent's page")
+	}
 	// Let the browser finish whatever the page started (image loads,
 	// handlers): a round trip through the page's event loop and the
 	// network stack of the same tab.

@@ -129,6 +129,9 @@ type pendingLogin struct {
 	// the provider's link to a victim already signed in there, who would
 	// then sign in for the attacker's client.
 	Browser string `json:"browser"`
+	// Console: the sign-in is the operator console's
+	// (StartConsoleSignIn), not a client's authorization request.
+	Console bool `json:"console,omitempty"`
 }
 
 // browserCookie names the cookie that binds a sign-in at the provider to
@@ -156,21 +159,27 @@ func (s *Server) setSigninCookie(w http.ResponseWriter, r *http.Request, value s
 
 // startOIDC sends the browser to the provider, remembering the request.
 func (s *Server) startOIDC(w http.ResponseWriter, r *http.Request, req *authRequest, f url.Values) {
-	p, err := s.oidc.provider(r.Context())
-	if err != nil {
-		s.log.WithError(err).Error("OpenID provider")
-		s.renderError(w, http.StatusBadGateway, "The identity provider cannot be reached now; try again later.")
-		return
-	}
 	keep := url.Values{}
 	for _, k := range append(slices.Clone(authParams), "grant_scope", "read_only", "entities", "agents") {
 		if v, ok := f[k]; ok {
 			keep[k] = v
 		}
 	}
+	s.startProvider(w, r, pendingLogin{Form: keep})
+}
+
+// startProvider saves pl (with a new PKCE verifier, nonce and browser
+// binding) and sends the browser to the provider.
+func (s *Server) startProvider(w http.ResponseWriter, r *http.Request, pl pendingLogin) {
+	p, err := s.oidc.provider(r.Context())
+	if err != nil {
+		s.log.WithError(err).Error("OpenID provider")
+		s.renderError(w, http.StatusBadGateway, "The identity provider cannot be reached now; try again later.")
+		return
+	}
 	// GenerateVerifier's 256 random bits serve for the nonce too.
 	binding := oauth2.GenerateVerifier()
-	pl := pendingLogin{Form: keep, Verifier: oauth2.GenerateVerifier(), Nonce: oauth2.GenerateVerifier(), Browser: hashHex(binding)}
+	pl.Verifier, pl.Nonce, pl.Browser = oauth2.GenerateVerifier(), oauth2.GenerateVerifier(), hashHex(binding)
 	data, _ := json.Marshal(pl)
 	state, err := s.opts.Store.SavePendingLogin(r.Context(), data, time.Now().Add(pendingLoginTTL))
 	if err != nil {
@@ -181,6 +190,28 @@ func (s *Server) startOIDC(w http.ResponseWriter, r *http.Request, req *authRequ
 	s.setSigninCookie(w, r, binding, int(pendingLoginTTL.Seconds()))
 	conf := s.oidc.config(p, s.opts.Issuer(r)+CallbackPath)
 	http.Redirect(w, r, conf.AuthCodeURL(state, oidc.Nonce(pl.Nonce), oauth2.S256ChallengeOption(pl.Verifier)), http.StatusSeeOther)
+}
+
+// OIDCIssuer is the OpenID provider's issuer URL; "" when none is
+// configured.
+func (s *Server) OIDCIssuer() string {
+	if s.oidc == nil {
+		return ""
+	}
+	return s.oidc.opts.Issuer
+}
+
+// StartConsoleSignIn sends the browser to the OpenID provider for the
+// operator console: the provider sends it back to CallbackPath (the one
+// redirect URI registered there), which hands the verified user and
+// groups to Options.ConsoleSignIn. The same PKCE, nonce and browser
+// binding as a client's sign-in.
+func (s *Server) StartConsoleSignIn(w http.ResponseWriter, r *http.Request) {
+	if s.oidc == nil || s.opts.ConsoleSignIn == nil {
+		s.renderError(w, http.StatusNotFound, "No OpenID provider is configured for the console.")
+		return
+	}
+	s.startProvider(w, r, pendingLogin{Console: true})
 }
 
 // callback is where the provider sends the browser back: the user is
@@ -213,6 +244,10 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.setSigninCookie(w, r, "", -1)
+	if pl.Console {
+		s.consoleCallback(w, r, pl)
+		return
+	}
 	req, bad, oerr := s.parseAuthorize(r, pl.Form)
 	switch {
 	case bad != nil:
@@ -263,6 +298,30 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audit(r, store.AuditEvent{Action: "sign_in", ClientID: req.client.ID, UserID: user, Target: "oidc " + s.oidc.opts.Issuer})
 	s.issueCode(w, r, req, ch, user)
+}
+
+// consoleCallback ends a console sign-in at the provider: the verified
+// user and groups go to Options.ConsoleSignIn, which decides and answers.
+func (s *Server) consoleCallback(w http.ResponseWriter, r *http.Request, pl pendingLogin) {
+	q := r.URL.Query()
+	refuse := func(reason, msg string) {
+		s.refusePage(w, r, store.AuditEvent{Action: "console_sign_in", Outcome: "refused", Reason: "oidc: " + reason, Status: http.StatusForbidden}, msg)
+	}
+	if s.opts.ConsoleSignIn == nil {
+		refuse("the console is off", "The console is not served here.")
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		refuse("the provider answered "+e+": "+q.Get("error_description"), "The identity provider did not sign you in.")
+		return
+	}
+	user, groups, err := s.identify(r, q.Get("code"), pl)
+	if err != nil {
+		s.log.WithError(err).Warn("OpenID sign-in to the console")
+		refuse(err.Error(), "The identity provider's answer could not be used.")
+		return
+	}
+	s.opts.ConsoleSignIn(w, r, user, groups)
 }
 
 // identify redeems the provider's code and returns the toolbus user and

@@ -144,6 +144,12 @@ type Options struct {
 	// client, and behind a proxy every client shares its limit.
 	TrustedProxies []netip.Prefix
 
+	// ConsoleSignIn receives the user and groups of a sign-in at the
+	// OpenID provider that StartConsoleSignIn began, with the provider's
+	// answer verified: it answers the browser (the operator console
+	// makes its session). nil: StartConsoleSignIn refuses.
+	ConsoleSignIn func(w http.ResponseWriter, r *http.Request, user string, groups []string)
+
 	// Audit receives a record of every sign-in, consent, token issued or
 	// refreshed, registration, revocation, and every refusal; nil: none.
 	Audit func(store.AuditEvent)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/toolbus/toolbus/admin"
+	"github.com/toolbus/toolbus/console"
 	"github.com/toolbus/toolbus/platformtools"
 	"github.com/toolbus/toolbus/store"
 )
@@ -34,6 +36,9 @@ func (s *Server) adminService() (*admin.Service, error) {
 	}
 	opts := admin.Options{Store: s.store, Logger: s.cfg.Logger, ToolScopes: platformtools.ToolScopes()}
 	opts.Settings = s.cfg.Settings
+	if s.callStats != nil {
+		opts.Calls = s.callHistory
+	}
 	opts.OnChange = s.auditChange()
 	if s.policy != nil {
 		opts.Policy = s.policy
@@ -75,10 +80,31 @@ func (s *Server) adminAgentTools(ctx context.Context, tok store.Token) ([]admin.
 	out := make([]admin.AgentTool, len(tools))
 	for i, t := range tools {
 		out[i] = admin.AgentTool{Name: t.Name, Agent: t.Agent, Title: t.Title, Description: t.Description,
-			Qualified: t.Qualified, InputSchema: t.InputSchema}
+			Qualified: t.Qualified, InputSchema: t.InputSchema, ReadOnly: t.ReadOnly}
 		if t.Served != t.Name {
 			out[i].Served = t.Served
 		}
 	}
 	return out, nil
+}
+
+// callHistory is the console's call history (console.Stats) as the admin
+// model shows it.
+func (s *Server) callHistory() admin.CallHistory {
+	all, list := s.callStats.Hour()
+	out := admin.CallHistory{All: callSeries(all), Series: make([]admin.CallSeries, len(list))}
+	for i, st := range list {
+		out.Series[i] = callSeries(st)
+	}
+	return out
+}
+
+func callSeries(st console.SeriesStats) admin.CallSeries {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	out := admin.CallSeries{Name: st.Name, Kind: st.Kind, Calls: st.Calls, Errors: st.Errors, Rate: st.Rate,
+		RecentP50Ms: ms(st.RecentP50), RecentP99Ms: ms(st.RecentP99), Minutes: make([]admin.CallMinute, len(st.Minutes))}
+	for i, m := range st.Minutes {
+		out.Minutes[i] = admin.CallMinute{Start: m.Start.UTC(), Seconds: m.Seconds, Calls: m.Calls, Errors: m.Errors, P50Ms: ms(m.P50), P99Ms: ms(m.P99)}
+	}
+	return out
 }

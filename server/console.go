@@ -24,6 +24,9 @@ type ConsoleConfig struct {
 	// MaxAge ends a console session that long after sign-in; 0 means
 	// console.DefaultMaxAge (12 h).
 	MaxAge time.Duration
+	// OpenIDAdminGroups: members of these groups of the OpenID provider
+	// (OAuthConfig.OIDC) sign in to the console (--oidc-admin-groups).
+	OpenIDAdminGroups []string
 	// Reload does what SIGHUP does, for the console's Settings page; nil:
 	// the page has no reload button. toolbus serve sets it.
 	Reload func(ctx context.Context) error
@@ -69,6 +72,10 @@ func (s *Server) newConsole() (http.Handler, error) {
 	}
 	if s.requester != nil {
 		opts.Presence = s.requester
+	}
+	if s.oauth != nil && s.oauth.OIDCIssuer() != "" {
+		opts.OpenID = &console.OpenID{Issuer: s.oauth.OIDCIssuer(), Start: s.oauth.StartConsoleSignIn,
+			AdminGroups: s.cfg.Console.OpenIDAdminGroups}
 	}
 	if s.audit != nil {
 		opts.Audit = s.audit.Record

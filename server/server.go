@@ -263,6 +263,7 @@ type Server struct {
 	adminSvc  *admin.Service   // the admin model, shared by the API and the console (admin.go)
 	console   *console.Console // nil when Config.Console.Disabled (console.go)
 	callStats *console.Stats   // the console's call history; nil when disabled
+	oauth     *oauth.Server    // nil when Config.OAuth.Disabled
 	http      *http.Server
 	handler   atomic.Pointer[http.Handler]    // what http serves: starting, then the gateway
 	cert      atomic.Pointer[tls.Certificate] // the HTTPS certificate (Config.TLSCertFile)
@@ -634,7 +635,16 @@ func (s *Server) authServer() (http.Handler, error) {
 		record = s.audit.Record
 	}
 	as, err := oauth.New(oauth.Options{
-		Store:  s.store,
+		Store: s.store,
+		// An operator's sign-in to the console at the OpenID provider
+		// comes back through the provider's one redirect URI, here.
+		ConsoleSignIn: func(w http.ResponseWriter, r *http.Request, user string, groups []string) {
+			if s.console == nil {
+				http.NotFound(w, r)
+				return
+			}
+			s.console.SignedIn(w, r, user, groups)
+		},
 		Issuer: func(r *http.Request) string { return gateway.PublicBase(publicURL, r) },
 		Resource: func(r *http.Request, resource string) bool {
 			return gateway.IsResource(publicURL, r, resource)
@@ -657,6 +667,7 @@ func (s *Server) authServer() (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
+	s.oauth = as
 	return as, nil
 }
 

@@ -49,6 +49,9 @@ var portableTests = []struct {
 	f    func(*testing.T)
 }{
 	{"OpenMigratesOnce", TestOpenMigratesOnce},
+	{"OAuthClientList", TestOAuthClientList},
+	{"OAuthClientDelete", TestOAuthClientDelete},
+	{"OAuthClientDeleteRacesGrant", TestOAuthClientDeleteRacesGrant},
 	{"OpenRefusesNewerSchema", TestOpenRefusesNewerSchema},
 	{"IdentityCRUD", TestIdentityCRUD},
 	{"PasswordHashes", TestPasswordHashes},

@@ -17,6 +17,9 @@ type migration struct {
 	version int
 	name    string
 	stmts   []string
+	// run, when set, runs after stmts in the same transaction: a step
+	// that needs Go (decoding stored JSON), the same on every backend.
+	run func(ctx context.Context, tx *sql.Tx) error
 }
 
 // migrations is the schema, oldest first. Versions are 1, 2, 3... without
@@ -235,6 +238,46 @@ var migrations = []migration{
 			`ALTER TABLE users ADD COLUMN admin INTEGER NOT NULL DEFAULT 0`,
 		},
 	},
+	{
+		version: 13,
+		name:    "audit filter index",
+		stmts: []string{
+			// The values the audit log is filtered by, one row per distinct
+			// (field, value) of a segment (store/audit.go, auditKeyFields),
+			// with the segment's time range and size and the positions of
+			// the records that hold it: a filtered page reads, newest first
+			// through audit_keys_value, only the segments where one record
+			// holds every value asked, however many rows the log holds. A
+			// segment's rows go with it (ON DELETE CASCADE; SQLite runs with
+			// foreign_keys on) and are rewritten with it. IF NOT EXISTS, and
+			// the backfill's ON CONFLICT: a schema rolled back to an older
+			// version by hand (tests do) keeps the table.
+			`CREATE TABLE IF NOT EXISTS audit_keys (
+	seg    BIGINT NOT NULL REFERENCES audit_segments (id) ON DELETE CASCADE,
+	field  TEXT NOT NULL,
+	value  TEXT NOT NULL,
+	min_ms BIGINT NOT NULL,
+	max_ms BIGINT NOT NULL,
+	n      INTEGER NOT NULL,
+	pos    TEXT NOT NULL,
+	PRIMARY KEY (seg, field, value)
+)`,
+			`CREATE INDEX IF NOT EXISTS audit_keys_value ON audit_keys (field, value, max_ms, seg)`,
+			// max_span_ms bounds max_ms - min_ms of every segment (a record's
+			// time is its call's start: a segment spans its flush interval
+			// and its longest call). A query up to a time (until, a cursor)
+			// reads the segments whose max_ms is below it plus this bound,
+			// not every newer one. InsertAudit raises it; pruning leaves it.
+			`CREATE TABLE IF NOT EXISTS audit_meta (
+	name  TEXT PRIMARY KEY,
+	value BIGINT NOT NULL
+)`,
+			`INSERT INTO audit_meta (name, value) SELECT 'max_span_ms', COALESCE(MAX(max_ms - min_ms), 0) FROM audit_segments WHERE true
+ON CONFLICT (name) DO UPDATE SET value = excluded.value`,
+		},
+		// The segments written before: their records decoded and keyed.
+		run: backfillAuditKeys,
+	},
 }
 
 // migrate brings db to the newest schema version. It refuses a database
@@ -291,6 +334,11 @@ func applyMigration(ctx context.Context, db *sql.DB, be *backend, m migration, l
 	for i, stmt := range m.stmts {
 		if _, err := tx.ExecContext(ctx, be.ddl(stmt)); err != nil {
 			return fmt.Errorf("migration %d (%s), statement %d: %w", m.version, m.name, i+1, err)
+		}
+	}
+	if m.run != nil {
+		if err := m.run(ctx, tx); err != nil {
+			return fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, qInsertMigration, m.version, m.name, time.Now().UnixMilli()); err != nil {

@@ -155,6 +155,154 @@ func (s *Store) PurgeUnusedOAuthClients(ctx context.Context, registeredBefore ti
 	return n, nil
 }
 
+// Statements of the operators' view of the clients (ListOAuthClients,
+// DeleteOAuthClient). Portable as queries.go's: numbered placeholders,
+// RETURNING, SUM of a CASE (no FILTER clause, which SQLite lacks).
+const (
+	// A grant is live while neither revoked nor expired; a token while
+	// neither revoked nor expired (expires_ms 0: never). Last use is the
+	// newest of the client's tokens' (the current ones: a refresh deletes
+	// the token it replaces).
+	qListOAuthClients = `SELECT c.client_id, c.secret_hash, c.name, c.redirect_uris, c.created_ms, c.used_ms,
+COALESCE(g.n, 0), COALESCE(t.n, 0), COALESCE(t.last_ms, 0)
+FROM oauth_clients c
+LEFT JOIN (SELECT client_id, COUNT(*) AS n FROM oauth_grants WHERE revoked_ms = 0 AND expires_ms > $1 GROUP BY client_id) g
+  ON g.client_id = c.client_id
+LEFT JOIN (SELECT client_id, SUM(CASE WHEN revoked_ms = 0 AND (expires_ms = 0 OR expires_ms > $1) THEN 1 ELSE 0 END) AS n,
+  MAX(last_used_ms) AS last_ms FROM tokens WHERE client_id <> '' GROUP BY client_id) t
+  ON t.client_id = c.client_id
+ORDER BY c.created_ms, c.client_id`
+	qDeleteOAuthClient       = `DELETE FROM oauth_clients WHERE client_id = $1`
+	qDeleteOAuthGrantsOf     = `DELETE FROM oauth_grants WHERE client_id = $1`
+	qDeleteOAuthCodesOf      = `DELETE FROM oauth_codes WHERE client_id = $1`
+	qDeleteOAuthClientTokens = `DELETE FROM tokens WHERE client_id = $1 RETURNING id`
+	qDeleteOAuthGrant        = `DELETE FROM oauth_grants WHERE id = $1`
+)
+
+// OAuthClientSummary is a registered client as operators see it
+// (ListOAuthClients): the client and how much of it is live.
+type OAuthClientSummary struct {
+	OAuthClient
+	// LastUsed is the newest last use of the client's tokens; zero if
+	// none was used (or none is left). A use is written within a minute
+	// (see TokenLastUsed).
+	LastUsed time.Time
+	// Grants are its live grants (not revoked, refresh token not
+	// expired); Tokens its live access tokens.
+	Grants, Tokens int
+}
+
+// ListOAuthClients lists the registered clients, oldest first, with their
+// live grants and tokens. Clients known by a metadata document URL have
+// no row and are not listed: their tokens are in ListTokens.
+func (s *Store) ListOAuthClients(ctx context.Context) ([]OAuthClientSummary, error) {
+	_, ms := now()
+	rows, err := s.db.QueryContext(ctx, qListOAuthClients, ms)
+	if err != nil {
+		return nil, fmt.Errorf("list OAuth clients: %w", err)
+	}
+	defer rows.Close()
+	var out []OAuthClientSummary
+	for rows.Next() {
+		var c OAuthClientSummary
+		var uris string
+		var createdMs, usedMs, grants, tokens, lastMs int64
+		if err := rows.Scan(&c.ID, &c.secretHash, &c.Name, &uris, &createdMs, &usedMs, &grants, &tokens, &lastMs); err != nil {
+			return nil, fmt.Errorf("list OAuth clients: %w", err)
+		}
+		c.RedirectURIs = strings.Fields(uris)
+		c.Confidential = c.secretHash != ""
+		c.Created = fromMillis(createdMs)
+		if usedMs != 0 {
+			c.Used = fromMillis(usedMs)
+		}
+		if lastMs != 0 {
+			c.LastUsed = fromMillis(lastMs)
+		}
+		c.Grants, c.Tokens = int(grants), int(tokens)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list OAuth clients: %w", err)
+	}
+	return out, nil
+}
+
+// DeletedOAuthClient is what DeleteOAuthClient removed.
+type DeletedOAuthClient struct {
+	ID string
+	// Rows removed with the client: every grant (live or ended), every
+	// authorization code and every access token issued to it.
+	Grants, Codes, Tokens int
+}
+
+// DeleteOAuthClient deletes registered client id with its grants, its
+// authorization codes and its tokens, in one transaction. Its tokens stop
+// working at once in this process and within StoreOptions.TokenCacheTTL in
+// others that share the database; its refresh tokens are refused (their
+// grants are gone). The client may register again: it gets a new ID. An
+// unknown client gives ErrNotFound.
+func (s *Store) DeleteOAuthClient(ctx context.Context, id string) (_ DeletedOAuthClient, err error) {
+	defer mapWriteErr(&err)
+	out := DeletedOAuthClient{ID: id}
+	var tokenIDs []string
+	// Invalidate after the commit (see tokenCache.invalidate), also when
+	// it failed halfway: a dropped cache entry is only read again.
+	defer func() {
+		for _, t := range tokenIDs {
+			s.tokens.invalidate(t)
+		}
+	}()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return out, fmt.Errorf("delete OAuth client %s: %w", id, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	// The client's row first: on PostgreSQL its lock makes a grant being
+	// made meanwhile wait for this commit (GrantOAuth).
+	res, err := tx.ExecContext(ctx, qDeleteOAuthClient, id)
+	if err != nil {
+		return out, fmt.Errorf("delete OAuth client %s: %w", id, err)
+	}
+	if err := mustAffect(res); err != nil {
+		return out, fmt.Errorf("OAuth client %q: %w", id, err)
+	}
+	n, err := affected(tx.ExecContext(ctx, qDeleteOAuthGrantsOf, id))
+	if err != nil {
+		return out, fmt.Errorf("delete OAuth client %s: grants: %w", id, err)
+	}
+	out.Grants = int(n)
+	if n, err = affected(tx.ExecContext(ctx, qDeleteOAuthCodesOf, id)); err != nil {
+		return out, fmt.Errorf("delete OAuth client %s: codes: %w", id, err)
+	}
+	out.Codes = int(n)
+	// Tokens last: one a refresh made before the grants went is here now.
+	rows, err := tx.QueryContext(ctx, qDeleteOAuthClientTokens, id)
+	if err != nil {
+		return out, fmt.Errorf("delete OAuth client %s: tokens: %w", id, err)
+	}
+	var ids []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			rows.Close()
+			return out, fmt.Errorf("delete OAuth client %s: tokens: %w", id, err)
+		}
+		ids = append(ids, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("delete OAuth client %s: tokens: %w", id, err)
+	}
+	tokenIDs = ids
+	if err := tx.Commit(); err != nil {
+		return out, fmt.Errorf("delete OAuth client %s: %w", id, err)
+	}
+	out.Tokens = len(ids)
+	s.log.WithFields(logrus.Fields{"client": id, "grants": out.Grants, "codes": out.Codes, "tokens": out.Tokens}).Info("deleted OAuth client")
+	return out, nil
+}
+
 // OAuthCode is what an authorization code stands for.
 type OAuthCode struct {
 	ClientID    string
@@ -319,6 +467,23 @@ func (s *Store) GrantOAuth(ctx context.Context, c OAuthCode, refreshTTL time.Dur
 			return OAuthTokens{}, fmt.Errorf("grant: %w", err)
 		}
 		return OAuthTokens{}, ErrCodeReused // its revoked row is in the way
+	}
+	// A client deleted since its code was redeemed gets nothing. Touching
+	// the client's row after the token and grant are written orders this
+	// with DeleteOAuthClient: either the client's row is still there and
+	// the deletion, which comes later, takes the token and grant with it,
+	// or it is gone (on PostgreSQL the touch waits for the deletion's
+	// commit) and they are taken back here.
+	if strings.HasPrefix(c.Spec.ClientID, registeredClientPrefix) {
+		n, err := affected(s.db.ExecContext(ctx, qUseOAuthClient, c.Spec.ClientID, ms))
+		if err != nil || n == 0 {
+			_, _ = s.db.ExecContext(ctx, qDeleteOAuthGrant, c.GrantID)
+			_ = s.deleteToken(ctx, tok.ID)
+			if err != nil {
+				return OAuthTokens{}, fmt.Errorf("grant: %w", err)
+			}
+			return OAuthTokens{}, fmt.Errorf("%w: the client was deleted", ErrInvalidGrant)
+		}
 	}
 	return OAuthTokens{Access: secret, Token: tok, Refresh: refresh, RefreshExpires: exp}, nil
 }

@@ -136,7 +136,7 @@ func (s *Store) lookupToken(ctx context.Context, id string, now time.Time) (*tok
 	if err != nil {
 		return nil, fmt.Errorf("authenticate token %s: %w", id, err)
 	}
-	row.tok.Agents = narrowAgents(row.tok.Agents, granted)
+	row.tok.Agents = NarrowAgents(row.tok.Agents, granted)
 	e := &tokenEntry{tokenRow: row, loaded: now}
 	e.lastUsed.Store(max(row.lastMs, a.usage.lastQueued(id)))
 	if a.cache != nil {

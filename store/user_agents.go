@@ -100,9 +100,11 @@ func (s *Store) ListUserAgents(ctx context.Context) (map[string][]string, error)
 	return out, rows.Err()
 }
 
-// narrowAgents is a token's effective agents: its own list within its
-// user's grants. nil = every agent; empty non-nil = none.
-func narrowAgents(own, granted []string) []string {
+// NarrowAgents is a token's effective agents (Token.Agents after
+// authentication): its own list (own) within its user's grants (granted).
+// No grants leave own; a token not limited (nil) gets the grants; else the
+// agents in both. nil = every agent; empty non-nil = none.
+func NarrowAgents(own, granted []string) []string {
 	switch {
 	case len(granted) == 0:
 		return own

@@ -19,7 +19,7 @@ import (
 // runAudit prints audit records, newest first:
 //
 //	toolbus audit [--server URL --token T | --store-url URL | --data-dir DIR] [--since T] [--until T] [--user U] [--tool NAME]
-//	              [--outcome O] [--kind K] [--limit N] [--json]
+//	              [--agent A] [--outcome O] [--kind K] [--limit N] [--json]
 //
 // --since and --until take an RFC 3339 time or a duration back from now
 // ("1h"). Records reach the store within serve's --audit-flush-interval.
@@ -30,6 +30,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	until := fs.String("until", "", "newest record (exclusive): RFC 3339 time or a duration back from now")
 	user := fs.String("user", "", "only this user (or MQTT username)")
 	tool := fs.String("tool", "", "only calls of this tool")
+	agent := fs.String("agent", "", "only calls of the tools this expert agent serves")
 	outcome := fs.String("outcome", "", "only this outcome: ok, tool_error, timeout, refused, error, cancelled")
 	kind := fs.String("kind", "", "only this kind: tool_call, refused, admin, agent_connect, agent_disconnect, mqtt_denied, oauth")
 	limit := fs.Int("limit", 100, "most records printed (pages of up to 1000 are fetched as needed)")
@@ -40,7 +41,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("audit: --limit %d: want 1 or more", *limit)
 	}
 	now := time.Now()
-	q := admin.AuditQuery{User: *user, Tool: *tool, Outcome: *outcome, Kind: *kind}
+	q := admin.AuditQuery{User: *user, Tool: *tool, Agent: *agent, Outcome: *outcome, Kind: *kind}
 	var err error
 	if q.Since, err = parseWhen(*since, now); err != nil {
 		return fmt.Errorf("audit: --since: %w", err)
@@ -116,6 +117,8 @@ func actorOf(e admin.AuditEvent) string {
 
 func whatOf(e admin.AuditEvent) string {
 	switch {
+	case e.Tool != "" && e.Agent != "":
+		return e.Tool + " (" + e.Agent + ")"
 	case e.Tool != "":
 		return e.Tool
 	case e.Status != 0:

@@ -6,6 +6,7 @@
 //	toolbus mqtt-user  add|list|disable|enable|passwd|remove [flags]
 //	toolbus token      create|list|revoke [flags]
 //	toolbus user       add|list|passwd|remove [flags]
+//	toolbus oauth-client list|delete [flags]
 //	toolbus acl        export --format mosquitto|nats [flags]
 //	toolbus acl rule   list|add|remove [flags]
 //	toolbus clients|agents|contexts [flags]
@@ -52,6 +53,8 @@ commands:
   user passwd            change a user's password (on stdin, or generated and printed)
   user admin             give (ID on) or take back (ID off) the admin role: who may sign in to the console
   user remove            remove a user and revoke every token of theirs
+  oauth-client list      list the OAuth clients registered (RFC 7591), with their live grants and tokens
+  oauth-client delete    delete an OAuth client: ID, then flags; its grants, codes and tokens go (refused at once)
   acl export             write Mosquitto's (or NATS's) identities and rules from the store (--data-dir or --store-url)
   acl rule list          list topic ACL rules (the built-in ff/v2 rules too, read-only)
   acl rule add           add a topic ACL rule
@@ -126,7 +129,7 @@ func help(ctx context.Context, args []string, at int, stdin io.Reader, stdout io
 	case "", "help":
 		_, err := fmt.Fprint(stdout, usage)
 		return err
-	case "token", "user", "mqtt-user", "acl", "acl rule", "contexts", "config", "config check":
+	case "token", "user", "oauth-client", "mqtt-user", "acl", "acl rule", "contexts", "config", "config check":
 		fmt.Fprintf(stdout, "usage: toolbus %s ... [flags]\n\n", words)
 		for _, line := range strings.Split(usage, "\n") {
 			if strings.HasPrefix(line, "  "+words+" ") {
@@ -162,6 +165,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runToken(ctx, rest, stdout, stderr)
 	case "user":
 		return runUser(ctx, rest, stdin, stdout, stderr)
+	case "oauth-client":
+		return runOAuthClient(ctx, rest, stdout, stderr)
 	case "acl":
 		if len(rest) > 0 && rest[0] == "export" {
 			return runACLExport(ctx, rest[1:], stdout, stderr)
