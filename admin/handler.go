@@ -50,6 +50,7 @@ func (h *Handler) routes() {
 	p := strings.TrimSuffix(PathPrefix, "/")
 	h.routeConfig(p)
 	h.routeCalls(p)
+	h.routeAgentLimits(p)
 	svc := h.svc
 	user := func(r *http.Request) string { return r.URL.Query().Get("user") }
 	name := func(r *http.Request) string { return mux.Vars(r)["username"] }

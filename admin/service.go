@@ -16,6 +16,7 @@ import (
 	"github.com/toolbus/toolbus/acl"
 	"github.com/toolbus/toolbus/broker"
 	"github.com/toolbus/toolbus/contract"
+	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/internal/logutil"
 	"github.com/toolbus/toolbus/requester"
 	"github.com/toolbus/toolbus/store"
@@ -43,6 +44,9 @@ type Store interface {
 
 	SetUserAgents(ctx context.Context, user string, agents []string) error
 	ListUserAgents(ctx context.Context) (map[string][]string, error)
+
+	SetAgentLimit(ctx context.Context, agent, limit string) error
+	AgentLimits(ctx context.Context) (map[string]string, error)
 
 	AddUser(ctx context.Context, id string, password []byte) (store.User, error)
 	ListUsers(ctx context.Context) ([]store.User, error)
@@ -103,6 +107,11 @@ type Options struct {
 	// Settings returns the process's effective settings (GET /config);
 	// nil means none to show (a data directory).
 	Settings func() []Setting
+	// ApplyAgentLimits, if set, gets every per-agent rate limit after each
+	// change of one (SetAgentLimit), to put them in force in the running
+	// gateway (gateway.Gateway.SetAgentLimits); nil means changes are
+	// stored only and apply at the next start.
+	ApplyAgentLimits func(map[string]gateway.Limit)
 	// OnChange, if set, is called after every change the Service is asked
 	// for, made or refused (the audit hook). It runs on the request's
 	// goroutine: it must not block for long.
@@ -157,6 +166,8 @@ type Service struct {
 	// rulesMu orders rule changes with the reloads that follow them, so
 	// that a slow reload cannot install an older rule list over a newer one.
 	rulesMu sync.Mutex
+	// agentLimitsMu does the same for the per-agent rate limits.
+	agentLimitsMu sync.Mutex
 }
 
 // NewService returns a Service over opts.Store.

@@ -99,7 +99,7 @@ func newAuditRow(e admin.AuditEvent) auditRow {
 
 func (c *Console) auditRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console/audit", c.withSession(c.auditPage))
-	mux.HandleFunc("GET /console/audit/events", c.withSession(c.auditEvents))
+	mux.HandleFunc("GET /console/audit/events", c.withBackground(c.auditEvents))
 }
 
 // parseAuditFilters reads the page's query string into the form's

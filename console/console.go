@@ -193,9 +193,9 @@ func New(opts Options) (*Console, error) {
 	mux.HandleFunc("POST "+Path+"sign-in/openid", c.startOpenID)
 	mux.HandleFunc("GET "+Path+"{$}", c.withSession(c.overview))
 	mux.HandleFunc("GET "+Path+"agents", c.withSession(c.agents))
-	mux.HandleFunc("GET "+Path+"agents/list", c.withSession(c.agentList))
+	mux.HandleFunc("GET "+Path+"agents/list", c.withBackground(c.agentList))
 	mux.HandleFunc("GET "+Path+"agent", c.withSession(c.agentDetail))
-	mux.HandleFunc("GET "+Path+"events", c.withSession(c.events))
+	mux.HandleFunc("GET "+Path+"events", c.withBackground(c.events))
 	// Each page's file adds its own routes.
 	for _, add := range []func(*http.ServeMux){c.accessRoutes, c.mqttRoutes, c.auditRoutes, c.toolsRoutes, c.settingsRoutes, c.oauthRoutes} {
 		add(mux)
@@ -308,10 +308,15 @@ func (c *Console) clientAddr(r *http.Request) string {
 // holds, as the OAuth page bounds its fields.
 const maxLoggedUser = 128
 
+// maxLoggedReason bounds the reason of a console log line or audit record.
+const maxLoggedReason = 256
+
 func (c *Console) audit(r *http.Request, e store.AuditEvent) {
 	e.Time, e.Kind = time.Now(), store.AuditConsole
 	// A typed user name may be kilobytes: cut before the log and the record.
 	e.UserID = clip.Marked(e.UserID, maxLoggedUser)
+	// A reason may quote the request (a refused post's path): cut it too.
+	e.Reason = clip.Marked(e.Reason, maxLoggedReason)
 	if e.Outcome == "" {
 		e.Outcome = "ok"
 	}

@@ -406,3 +406,34 @@ func TestConsoleAuditCutsUserName(t *testing.T) {
 		t.Errorf("audit user of %d bytes, want at most %d", len(e.UserID), 128)
 	}
 }
+
+// TestConsoleRefusalReasonCut: a cross-site post names its path in the
+// refusal's reason; a long path is cut before the log and the audit.
+func TestConsoleRefusalReasonCut(t *testing.T) {
+	srv, base := behindProxy(t, 0)
+	long := "/console/" + strings.Repeat("p", 16<<10)
+	if resp, _ := do(t, browser(t), http.MethodPost, base+long, url.Values{"a": {"b"}}, map[string]string{"Sec-Fetch-Site": "cross-site"}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-site post: %d", resp.StatusCode)
+	}
+	e := consoleAudit(t, srv, "of the cross-site post", func(e store.AuditEvent) bool { return e.Action == "cross_origin" })
+	if len(e.Reason) > 300 {
+		t.Errorf("audit reason of %d bytes", len(e.Reason))
+	}
+}
+
+// TestConsoleCookieSecureBehindProxy: with an https:// public URL (TLS
+// ended by a proxy in front) the session cookie is Secure and __Host-,
+// though the gateway itself serves plain HTTP.
+func TestConsoleCookieSecureBehindProxy(t *testing.T) {
+	_, base := startConsoleWith(t, server.Config{PublicURL: "https://gw.example"})
+	resp := signIn(t, browser(t), base, "ops")
+	var found bool
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "__Host-toolbus-console" {
+			found = ck.Secure && ck.HttpOnly && ck.Path == "/"
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || !found {
+		t.Fatalf("sign-in: %d, cookies %v", resp.StatusCode, resp.Header.Values("Set-Cookie"))
+	}
+}

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -20,8 +19,8 @@ type OpenID struct {
 	// comes back to SignedIn (oauth.Server.StartConsoleSignIn).
 	Start func(w http.ResponseWriter, r *http.Request)
 	// AdminGroups: members of any of these groups (the provider's groups
-	// claim) get the console (serve --oidc-admin-groups). A user of the
-	// store with the admin role and the same name does too.
+	// claim) get the console (serve --oidc-admin-groups); nil: nobody
+	// signs in there.
 	AdminGroups []string
 }
 
@@ -49,21 +48,15 @@ func (c *Console) startOpenID(w http.ResponseWriter, r *http.Request) {
 }
 
 // SignedIn ends a sign-in at the OpenID provider: user and groups come
-// from its verified answer (package oauth). A member of an admin group,
-// or a store user of that name with the admin role, gets a session; any
-// other is refused with a page that says why.
+// from its verified answer (package oauth). A member of an admin group
+// gets a session; any other is refused with a page that says why.
 func (c *Console) SignedIn(w http.ResponseWriter, r *http.Request, user string, groups []string) {
 	securityHeaders(w.Header())
+	// Groups only: a store user of the same name is not enough, since
+	// which names a provider lets its users take is the provider's
+	// business (a self-chosen preferred_username could name a local
+	// admin).
 	admin := c.opts.OpenID != nil && slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(c.opts.OpenID.AdminGroups, g) })
-	if !admin {
-		st, err := c.opts.Users.UserState(r.Context(), user)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			c.log.WithError(err).Error("sign-in")
-			c.render(w, http.StatusServiceUnavailable, "signin", pageData{Title: "Sign in", Message: "The server cannot check the sign-in now; try again."})
-			return
-		}
-		admin = err == nil && st.Admin
-	}
 	if !admin {
 		c.audit(r, store.AuditEvent{Action: "sign_in", UserID: user, Outcome: "refused", Target: "openid",
 			Reason: "not an admin (groups: " + strings.Join(groups, ", ") + ")", Status: http.StatusForbidden})

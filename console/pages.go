@@ -98,8 +98,18 @@ var funcs = template.FuncMap{
 // (one indexed row, no KDF): a removal, a lost role or a new password
 // ends the session at once.
 func (c *Console) withSession(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return c.session(h, true)
+}
+
+// withBackground is withSession for what a page requests by itself (event
+// streams, refreshes): it does not count as a use of the session.
+func (c *Console) withBackground(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return c.session(h, false)
+}
+
+func (c *Console) session(h func(http.ResponseWriter, *http.Request, *session), use bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ss, why := c.current(r)
+		ss, why := c.current(r, use)
 		if ss == nil {
 			if why != "" {
 				c.setCookie(w, "", -1)
@@ -112,13 +122,13 @@ func (c *Console) withSession(h func(http.ResponseWriter, *http.Request, *sessio
 }
 
 // current returns the request's live session, or nil and why it ended
-// ("" when there was none).
-func (c *Console) current(r *http.Request) (*session, string) {
+// ("" when there was none); use: the request counts as a use of it.
+func (c *Console) current(r *http.Request, use bool) (*session, string) {
 	ck, err := r.Cookie(c.cookieName())
 	if err != nil || ck.Value == "" {
 		return nil, ""
 	}
-	ss := c.sessions.get(ck.Value, time.Now())
+	ss := c.sessions.lookup(ck.Value, time.Now(), use)
 	if ss == nil {
 		return nil, "Your console session ended; sign in again."
 	}
@@ -153,7 +163,7 @@ func (c *Console) stillAdmin(ctx context.Context, ss *session) string {
 }
 
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
-	if ss, _ := c.current(r); ss != nil {
+	if ss, _ := c.current(r, true); ss != nil {
 		http.Redirect(w, r, Path, http.StatusSeeOther)
 		return
 	}

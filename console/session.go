@@ -70,6 +70,14 @@ func (s *sessions) add(user, stamp string, openID bool, now time.Time) *session 
 
 // get returns the live session of id and marks it used; nil if none.
 func (s *sessions) get(id string, now time.Time) *session {
+	return s.lookup(id, now, true)
+}
+
+// lookup returns the live session of id; use marks it used. What a page
+// fetches by itself (its event streams, the agents list it refreshes) is
+// not a use, so that an unattended page does not keep its session from
+// idling out.
+func (s *sessions) lookup(id string, now time.Time, use bool) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.byID[id]
@@ -80,9 +88,11 @@ func (s *sessions) get(id string, now time.Time) *session {
 		s.endLocked(id)
 		return nil
 	}
-	ss.mu.Lock()
-	ss.lastUsed = now
-	ss.mu.Unlock()
+	if use {
+		ss.mu.Lock()
+		ss.lastUsed = now
+		ss.mu.Unlock()
+	}
 	return ss
 }
 

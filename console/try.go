@@ -352,6 +352,16 @@ func (c *Console) tryCall(w http.ResponseWriter, r *http.Request, ss *session) {
 	k := d.Caller
 	ctx, cancel := context.WithTimeout(r.Context(), tryTimeout)
 	defer cancel()
+	// The call ends with the session and at shutdown too, not only when
+	// the browser goes: this goroutine ends with ctx.
+	go func() {
+		select {
+		case <-ss.ended:
+		case <-c.done:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
 	req := admin.TokenRequest{User: k.User, TTL: tryTokenTTL, Name: clip.String("console try-it by "+ss.user, store.MaxTokenNameLen)}
 	path := gateway.MCPPath
 	if k.Listed != nil {

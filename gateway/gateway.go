@@ -290,6 +290,9 @@ func (g *Gateway) routes() {
 	endpoint = g.checkOrigin(g.authenticate(endpoint))
 	g.router.Handle(MCPPath, endpoint)
 	g.router.Handle(MCPPath+"/{entityType}/{entityId}", endpoint)
+	// Tools over REST (rest.go), before the API's prefix, which would take them.
+	g.router.Handle(ToolsPath, g.checkOrigin(g.authenticate(http.HandlerFunc(g.serveTools))))
+	g.router.Handle(ToolsPath+"/{name}", g.checkOrigin(g.authenticate(http.HandlerFunc(g.serveToolCall))))
 	if g.opts.API != nil {
 		g.router.PathPrefix("/api/v1/").Handler(g.checkOrigin(g.authenticate(g.opts.API)))
 	}

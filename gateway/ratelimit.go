@@ -94,10 +94,17 @@ func newLimiters(l Limit) *limiters {
 // allow takes one request from key's bucket. When the bucket is empty it
 // takes nothing and says how long until a request would pass.
 func (ls *limiters) allow(key string) (bool, time.Duration) {
+	_, wait := ls.take(key, time.Now())
+	return wait == 0, wait
+}
+
+// take is allow at now, returning what it took (nil for no limit), which
+// the caller may give back (CancelAt) when another limit refuses the
+// request after all.
+func (ls *limiters) take(key string, now time.Time) (*rate.Reservation, time.Duration) {
 	if ls == nil {
-		return true, 0
+		return nil, 0
 	}
-	now := time.Now()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	e, ok := ls.m[key]
@@ -109,9 +116,9 @@ func (ls *limiters) allow(key string) (bool, time.Duration) {
 	r := e.lim.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
-		return false, d
+		return nil, d
 	}
-	return true, 0
+	return r, 0
 }
 
 // sweep drops the buckets that have refilled since their last use: a new
@@ -131,27 +138,132 @@ func (ls *limiters) sweep(now time.Time) {
 }
 
 // SetRateLimits replaces the limits (SIGHUP). Requests already admitted
-// are not affected. When the limits change, every bucket starts full.
+// are not affected. When the limits change, every bucket starts full; the
+// per-agent limits (SetAgentLimits) stay as they are.
 func (g *Gateway) SetRateLimits(l RateLimits) {
-	if g.limits.Load().cfg != l {
-		g.limits.Store(newRateLimiter(l))
+	for {
+		old := g.limits.Load()
+		if old.cfg == l {
+			return
+		}
+		rl := newRateLimiter(l)
+		rl.agents = old.agents
+		// A swap, not a store: a SetAgentLimits in between must not be lost.
+		if g.limits.CompareAndSwap(old, rl) {
+			return
+		}
 	}
 }
 
-// rateLimiter applies RateLimits.
+// SetAgentLimits replaces the per-agent limits: the tools/call requests
+// one expert agent (by its name on the bus) receives from all callers
+// together, beside AgentTools and the per-token and per-user limits. An
+// agent absent, or with the zero Limit, has no limit of its own; nil
+// removes every one. An agent whose limit is unchanged keeps its bucket,
+// so applying the same limits again (after every change) refills nothing.
+func (g *Gateway) SetAgentLimits(limits map[string]Limit) {
+	for {
+		old := g.limits.Load()
+		rl := *old // the other buckets are shared, not copied
+		rl.agents = old.agents.with(limits)
+		if g.limits.CompareAndSwap(old, &rl) {
+			return
+		}
+	}
+}
+
+// AgentLimits returns the per-agent limits in force (SetAgentLimits), by
+// agent name; an empty map when there are none.
+func (g *Gateway) AgentLimits() map[string]Limit {
+	out := map[string]Limit{}
+	for agent, ls := range g.limits.Load().agents {
+		out[agent] = ls.limit
+	}
+	return out
+}
+
+// ParseAgentLimits reads the stored per-agent limit texts
+// (store.Store.AgentLimits) for SetAgentLimits. A text ParseLimit refuses
+// is left out and named in the error, so that one bad row (a hand-edited
+// database) does not lift the others.
+func ParseAgentLimits(texts map[string]string) (map[string]Limit, error) {
+	out := make(map[string]Limit, len(texts))
+	var errs []error
+	for agent, text := range texts {
+		l, err := ParseLimit(text)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("agent %s: %w", agent, err))
+			continue
+		}
+		out[agent] = l
+	}
+	return out, errors.Join(errs...)
+}
+
+// agentLimiters are the per-agent limits: one bucket per agent that has a
+// limit of its own, shared by every caller (key ""). The map is never
+// changed once built (with builds another), so a call reads it without a
+// lock; nil means no per-agent limits.
+type agentLimiters map[string]*limiters
+
+// with returns the agentLimiters of limits, reusing the buckets of the
+// agents whose limit did not change.
+func (al agentLimiters) with(limits map[string]Limit) agentLimiters {
+	var out agentLimiters
+	for agent, l := range limits {
+		ls := al[agent]
+		if ls == nil || ls.limit != l {
+			if ls = newLimiters(l); ls == nil {
+				continue // the zero Limit: none of its own
+			}
+		}
+		if out == nil {
+			out = agentLimiters{}
+		}
+		out[agent] = ls
+	}
+	return out
+}
+
+// rateLimiter applies RateLimits and the per-agent limits.
 type rateLimiter struct {
 	cfg                     RateLimits
 	token, user, agentTools *limiters
+	agents                  agentLimiters
 }
 
 func newRateLimiter(l RateLimits) *rateLimiter {
 	return &rateLimiter{cfg: l, token: newLimiters(l.PerToken), user: newLimiters(l.PerUser), agentTools: newLimiters(l.AgentTools)}
 }
 
+// allowAgentCall takes one tools/call to agent from the agent's own limit
+// and from AgentTools, or from neither: a call one limit refuses does not
+// use up the other's room. what names the limit that refused.
+func (rl *rateLimiter) allowAgentCall(agent string) (ok bool, wait time.Duration, what string) {
+	if rl.agents == nil && rl.agentTools == nil {
+		return true, 0, ""
+	}
+	now := time.Now()
+	own, wait := rl.agents[agent].take("", now)
+	if wait > 0 {
+		return false, wait, "agent " + agent
+	}
+	if _, wait := rl.agentTools.take("", now); wait > 0 {
+		if own != nil {
+			own.CancelAt(now)
+		}
+		return false, wait, "the expert-agent tools"
+	}
+	return true, 0, ""
+}
+
 func (rl *rateLimiter) sweep(now time.Time) {
 	rl.token.sweep(now)
 	rl.user.sweep(now)
 	rl.agentTools.sweep(now)
+	for _, ls := range rl.agents {
+		ls.sweep(now)
+	}
 }
 
 // codeRateLimited is the JSON-RPC error code of a rate-limited request
@@ -197,13 +309,14 @@ func tooManySessions(r *request) answer {
 		refusal: refusedTooManySessions, retryAfter: sessionsFullRetry}
 }
 
-// rateLimitedCall answers a tools/call that the agent-tools limit refused
-// (HTTP 429 with Retry-After while no stream has started).
-func (g *Gateway) rateLimitedCall(r *request, wait time.Duration) answer {
+// rateLimitedCall answers a tools/call that an agent limit refused (what
+// names it: the expert-agent tools, or one agent's own) with HTTP 429 and
+// Retry-After while no stream has started.
+func (g *Gateway) rateLimitedCall(r *request, what string, wait time.Duration) answer {
 	secs := retryAfterSeconds(wait)
 	r.setOutcome(OutcomeRefused, "rate_limited")
 	data, _ := json.Marshal(map[string]int{"retryAfter": secs})
 	return answer{err: &jsonrpc.Error{Code: codeRateLimited,
-		Message: fmt.Sprintf("rate limit of the expert-agent tools reached; retry after %d s", secs), Data: data},
+		Message: fmt.Sprintf("rate limit of %s reached; retry after %d s", what, secs), Data: data},
 		refusal: refusedRateLimited, retryAfter: secs}
 }

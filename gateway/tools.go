@@ -408,8 +408,8 @@ func (g *Gateway) agentCall(r *request, name string, start time.Time) answer {
 	if r.tok.ReadOnly && !t.readOnly {
 		return g.forbidden(r, "a read-only token may call only tools annotated readOnlyHint: true")
 	}
-	if ok, wait := g.limits.Load().agentTools.allow(""); !ok {
-		return g.rateLimitedCall(r, wait)
+	if ok, wait, what := g.limits.Load().allowAgentCall(t.agent); !ok {
+		return g.rateLimitedCall(r, what, wait)
 	}
 	params := r.params
 	// The agent knows its own name: not a qualified one, listed or not.

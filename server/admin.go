@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/console"
+	"github.com/toolbus/toolbus/gateway"
 	"github.com/toolbus/toolbus/platformtools"
 	"github.com/toolbus/toolbus/store"
 )
@@ -40,6 +42,13 @@ func (s *Server) adminService() (*admin.Service, error) {
 		opts.Calls = s.callHistory
 	}
 	opts.OnChange = s.auditChange()
+	// The gateway is built after the Service (its API is this Service's
+	// handler); a change reaches it only once it serves.
+	opts.ApplyAgentLimits = func(limits map[string]gateway.Limit) {
+		if s.gateway != nil {
+			s.gateway.SetAgentLimits(limits)
+		}
+	}
 	if s.policy != nil {
 		opts.Policy = s.policy
 	}
@@ -107,4 +116,16 @@ func callSeries(st console.SeriesStats) admin.CallSeries {
 		out.Minutes[i] = admin.CallMinute{Start: m.Start.UTC(), Seconds: m.Seconds, Calls: m.Calls, Errors: m.Errors, P50Ms: ms(m.P50), P99Ms: ms(m.P99)}
 	}
 	return out
+}
+
+// loadAgentLimits puts the store's per-agent rate limits in force in the
+// gateway: at start, before the first request, and on a reload.
+func (s *Server) loadAgentLimits(ctx context.Context) error {
+	if s.adminSvc == nil { // no admin Service: adminHandler logged why
+		return nil
+	}
+	if err := s.adminSvc.ReloadAgentLimits(ctx); err != nil {
+		return fmt.Errorf("agent rate limits: %w", err)
+	}
+	return nil
 }

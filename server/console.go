@@ -25,7 +25,8 @@ type ConsoleConfig struct {
 	// console.DefaultMaxAge (12 h).
 	MaxAge time.Duration
 	// OpenIDAdminGroups: members of these groups of the OpenID provider
-	// (OAuthConfig.OIDC) sign in to the console (--oidc-admin-groups).
+	// (OAuthConfig.OIDC) sign in to the console (--oidc-admin-groups);
+	// none: the console does not offer the provider.
 	OpenIDAdminGroups []string
 	// Reload does what SIGHUP does, for the console's Settings page; nil:
 	// the page has no reload button. toolbus serve sets it.
@@ -44,10 +45,12 @@ func (s *Server) newConsole() (http.Handler, error) {
 		return nil, err
 	}
 	opts := console.Options{
-		Users:       s.store,
-		Admin:       svc,
-		Version:     buildinfo.Version(),
-		Secure:      s.https(),
+		Users:   s.store,
+		Admin:   svc,
+		Version: buildinfo.Version(),
+		// Behind a proxy that ends TLS the public URL says HTTPS: the
+		// cookie must be Secure and __Host- there too.
+		Secure:      s.https() || strings.HasPrefix(s.cfg.PublicURL, "https://"),
 		IdleTimeout: s.cfg.Console.IdleTimeout,
 		MaxAge:      s.cfg.Console.MaxAge,
 		Logger:      s.cfg.Logger,
@@ -73,7 +76,7 @@ func (s *Server) newConsole() (http.Handler, error) {
 	if s.requester != nil {
 		opts.Presence = s.requester
 	}
-	if s.oauth != nil && s.oauth.OIDCIssuer() != "" {
+	if s.oauth != nil && s.oauth.OIDCIssuer() != "" && len(s.cfg.Console.OpenIDAdminGroups) > 0 {
 		opts.OpenID = &console.OpenID{Issuer: s.oauth.OIDCIssuer(), Start: s.oauth.StartConsoleSignIn,
 			AdminGroups: s.cfg.Console.OpenIDAdminGroups}
 	}
@@ -94,16 +97,17 @@ func (s *Server) brokerState() console.BrokerState {
 	if !s.external() {
 		return console.BrokerState{Connected: s.broker != nil}
 	}
-	st := console.BrokerState{External: true, URL: redactURL(s.cfg.BrokerURL)}
+	st := console.BrokerState{External: true, URL: RedactURL(s.cfg.BrokerURL)}
 	if s.pahoBus != nil {
 		st.Connected = s.pahoBus.IsConnected()
 	}
 	return st
 }
 
-// redactURL drops any user information from a broker URL list before it
-// is shown on a page.
-func redactURL(raw string) string {
+// RedactURL drops any user information from a broker URL list (comma
+// separated) before it is shown: on the console's overview, in the
+// effective settings.
+func RedactURL(raw string) string {
 	var out []string
 	for _, u := range pahoconn.SplitURLs(raw) {
 		if p, err := url.Parse(u); err == nil {

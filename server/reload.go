@@ -19,9 +19,9 @@ type Reload struct {
 
 // Reload applies r, reads the HTTPS certificate files again (a renewed
 // certificate serves from the next handshake; files that do not make a
-// pair keep the old one, and are the error), and reads the ACL rules from
-// the store again, so that rules changed in the data directory while the
-// process ran take effect.
+// pair keep the old one, and are the error), and reads the ACL rules and
+// the per-agent rate limits from the store again, so that the ones changed
+// in the data directory while the process ran take effect.
 func (s *Server) Reload(ctx context.Context, r Reload) error {
 	if r.LogLevel != nil {
 		s.cfg.Logger.Logger.SetLevel(*r.LogLevel)
@@ -34,6 +34,9 @@ func (s *Server) Reload(ctx context.Context, r Reload) error {
 	}
 	if r.RateLimits != nil && s.gateway != nil {
 		s.gateway.SetRateLimits(*r.RateLimits)
+	}
+	if err := s.loadAgentLimits(ctx); err != nil {
+		s.log.WithError(err).Error("reload: still enforcing the previous agent rate limits")
 	}
 	if s.store == nil || s.policy == nil {
 		return certErr

@@ -388,6 +388,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err := s.startGateway(); err != nil {
 		return err
 	}
+	if err := s.loadAgentLimits(ctx); err != nil {
+		return err
+	}
 	// Listening streams never end by themselves: Shutdown ends them.
 	s.http.RegisterOnShutdown(s.gateway.EndStreams)
 	if s.console != nil {

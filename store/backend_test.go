@@ -68,6 +68,7 @@ var portableTests = []struct {
 	{"ListTokens", TestListTokens},
 	{"TokenAgents", TestTokenAgents},
 	{"UserAgents", TestUserAgents},
+	{"AgentLimits", TestAgentLimits},
 	{"RevokeToken", TestRevokeToken},
 	{"AuthenticateToken", TestAuthenticateToken},
 	{"AuthenticateTokenCache", TestAuthenticateTokenCache},

@@ -278,6 +278,22 @@ ON CONFLICT (name) DO UPDATE SET value = excluded.value`,
 		// The segments written before: their records decoded and keyed.
 		run: backfillAuditKeys,
 	},
+	{
+		version: 14,
+		name:    "per-agent rate limits",
+		stmts: []string{
+			// An expert agent's rate limit across all callers
+			// (store/agent_limits.go): the operator's text, as
+			// gateway.ParseLimit reads it. No row: no limit of its own.
+			// IF NOT EXISTS: a schema rolled back to an older version by
+			// hand (tests do) keeps the table.
+			`CREATE TABLE IF NOT EXISTS agent_limits (
+	agent      TEXT PRIMARY KEY,
+	rate_limit TEXT NOT NULL,
+	updated_ms BIGINT NOT NULL
+)`,
+		},
+	},
 }
 
 // migrate brings db to the newest schema version. It refuses a database

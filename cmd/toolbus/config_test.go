@@ -63,7 +63,8 @@ func TestConfigCheck(t *testing.T) {
 }
 
 // TestConfigPrecedence: the command line beats the environment, which
-// beats the file; the sources are reported that way, secrets masked.
+// beats the file; the sources are reported that way, secrets masked (a
+// broker URL's credentials dropped).
 func TestConfigPrecedence(t *testing.T) {
 	isolateEnv(t)
 	file := writeFile(t, "c.yaml", "call-timeout: 5s\nlist-timeout: 2s\nmax-contexts: 50\nsession-secret: hunter2hunter2\n")
@@ -76,7 +77,8 @@ func TestConfigPrecedence(t *testing.T) {
 	fs.Int("max-contexts", 0, "")
 	fs.String("session-secret", "", "")
 	fs.String("http-addr", "127.0.0.1:8080", "")
-	src, err := parseCommandFlags(fs, []string{"--config", file, "--max-contexts", "70"})
+	fs.String("broker-url", "", "")
+	src, err := parseCommandFlags(fs, []string{"--config", file, "--max-contexts", "70", "--broker-url", "mqtt://gw:pa55word@broker-a:1883,tcp://broker-b:1883"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +89,7 @@ func TestConfigPrecedence(t *testing.T) {
 	for name, want := range map[string]string{
 		"call-timeout": "5s (file)", "list-timeout": "3s (env)", "max-contexts": "70 (flag)",
 		"session-secret": "******** (file)", "http-addr": "127.0.0.1:8080 (default)", "config": file + " (flag)",
+		"broker-url": "mqtt://broker-a:1883,tcp://broker-b:1883 (flag)", // the credentials go
 	} {
 		if got[name] != want {
 			t.Errorf("%s = %q, want %q", name, got[name], want)

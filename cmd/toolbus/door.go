@@ -26,6 +26,8 @@ type door interface {
 
 	ListUserAgents(ctx context.Context) ([]admin.UserAgents, error)
 	SetUserAgents(ctx context.Context, user string, req admin.UserAgentsRequest) (admin.UserAgents, error)
+	AgentLimits(ctx context.Context) ([]admin.AgentLimit, error)
+	SetAgentLimit(ctx context.Context, agent string, req admin.AgentLimitRequest) (admin.AgentLimit, error)
 
 	ListUsers(ctx context.Context) ([]admin.User, error)
 	AddUser(ctx context.Context, req admin.UserRequest) (admin.UserChange, error)

@@ -12,6 +12,7 @@ import (
 	"github.com/toolbus/toolbus/admin"
 	"github.com/toolbus/toolbus/internal/config"
 	"github.com/toolbus/toolbus/internal/envflag"
+	"github.com/toolbus/toolbus/server"
 )
 
 // newFlagSet returns a FlagSet for one command that writes its help to stderr.
@@ -115,8 +116,12 @@ func effectiveSettings(fs *flag.FlagSet, src flagSources) []admin.Setting {
 		if s.Source == "" {
 			s.Source = "default"
 		}
-		if (strings.Contains(f.Name, "password") || strings.Contains(f.Name, "secret") || f.Name == "store-url") && s.Value != "" {
+		switch {
+		case s.Value == "":
+		case strings.Contains(f.Name, "password") || strings.Contains(f.Name, "secret") || f.Name == "store-url":
 			s.Value = "********"
+		case f.Name == "broker-url": // mqtt://user:pass@host: the credentials go
+			s.Value = server.RedactURL(s.Value)
 		}
 		out = append(out, s)
 	})

@@ -11,6 +11,7 @@
 //	toolbus acl rule   list|add|remove [flags]
 //	toolbus clients|agents|contexts [flags]
 //	toolbus agents     grant|grants [flags]
+//	toolbus agents     limit NAME PER_MINUTE[:BURST] | limits [flags]
 //	toolbus audit      [flags]
 //	toolbus config     check FILE
 //	toolbus version                print the build's version (also --version)
@@ -63,6 +64,8 @@ commands:
   agents                 list the expert agents and their tools   (needs --server)
   agents grant           limit a user's tokens to some agents: --user U --agents a,b ("" lifts it)
   agents grants          list the users limited to some agents
+  agents limit           NAME PER_MINUTE[:BURST]: limit one agent's calls, all callers together (600:50; "" lifts it)
+  agents limits          list the agents with a rate limit of their own
   contexts list          list the cached contexts                 (needs --server)
   contexts evict         evict (unsubscribe) a cached context     (needs --server)
   audit                  query the audit log (--since --until --user --tool --outcome --kind --limit)
@@ -180,6 +183,12 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 		if len(rest) > 0 && rest[0] == "grants" {
 			return runAgentsGrants(ctx, rest[1:], stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "limit" {
+			return runAgentsLimit(ctx, rest[1:], stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "limits" {
+			return runAgentsLimits(ctx, rest[1:], stdout, stderr)
 		}
 		return runAgents(ctx, withoutList(rest), stdout, stderr)
 	case "contexts":

@@ -51,7 +51,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.OAuth.OIDC.UserClaim, "oidc-user-claim", "sub", "claim whose value becomes the toolbus user ID (characters outside A-Z a-z 0-9 _ - become _)")
 	fs.StringVar(&cfg.OAuth.OIDC.UserPrefix, "oidc-user-prefix", "", "with --oidc-issuer: put before every user ID the provider's claims make (e.g. sso-), a prefix to keep for them (name no personal token's user or toolbus user with it); at most 32 of A-Z a-z 0-9 _ -")
 	fs.StringVar(&cfg.OAuth.OIDC.GroupsClaim, "oidc-groups-claim", "groups", "claim that lists the user's groups")
-	oidcAdminGroups := fs.String("oidc-admin-groups", "", "members of these groups of the OpenID provider (comma-separated) sign in to the operator console; a store user with the admin role and the same name does too")
+	oidcAdminGroups := fs.String("oidc-admin-groups", "", "members of these groups of the OpenID provider (comma-separated) sign in to the operator console; none: the console offers no sign-in at the provider")
 	oidcGroupScopes := fs.String("oidc-group-scopes", "", "which scopes each group's members may grant, GROUP=SCOPE,SCOPE;GROUP=SCOPE (e.g. mcp-users=tools:list,tools:call;auditors=tools:list); users in none cannot sign in; default: anyone the provider signs in may grant every scope")
 	fs.StringVar(&cfg.MQTTAddr, "mqtt-addr", "127.0.0.1:1883", "TCP listen address of the embedded MQTT broker")
 	fs.StringVar(&cfg.MQTTWSAddr, "mqtt-ws-addr", "", "listen address of the embedded MQTT broker for MQTT over WebSocket (ws://HOST:PORT/mqtt; put a TLS proxy in front for wss://); off by default")

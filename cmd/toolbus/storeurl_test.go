@@ -22,7 +22,7 @@ var storeCommands = [][]string{
 	{"mqtt-user", "passwd"}, {"mqtt-user", "remove"},
 	{"user", "add"}, {"user", "list"}, {"user", "passwd"}, {"user", "remove"},
 	{"acl", "rule", "list"}, {"acl", "rule", "add"}, {"acl", "rule", "remove"}, {"acl", "export"},
-	{"agents", "grant"}, {"agents", "grants"}, {"audit"},
+	{"agents", "grant"}, {"agents", "grants"}, {"agents", "limit"}, {"agents", "limits"}, {"audit"},
 }
 
 // Every command that opens the store itself takes --store-url beside

@@ -49,18 +49,8 @@ func Format(bi *debug.BuildInfo) string {
 	if v := bi.Main.Version; v != "" && v != Devel {
 		return v
 	}
-	var rev, at string
-	var dirty bool
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.time":
-			at = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
+	v := VCSOf(bi)
+	rev, at, dirty := v.Revision, v.Time, v.Modified
 	if rev == "" {
 		return Devel
 	}
@@ -78,3 +68,40 @@ func Format(bi *debug.BuildInfo) string {
 	}
 	return b.String()
 }
+
+// VCS is what the toolchain recorded of the source a binary was built
+// from (go build's vcs.* settings); zero when it recorded none, as in test
+// binaries and -buildvcs=false builds.
+type VCS struct {
+	Revision string
+	// Time is the commit time of Revision (RFC 3339): Go records no build
+	// clock, so that builds are reproducible.
+	Time string
+	// Modified: the work tree had uncommitted changes.
+	Modified bool
+}
+
+// VCSOf reads bi's VCS settings (nil: none).
+func VCSOf(bi *debug.BuildInfo) VCS {
+	var v VCS
+	if bi == nil {
+		return v
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Revision = s.Value
+		case "vcs.time":
+			v.Time = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
+		}
+	}
+	return v
+}
+
+// CurrentVCS is this binary's VCS, read once.
+var CurrentVCS = sync.OnceValue(func() VCS {
+	bi, _ := debug.ReadBuildInfo()
+	return VCSOf(bi)
+})

@@ -71,3 +71,22 @@ func ExampleFormat() {
 	// (devel) 6c82b91abcde+dirty 2026-11-28T10:50:00Z
 	// v1.2.3
 }
+
+// TestVCSOf: GET /api/v1/tools names the revision, its commit time and
+// the modified flag the toolchain recorded; test binaries record none, so
+// the reading is checked on a constructed build info.
+func TestVCSOf(t *testing.T) {
+	bi := &debug.BuildInfo{Settings: []debug.BuildSetting{
+		{Key: "vcs", Value: "git"},
+		{Key: "vcs.revision", Value: "6c82b91abcdef0123456789abcdef0123456789a"},
+		{Key: "vcs.time", Value: "2026-11-28T10:50:00Z"},
+		{Key: "vcs.modified", Value: "true"},
+	}}
+	want := buildinfo.VCS{Revision: "6c82b91abcdef0123456789abcdef0123456789a", Time: "2026-11-28T10:50:00Z", Modified: true}
+	if got := buildinfo.VCSOf(bi); got != want {
+		t.Errorf("VCSOf = %+v, want %+v", got, want)
+	}
+	if got := buildinfo.VCSOf(nil); got != (buildinfo.VCS{}) {
+		t.Errorf("VCSOf(nil) = %+v, want the zero VCS", got)
+	}
+}
