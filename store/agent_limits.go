@@ -23,15 +23,6 @@ var ErrInvalidAgentLimit = errors.New("invalid agent limit")
 // person writes ("600:50").
 const MaxAgentLimitLen = 64
 
-// The statements of this file. The upsert runs unchanged on SQLite (3.24+)
-// and PostgreSQL.
-const (
-	qUpsertAgentLimit = `INSERT INTO agent_limits (agent, rate_limit, updated_ms) VALUES ($1, $2, $3)
-ON CONFLICT (agent) DO UPDATE SET rate_limit = excluded.rate_limit, updated_ms = excluded.updated_ms`
-	qDeleteAgentLimit = `DELETE FROM agent_limits WHERE agent = $1`
-	qListAgentLimits  = `SELECT agent, rate_limit FROM agent_limits ORDER BY agent`
-)
-
 // SetAgentLimit stores limit as agent's rate limit across all callers,
 // replacing any before; an empty (or blank) limit removes it. Removing a
 // limit the agent does not have is no error: the outcome is the same.

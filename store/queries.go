@@ -104,3 +104,36 @@ RETURNING revoked_ms`
 	qSchemaVersion   = `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`
 	qInsertMigration = `INSERT INTO schema_migrations (version, name, applied_ms) VALUES ($1, $2, $3)`
 )
+
+// Statements of the operators' view of the clients (ListOAuthClients,
+// DeleteOAuthClient). Portable as queries.go's: numbered placeholders,
+// RETURNING, SUM of a CASE (no FILTER clause, which SQLite lacks).
+const (
+	// A grant is live while neither revoked nor expired; a token while
+	// neither revoked nor expired (expires_ms 0: never). Last use is the
+	// newest of the client's tokens' (the current ones: a refresh deletes
+	// the token it replaces).
+	qListOAuthClients = `SELECT c.client_id, c.secret_hash, c.name, c.redirect_uris, c.created_ms, c.used_ms,
+COALESCE(g.n, 0), COALESCE(t.n, 0), COALESCE(t.last_ms, 0)
+FROM oauth_clients c
+LEFT JOIN (SELECT client_id, COUNT(*) AS n FROM oauth_grants WHERE revoked_ms = 0 AND expires_ms > $1 GROUP BY client_id) g
+  ON g.client_id = c.client_id
+LEFT JOIN (SELECT client_id, SUM(CASE WHEN revoked_ms = 0 AND (expires_ms = 0 OR expires_ms > $1) THEN 1 ELSE 0 END) AS n,
+  MAX(last_used_ms) AS last_ms FROM tokens WHERE client_id <> '' GROUP BY client_id) t
+  ON t.client_id = c.client_id
+ORDER BY c.created_ms, c.client_id`
+	qDeleteOAuthClient       = `DELETE FROM oauth_clients WHERE client_id = $1`
+	qDeleteOAuthGrantsOf     = `DELETE FROM oauth_grants WHERE client_id = $1`
+	qDeleteOAuthCodesOf      = `DELETE FROM oauth_codes WHERE client_id = $1`
+	qDeleteOAuthClientTokens = `DELETE FROM tokens WHERE client_id = $1 RETURNING id`
+	qDeleteOAuthGrant        = `DELETE FROM oauth_grants WHERE id = $1`
+)
+
+// Agent rate limits (agent_limits.go). The upsert runs unchanged on SQLite (3.24+)
+// and PostgreSQL.
+const (
+	qUpsertAgentLimit = `INSERT INTO agent_limits (agent, rate_limit, updated_ms) VALUES ($1, $2, $3)
+ON CONFLICT (agent) DO UPDATE SET rate_limit = excluded.rate_limit, updated_ms = excluded.updated_ms`
+	qDeleteAgentLimit = `DELETE FROM agent_limits WHERE agent = $1`
+	qListAgentLimits  = `SELECT agent, rate_limit FROM agent_limits ORDER BY agent`
+)

@@ -32,7 +32,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tool := fs.String("tool", "", "only calls of this tool")
 	agent := fs.String("agent", "", "only calls of the tools this expert agent serves")
 	outcome := fs.String("outcome", "", "only this outcome: ok, tool_error, timeout, refused, error, cancelled")
-	kind := fs.String("kind", "", "only this kind: tool_call, refused, admin, agent_connect, agent_disconnect, mqtt_denied, oauth")
+	kind := fs.String("kind", "", "only this kind: tool_call, refused, admin, agent_connect, agent_disconnect, mqtt_denied, oauth, console")
 	limit := fs.Int("limit", 100, "most records printed (pages of up to 1000 are fetched as needed)")
 	if err := parseDoorFlags(fs, d, args); err != nil {
 		return err
