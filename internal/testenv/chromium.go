@@ -43,23 +43,38 @@ func Browser(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
 	bin := chromium.Need(t)
 	ctx := Context(t, d)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.UserDataDir(t.TempDir()),
-		// Tests run as root in CI, where Chromium's sandbox cannot start.
-		chromedp.NoSandbox,
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	bctx, cancelTab := chromedp.NewContext(actx)
-	if err := chromedp.Do(bctx); err != nil { // starts the browser
+	// Chromium now and then dies while it starts on a loaded machine
+	// (its crash handler, before any page): that is not what a test
+	// tests, so a start is tried up to three times, each with a profile
+	// of its own.
+	var err error
+	for range browserStarts {
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(bin),
+			chromedp.UserDataDir(t.TempDir()),
+			// Tests run as root in CI, where Chromium's sandbox cannot start.
+			chromedp.NoSandbox,
+			chromedp.Flag("disable-dev-shm-usage", true),
+		)
+		actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+		bctx, cancelTab := chromedp.NewContext(actx)
+		if err = chromedp.Do(bctx); err == nil { // starts the browser
+			t.Cleanup(func() {
+				cancelTab()
+				cancelAlloc() // waits for the browser process to exit
+			})
+			return bctx
+		}
 		cancelTab()
 		cancelAlloc()
-		t.Fatalf("start chromium (%s): %v", bin, err)
+		if ctx.Err() != nil {
+			break
+		}
+		t.Logf("chromium did not start (%v); trying again", err)
 	}
-	t.Cleanup(func() {
-		cancelTab()
-		cancelAlloc() // waits for the browser process to exit
-	})
-	return bctx
+	t.Fatalf("start chromium (%s): %v", bin, err)
+	return nil
 }
+
+// browserStarts is how many times Browser tries to start Chromium.
+const browserStarts = 3
