@@ -7,33 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/toolbus/toolbus/server"
 	"github.com/toolbus/toolbus/store"
 )
-
-// accessAdminAudit waits for an admin-model record that match selects.
-func accessAdminAudit(t *testing.T, srv *server.Server, what string, match func(store.AuditEvent) bool) store.AuditEvent {
-	t.Helper()
-	var seen []store.AuditEvent
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		evs, _, err := srv.Store().QueryAudit(ctx(t), store.AuditQuery{Kind: store.AuditAdmin, Limit: store.MaxAuditLimit})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen = evs
-		for _, e := range evs {
-			if match(e) {
-				return e
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no admin audit record %s among %+v", what, seen)
-	return store.AuditEvent{}
-}
 
 var secretRE = regexp.MustCompile(`id="new-token-secret" data-token="([^"]+)">([^<]+)<`)
 
@@ -123,13 +99,13 @@ func TestConsoleTokens(t *testing.T) {
 		t.Errorf("revoke of an unknown token: %d\n%s", resp.StatusCode, body)
 	}
 
-	e := accessAdminAudit(t, srv, "of the revocation", func(e store.AuditEvent) bool {
+	e := adminAudit(t, srv, "of the revocation", func(e store.AuditEvent) bool {
 		return e.Action == "token.revoke" && e.Target == "token "+id
 	})
 	if e.Source != "console" || e.UserID != "ops" || e.Outcome != "ok" {
 		t.Errorf("revocation audited as %+v, want source console, user ops", e)
 	}
-	e = accessAdminAudit(t, srv, "of the refused creation", func(e store.AuditEvent) bool {
+	e = adminAudit(t, srv, "of the refused creation", func(e store.AuditEvent) bool {
 		return e.Action == "token.create" && e.Outcome != "ok" && strings.Contains(e.Reason, "soon")
 	})
 	if e.Source != "console" || e.UserID != "ops" {
@@ -235,7 +211,7 @@ func TestConsoleUsers(t *testing.T) {
 	if resp, body := do(t, c, http.MethodPost, base+"/console/users/carol/remove", url.Values{}, nil); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("remove again: %d\n%s", resp.StatusCode, body)
 	}
-	e := accessAdminAudit(t, srv, "of the removal", func(e store.AuditEvent) bool {
+	e := adminAudit(t, srv, "of the removal", func(e store.AuditEvent) bool {
 		return e.Action == "user.remove" && e.Target == "user carol" && e.Outcome == "ok"
 	})
 	if e.Source != "console" || e.UserID != "ops" {

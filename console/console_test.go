@@ -284,33 +284,41 @@ func behindProxy(t *testing.T, limit int) (*server.Server, string) {
 // from is the X-Forwarded-For of a client behind the trusted proxy.
 func from(addr string) map[string]string { return map[string]string{"X-Forwarded-For": addr} }
 
-// consoleAudit waits for a console record that match selects.
+// consoleAudit waits for a console record (kind console) that match
+// selects.
 func consoleAudit(t *testing.T, srv *server.Server, what string, match func(store.AuditEvent) bool) store.AuditEvent {
 	t.Helper()
-	var got store.AuditEvent
+	return waitAudit(t, srv, store.AuditConsole, what, match)
+}
+
+// adminAudit waits for an admin-model record (kind admin) that match
+// selects: a change made through the console is one.
+func adminAudit(t *testing.T, srv *server.Server, what string, match func(store.AuditEvent) bool) store.AuditEvent {
+	t.Helper()
+	return waitAudit(t, srv, store.AuditAdmin, what, match)
+}
+
+// waitAudit waits (at most 10 s: the writer flushes every 500 ms) for an
+// audit record of kind that match selects.
+func waitAudit(t *testing.T, srv *server.Server, kind, what string, match func(store.AuditEvent) bool) store.AuditEvent {
+	t.Helper()
 	var seen []store.AuditEvent
-	ok := false
 	deadline := time.Now().Add(10 * time.Second)
-	for !ok && time.Now().Before(deadline) {
-		evs, _, err := srv.Store().QueryAudit(ctx(t), store.AuditQuery{Kind: store.AuditConsole, Limit: store.MaxAuditLimit})
+	for time.Now().Before(deadline) {
+		evs, _, err := srv.Store().QueryAudit(ctx(t), store.AuditQuery{Kind: kind, Limit: store.MaxAuditLimit})
 		if err != nil {
 			t.Fatal(err)
 		}
 		seen = evs
 		for _, e := range evs {
 			if match(e) {
-				got, ok = e, true
-				break
+				return e
 			}
 		}
-		if !ok {
-			time.Sleep(20 * time.Millisecond)
-		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if !ok {
-		t.Fatalf("no console audit record %s among %+v", what, seen)
-	}
-	return got
+	t.Fatalf("no %s audit record %s among %+v", kind, what, seen)
+	return store.AuditEvent{}
 }
 
 // TestConsoleSignInRateLimit: sign-in attempts are limited per client

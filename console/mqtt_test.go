@@ -16,28 +16,6 @@ import (
 	"github.com/toolbus/toolbus/store"
 )
 
-// mqttAdminAudit waits for an admin record that match selects.
-func mqttAdminAudit(t *testing.T, srv *server.Server, what string, match func(store.AuditEvent) bool) store.AuditEvent {
-	t.Helper()
-	var seen []store.AuditEvent
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		evs, _, err := srv.Store().QueryAudit(ctx(t), store.AuditQuery{Kind: store.AuditAdmin, Limit: store.MaxAuditLimit})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen = evs
-		for _, e := range evs {
-			if match(e) {
-				return e
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no admin audit record %s among %+v", what, seen)
-	return store.AuditEvent{}
-}
-
 // mqttDone is the page's Done line (what an action did), or "".
 func mqttDone(body string) string {
 	m := regexp.MustCompile(`<p class="done" role="status">([^<]*)</p>`).FindStringSubmatch(body)
@@ -128,7 +106,7 @@ func TestConsoleIdentities(t *testing.T) {
 		}
 		return true
 	})
-	e := mqttAdminAudit(t, srv, "of the disable", func(e store.AuditEvent) bool { return e.Action == "identity.disable" })
+	e := adminAudit(t, srv, "of the disable", func(e store.AuditEvent) bool { return e.Action == "identity.disable" })
 	if e.UserID != "ops" || e.Source != admin.DoorConsole || e.Target != "identity weather" || e.Outcome != "ok" {
 		t.Errorf("audit of the disable: %+v", e)
 	}
